@@ -1,0 +1,33 @@
+# Everything a fresh clone needs: `make demo` (end to end) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# A CPU wheel of exactly this version is what the build machines serve locally; GPU users keep their own torch.
+TORCH_FALLBACK ?= torch==2.13.0
+CORPUS ?= $(or $(NMT_CORPUS_URL),http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip)
+
+.PHONY: install test test-fast demo clean
+
+install: $(BIN)/.installed
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_FALLBACK)"
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+demo: install
+	$(BIN)/nmt download --url "$(CORPUS)"
+	$(BIN)/nmt prepare --config configs/demo.yaml
+	$(BIN)/nmt train --config configs/demo.yaml
+	$(BIN)/nmt evaluate --run runs/demo
+	$(BIN)/nmt translate --run runs/demo "i'm home ."
+
+clean:
+	rm -rf $(VENV) runs data/fra-eng data/prepared
