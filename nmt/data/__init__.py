@@ -1,0 +1,1 @@
+"""Data pipeline: download → normalize/read → leakage-free split → SentencePiece → encoded arrays → batches."""

@@ -1,0 +1,59 @@
+"""SentencePiece subword models: training on the train split, loading, and id conventions."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import sentencepiece as spm
+
+from nmt.errors import NMTError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL = "spm.model", "spm.src.model", "spm.tgt.model"
+
+
+def train_sentencepiece(sentences: Iterable[str], model_path: Path, vocab_size: int, model_type: str,
+                        byte_fallback: bool, character_coverage: float) -> Path:
+    """Train one model; normalization is ours (identity rule), so decode(encode(s)) == s on normalized text."""
+    model_path = Path(model_path)
+    prefix = model_path.with_suffix("")
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_prefix=str(prefix), vocab_size=vocab_size,
+        model_type=model_type, byte_fallback=byte_fallback, character_coverage=character_coverage,
+        normalization_rule_name="identity", pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        num_threads=os.cpu_count() or 1, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+        hard_vocab_limit=False, minloglevel=2)
+    return model_path
+
+
+def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
+    if not Path(path).is_file():
+        raise NMTError(f"SentencePiece model not found: {path}")
+    return spm.SentencePieceProcessor(model_file=str(path))
+
+
+@dataclass
+class Tokenizers:
+    """Source and target subword models; the same object twice when the vocabulary is joint."""
+
+    source: spm.SentencePieceProcessor
+    target: spm.SentencePieceProcessor
+
+    @property
+    def joint(self) -> bool:
+        return self.source is self.target
+
+    @classmethod
+    def from_dir(cls, directory: Path) -> "Tokenizers":
+        directory = Path(directory)
+        if (directory / JOINT_MODEL).is_file():
+            joint = load_sentencepiece(directory / JOINT_MODEL)
+            return cls(joint, joint)
+        return cls(load_sentencepiece(directory / SOURCE_MODEL), load_sentencepiece(directory / TARGET_MODEL))
+
+    @staticmethod
+    def files(joint: bool) -> list[str]:
+        return [JOINT_MODEL] if joint else [SOURCE_MODEL, TARGET_MODEL]
