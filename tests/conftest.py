@@ -1,0 +1,48 @@
+"""Shared fixtures: tiny corpora made here, and the real corpus from ../shared/data when it is present."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def real_corpus_zip() -> Path | None:
+    candidates = [os.environ.get("NMT_TEST_CORPUS"), REPO.parent / "shared" / "data" / "fra-eng.zip",
+                  REPO / "shared" / "data" / "fra-eng.zip"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def corpus_zip() -> Path:
+    path = real_corpus_zip()
+    if path is None:
+        pytest.skip("real corpus ../shared/data/fra-eng.zip not present (set NMT_TEST_CORPUS to its path)")
+    return path
+
+
+def make_zip(members: dict[str, str | bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, content in members.items():
+            zf.writestr(name, content)
+    return buffer.getvalue()
+
+
+TOY_PAIRS = [
+    ("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours\u202f!"), ("I'm home.", "Je suis chez moi."),
+    ("I lost.", "J'ai perdu."), ("He's calm.", "Il est calme."), ("Thanks.", "Merci."),
+]
+
+
+def toy_corpus_text(columns: int = 2) -> str:
+    extra = "\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)" if columns == 3 else ""
+    return "".join(f"{en}\t{fr}{extra}\n" for en, fr in TOY_PAIRS)

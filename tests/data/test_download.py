@@ -1,0 +1,107 @@
+import functools
+import hashlib
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import make_zip, toy_corpus_text
+from nmt.data.download import corpus_path, download_corpus
+from nmt.errors import NMTError
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    """A real HTTP server on loopback serving files from a temporary folder."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_http_download_verifies_and_installs(http_root, tmp_path):
+    root, base = http_root
+    text = toy_corpus_text()
+    (root / "fra-eng.zip").write_bytes(make_zip({"fra-eng/fra.txt": text, "fra-eng/_about.txt": "about",
+                                                 "__MACOSX/fra-eng/._fra.txt": b"\x00junk"}))
+    data = tmp_path / "data"
+    path = download_corpus(f"{base}/fra-eng.zip", data, sha(text), progress=False)
+    assert path == corpus_path(data) and path.read_text() == text
+    assert (data / "fra-eng" / "_about.txt").is_file()
+    assert not list(data.glob(".fra-eng.*")), "staging directory left behind"
+    # A second call with a valid copy does nothing, even when the source has vanished.
+    (root / "fra-eng.zip").unlink()
+    assert download_corpus(f"{base}/fra-eng.zip", data, sha(text), progress=False) == path
+
+
+def test_http_download_resumes_partial_file(http_root, tmp_path):
+    root, base = http_root
+    text = toy_corpus_text() * 50
+    blob = make_zip({"fra-eng/fra.txt": text})
+    (root / "fra-eng.zip").write_bytes(blob)
+    data = tmp_path / "data"
+    (data / ".downloads").mkdir(parents=True)
+    # SimpleHTTPRequestHandler ignores Range, so the client must notice the 200 and start over correctly.
+    (data / ".downloads" / "fra-eng.zip.part").write_bytes(b"garbage-prefix")
+    path = download_corpus(f"{base}/fra-eng.zip", data, sha(text), progress=False)
+    assert path.read_text() == text
+    assert (data / ".downloads" / "fra-eng.zip").read_bytes() == blob
+
+
+def test_checksum_mismatch_fails_and_keeps_good_copy(tmp_path):
+    good, bad = toy_corpus_text(), toy_corpus_text().replace("Merci", "Merci beaucoup")
+    data = tmp_path / "data"
+    (tmp_path / "good.zip").write_bytes(make_zip({"fra-eng/fra.txt": good}))
+    (tmp_path / "bad.zip").write_bytes(make_zip({"fra-eng/fra.txt": bad}))
+    download_corpus(str(tmp_path / "good.zip"), data, sha(good), progress=False)
+    with pytest.raises(NMTError) as err:
+        download_corpus(str(tmp_path / "bad.zip"), data, sha(good), force=True, progress=False)
+    assert sha(bad) in str(err.value) and sha(good) in str(err.value)
+    assert corpus_path(data).read_text() == good
+    assert sorted(p.name for p in data.iterdir()) == ["fra-eng"]
+
+
+def test_mismatch_on_fresh_dir_leaves_nothing(tmp_path):
+    (tmp_path / "bad.zip").write_bytes(make_zip({"fra-eng/fra.txt": "a\tb\n"}))
+    data = tmp_path / "data"
+    with pytest.raises(NMTError, match="checksum mismatch"):
+        download_corpus(str(tmp_path / "bad.zip"), data, "0" * 64, progress=False)
+    assert not corpus_path(data).exists() and list(data.iterdir()) == []
+
+
+@pytest.mark.parametrize("evil", ["../escape.txt", "/tmp/nmt-absolute-escape.txt", "fra-eng/../../escape.txt"])
+def test_zip_slip_refused_and_nothing_written(tmp_path, evil):
+    archive = tmp_path / "evil.zip"
+    archive.write_bytes(make_zip({"fra-eng/fra.txt": toy_corpus_text(), evil: "pwned"}))
+    data = tmp_path / "data"
+    with pytest.raises(NMTError, match="escapes the target"):
+        download_corpus(str(archive), data, None, progress=False)
+    assert not (tmp_path / "escape.txt").exists() and not Path("/tmp/nmt-absolute-escape.txt").exists()
+    assert not corpus_path(data).exists()
+
+
+def test_file_url_and_three_columns_with_opt_out(tmp_path):
+    text = toy_corpus_text(columns=3)
+    archive = tmp_path / "new release.zip"
+    archive.write_bytes(make_zip({"fra-eng/fra.txt": text}))
+    with pytest.raises(NMTError, match="checksum mismatch"):
+        download_corpus(archive.as_uri(), tmp_path / "d1", sha(toy_corpus_text()), progress=False)
+    path = download_corpus(archive.as_uri(), tmp_path / "d2", None, progress=False)
+    assert path.read_text() == text
+
+
+def test_missing_source_and_bad_scheme(tmp_path):
+    with pytest.raises(NMTError, match="not found"):
+        download_corpus(str(tmp_path / "nope.zip"), tmp_path / "d", None, progress=False)
+    with pytest.raises(NMTError, match="unsupported corpus URL scheme"):
+        download_corpus("ftp://example.invalid/x.zip", tmp_path / "d", None, progress=False)
