@@ -1,0 +1,41 @@
+"""Bahdanau et al. (2015): bidirectional GRU encoder, additive attention queried by the previous decoder state."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.models.attention import AdditiveAttention
+from nmt.models.base import EncoderDecoder, Readout, State
+from nmt.models.rnn_encoder import RNNEncoder
+
+
+class Bahdanau(EncoderDecoder):
+    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
+                 dropout: float, tie_output: bool):
+        super().__init__()
+        embed_dim, memory_dim = tgt_embed.embedding_dim, 2 * hidden_size
+        self.encoder = RNNEncoder(src_embed, "gru", hidden_size, num_layers, dropout, bidirectional=True)
+        self.bridge = nn.Linear(memory_dim, hidden_size)  # [h_fwd; h_bwd] → initial decoder state, per layer
+        self.attention = AdditiveAttention(hidden_size, memory_dim, hidden_size)
+        self.tgt_embed, self.dropout = tgt_embed, nn.Dropout(dropout)
+        self.decoder = nn.GRU(embed_dim + memory_dim, hidden_size, num_layers, batch_first=True,
+                              dropout=dropout if num_layers > 1 else 0.0)
+        self.readout = Readout(hidden_size + memory_dim + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
+                               tgt_embed if tie_output else None)
+
+    def encode(self, src: torch.Tensor) -> State:
+        memory, final, mask = self.encoder(src)
+        return {"memory": memory, "keys": self.attention.prepare_keys(memory), "src_mask": mask,
+                "hidden": torch.tanh(self.bridge(final)).transpose(0, 1)}
+
+    def step(self, prev_tokens, state, need_attention=False):
+        hidden = state["hidden"].transpose(0, 1).contiguous()  # (L, B, H)
+        embedded = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)  # (B, 1, E)
+        context, weights = self.attention(hidden[-1].unsqueeze(1), state["keys"], state["memory"], state["src_mask"])
+        output, hidden = self.decoder(torch.cat([embedded, context], dim=-1), hidden)
+        logits = self.readout(torch.cat([output, context, embedded], dim=-1)).squeeze(1)
+        new_state = {**state, "hidden": hidden.transpose(0, 1)}
+        if need_attention:
+            new_state["attention"] = weights.squeeze(1)
+        return logits, new_state

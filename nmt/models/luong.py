@@ -1,0 +1,72 @@
+"""Luong et al. (2015): stacked LSTMs, global (dot/general/concat) or local-p attention after the decoder RNN."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.models.attention import AdditiveAttention, DotAttention, LocalPAttention
+from nmt.models.base import EncoderDecoder, State
+from nmt.models.rnn_encoder import RNNEncoder
+
+
+def luong_attention(score: str, hidden_size: int, window: int) -> nn.Module:
+    if score == "local-p":
+        return LocalPAttention(hidden_size, hidden_size, window)
+    if score == "concat":
+        return AdditiveAttention(hidden_size, hidden_size, hidden_size)
+    return DotAttention(hidden_size, hidden_size, general=score == "general")
+
+
+class Luong(EncoderDecoder):
+    """Attentional state h~_t = tanh(W_c [c_t; h_t]); logits = W_s h~_t; optional input feeding of h~_{t-1}."""
+
+    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
+                 dropout: float, tie_output: bool, score: str, window: int, input_feeding: bool):
+        super().__init__()
+        embed_dim = tgt_embed.embedding_dim
+        self.encoder = RNNEncoder(src_embed, "lstm", hidden_size, num_layers, dropout, bidirectional=False)
+        self.attention = luong_attention(score, hidden_size, window)
+        self.tgt_embed, self.dropout, self.input_feeding = tgt_embed, nn.Dropout(dropout), input_feeding
+        self.decoder = nn.LSTM(embed_dim * (2 if input_feeding else 1), hidden_size, num_layers, batch_first=True,
+                               dropout=dropout if num_layers > 1 else 0.0)
+        self.combine = nn.Linear(2 * hidden_size, embed_dim, bias=False)  # W_c; its output size allows tying W_s
+        self.out = nn.Linear(embed_dim, tgt_embed.num_embeddings, bias=False)
+        if tie_output:
+            self.out.weight = tgt_embed.weight
+
+    def encode(self, src: torch.Tensor) -> State:
+        memory, (h, c), mask = self.encoder(src)
+        state = {"memory": memory, "keys": self.attention.prepare_keys(memory), "src_mask": mask,
+                 "h": h.transpose(0, 1), "c": c.transpose(0, 1)}
+        if self.input_feeding:
+            state["feed"] = memory.new_zeros(memory.shape[0], self.combine.out_features)
+        return state
+
+    def _attend(self, outputs: torch.Tensor, state: State):
+        # outputs (B, T, H) → logits (B, T, V), attentional states (B, T, E), weights (B, T, S)
+        context, weights = self.attention(outputs, state["keys"], state["memory"], state["src_mask"])
+        attentional = torch.tanh(self.combine(torch.cat([context, outputs], dim=-1)))
+        return self.out(self.dropout(attentional)), attentional, weights
+
+    def step(self, prev_tokens, state, need_attention=False):
+        inputs = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
+        if self.input_feeding:
+            inputs = torch.cat([inputs, state["feed"].unsqueeze(1)], dim=-1)
+        hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
+        outputs, (h, c) = self.decoder(inputs, hc)
+        logits, attentional, weights = self._attend(outputs, state)
+        new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1)}
+        if self.input_feeding:
+            new_state["feed"] = attentional.squeeze(1)
+        if need_attention:
+            new_state["attention"] = weights.squeeze(1)
+        return logits.squeeze(1), new_state
+
+    def forward(self, src, tgt_in):
+        if self.input_feeding:  # h~_{t-1} feeds step t: inherently sequential
+            return super().forward(src, tgt_in)
+        state = self.encode(src)  # all steps in one cuDNN call, then attention for all steps in one batched matmul
+        hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
+        outputs, _ = self.decoder(self.dropout(self.tgt_embed(tgt_in)), hc)
+        return self._attend(outputs, state)[0]

@@ -1,0 +1,41 @@
+"""Recurrent encoder shared by seq2seq, Bahdanau and Luong; packed so padding never changes a sentence's output."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nmt.models.base import padding_mask
+
+
+class RNNEncoder(nn.Module):
+    """src (B, S) → outputs (B, S, H·dirs), final state: h (L, B, H·dirs) [, c for LSTM], directions concatenated."""
+
+    def __init__(self, embedding: nn.Embedding, cell: str, hidden_size: int, num_layers: int, dropout: float,
+                 bidirectional: bool):
+        super().__init__()
+        self.embedding, self.dropout = embedding, nn.Dropout(dropout)
+        rnn_cls = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
+        self.rnn = rnn_cls(embedding.embedding_dim, hidden_size, num_layers, batch_first=True,
+                           dropout=dropout if num_layers > 1 else 0.0, bidirectional=bidirectional)
+        self.bidirectional = bidirectional
+
+    def forward(self, src: torch.Tensor):
+        mask = padding_mask(src)
+        lengths = (~mask).sum(1).cpu()
+        packed = pack_padded_sequence(self.dropout(self.embedding(src)), lengths, batch_first=True,
+                                      enforce_sorted=False)
+        outputs, final = self.rnn(packed)
+        outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
+        if isinstance(final, tuple):
+            final = tuple(self._merge_directions(x) for x in final)
+        else:
+            final = self._merge_directions(final)
+        return outputs, final, mask
+
+    def _merge_directions(self, state: torch.Tensor) -> torch.Tensor:
+        if not self.bidirectional:
+            return state
+        layers2, batch, hidden = state.shape  # (L·2, B, H) → (L, B, 2H)
+        return state.view(layers2 // 2, 2, batch, hidden).transpose(1, 2).reshape(layers2 // 2, batch, 2 * hidden)

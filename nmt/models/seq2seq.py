@@ -1,0 +1,45 @@
+"""Sutskever/Cho encoder–decoder without attention: the encoder's final state is the decoder's only view of the source."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.models.base import EncoderDecoder, Readout, State
+from nmt.models.rnn_encoder import RNNEncoder
+
+
+class Seq2Seq(EncoderDecoder):
+    """GRU encoder; GRU decoder fed [embedding; final encoder state] at every step (d2l.ai's Seq2SeqDecoder)."""
+
+    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
+                 dropout: float, tie_output: bool):
+        super().__init__()
+        embed_dim = tgt_embed.embedding_dim
+        self.encoder = RNNEncoder(src_embed, "gru", hidden_size, num_layers, dropout, bidirectional=False)
+        self.tgt_embed, self.dropout = tgt_embed, nn.Dropout(dropout)
+        self.decoder = nn.GRU(embed_dim + hidden_size, hidden_size, num_layers, batch_first=True,
+                              dropout=dropout if num_layers > 1 else 0.0)
+        self.readout = Readout(hidden_size + hidden_size + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
+                               tgt_embed if tie_output else None)
+
+    def encode(self, src: torch.Tensor) -> State:
+        _, hidden, _ = self.encoder(src)  # (L, B, H)
+        return {"hidden": hidden.transpose(0, 1), "context": hidden[-1]}
+
+    def _decode(self, embedded: torch.Tensor, hidden: torch.Tensor, context: torch.Tensor):
+        # embedded (B, T, E), hidden (L, B, H), context (B, H) → logits (B, T, V), new hidden
+        ctx = context.unsqueeze(1).expand(-1, embedded.shape[1], -1)
+        outputs, hidden = self.decoder(torch.cat([embedded, ctx], dim=-1), hidden)
+        return self.readout(torch.cat([outputs, ctx, embedded], dim=-1)), hidden
+
+    def step(self, prev_tokens, state, need_attention=False):
+        embedded = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
+        logits, hidden = self._decode(embedded, state["hidden"].transpose(0, 1).contiguous(), state["context"])
+        return logits.squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}
+
+    def forward(self, src, tgt_in):
+        state = self.encode(src)  # no attention, so the whole target runs in one cuDNN call
+        logits, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)),
+                                 state["hidden"].transpose(0, 1).contiguous(), state["context"])
+        return logits

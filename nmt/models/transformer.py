@@ -1,0 +1,151 @@
+"""Transformer encoder–decoder (Vaswani et al. 2017) with SDPA attention, pre-/post-LN and a key/value cache."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from nmt.models.attention import MultiHeadAttention
+from nmt.models.base import EncoderDecoder, State, padding_mask
+
+
+class PositionalEncoding(nn.Module):
+    """Sinusoidal positions added to scaled embeddings; `offset` gives the position of the first token."""
+
+    def __init__(self, dim: int, dropout: float, max_len: int = 1024):
+        super().__init__()
+        position = torch.arange(max_len).unsqueeze(1)
+        div = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+        table = torch.zeros(max_len, dim)
+        table[:, 0::2], table[:, 1::2] = torch.sin(position * div), torch.cos(position * div)
+        self.register_buffer("table", table, persistent=False)
+        self.dropout, self.scale = nn.Dropout(dropout), math.sqrt(dim)
+
+    def forward(self, embedded: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return self.dropout(embedded * self.scale + self.table[offset:offset + embedded.shape[1]])
+
+
+class Residual(nn.Module):
+    """x + dropout(f(LN(x))) (pre-LN) or LN(x + dropout(f(x))) (post-LN)."""
+
+    def __init__(self, dim: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(dim), nn.Dropout(dropout), pre_norm
+
+    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+def feed_forward(dim: int, ff_dim: int, dropout: float) -> nn.Module:
+    return nn.Sequential(nn.Linear(dim, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, dim))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(dim, heads, dropout)
+        self.ff = feed_forward(dim, ff_dim, dropout)
+        self.res_attn, self.res_ff = Residual(dim, dropout, pre_norm), Residual(dim, dropout, pre_norm)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.res_attn(x, lambda h: self.self_attn(h, h, h, src_mask)[0])
+        return self.res_ff(x, self.ff)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(dim, heads, dropout)
+        self.cross_attn = MultiHeadAttention(dim, heads, dropout)
+        self.ff = feed_forward(dim, ff_dim, dropout)
+        self.res_self, self.res_cross, self.res_ff = (Residual(dim, dropout, pre_norm) for _ in range(3))
+
+    def forward(self, x, cross_k, cross_v, src_mask, cache: tuple | None = None, need_weights: bool = False):
+        """x (B, T, D); cross_k/v (B, H, S, Dh). With `cache` (past k, v), x holds only the new token(s)."""
+        new_cache, weights = None, None
+
+        def self_attention(h):
+            nonlocal new_cache
+            q = self.self_attn.project_query(h)
+            k, v = self.self_attn.project_keys_values(h)
+            if cache is not None:
+                k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+                new_cache = (k, v)
+            # With a cache the single new query may see every cached key: no causal mask needed.
+            return self.self_attn.attend(q, k, v, is_causal=cache is None)[0]
+
+        def cross_attention(h):
+            nonlocal weights
+            context, weights = self.cross_attn.attend(self.cross_attn.project_query(h), cross_k, cross_v, src_mask,
+                                                      need_weights=need_weights)
+            return context
+
+        x = self.res_self(x, self_attention)
+        x = self.res_cross(x, cross_attention)
+        return self.res_ff(x, self.ff), new_cache, weights
+
+
+class Transformer(EncoderDecoder):
+    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, num_layers: int, num_heads: int,
+                 ff_dim: int, dropout: float, pre_norm: bool, tie_output: bool):
+        super().__init__()
+        dim = tgt_embed.embedding_dim
+        self.src_embed, self.tgt_embed = src_embed, tgt_embed
+        self.positions = PositionalEncoding(dim, dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
+                                            for _ in range(num_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
+                                            for _ in range(num_layers))
+        # Pre-LN stacks end with a LayerNorm; post-LN outputs are already normalized.
+        self.encoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
+        self.out = nn.Linear(dim, tgt_embed.num_embeddings, bias=False)
+        if tie_output:
+            self.out.weight = tgt_embed.weight
+        self.attention_layer, self.attention_head = -1, None  # which cross-attention `need_attention` reports
+
+    def encode_memory(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) → memory (B, S, D), src_mask (B, S)."""
+        mask = padding_mask(src)
+        x = self.positions(self.src_embed(src))
+        for layer in self.encoder_layers:
+            x = layer(x, mask)
+        return self.encoder_norm(x), mask
+
+    def encode(self, src: torch.Tensor) -> State:
+        memory, mask = self.encode_memory(src)
+        state: State = {"src_mask": mask}
+        batch, heads = src.shape[0], self.decoder_layers[0].self_attn.num_heads
+        for i, layer in enumerate(self.decoder_layers):
+            # Cross-attention keys/values once per sentence; an empty self-attention cache that grows per step.
+            state[f"cross_k{i}"], state[f"cross_v{i}"] = layer.cross_attn.project_keys_values(memory)
+            empty = memory.new_zeros(batch, heads, 0, layer.self_attn.head_dim)
+            state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty
+        return state
+
+    def step(self, prev_tokens, state, need_attention=False):
+        offset = state["self_k0"].shape[2]
+        x = self.positions(self.tgt_embed(prev_tokens).unsqueeze(1), offset=offset)
+        new_state = dict(state)
+        chosen = self.attention_layer % len(self.decoder_layers)
+        for i, layer in enumerate(self.decoder_layers):
+            x, (k, v), weights = layer(x, state[f"cross_k{i}"], state[f"cross_v{i}"], state["src_mask"],
+                                       cache=(state[f"self_k{i}"], state[f"self_v{i}"]),
+                                       need_weights=need_attention and i == chosen)
+            new_state[f"self_k{i}"], new_state[f"self_v{i}"] = k, v
+            if weights is not None:
+                head = weights.mean(1) if self.attention_head is None else weights[:, self.attention_head]
+                new_state["attention"] = head.squeeze(1)
+        return self.out(self.decoder_norm(x)).squeeze(1), new_state
+
+    def forward(self, src, tgt_in):
+        memory, mask = self.encode_memory(src)
+        x = self.positions(self.tgt_embed(tgt_in))
+        for layer in self.decoder_layers:
+            k, v = layer.cross_attn.project_keys_values(memory)
+            x = layer(x, k, v, mask)[0]
+        return self.out(self.decoder_norm(x))
