@@ -64,6 +64,23 @@ def prepare(config: Optional[Path] = ConfigPath, data_dir: Path = DataDir, overr
     typer.echo(f"prepared data: {directory} ({time.perf_counter() - started:.1f}s; {split_sizes_report(directory)})")
 
 
+@app.command()
+def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, e.g. configs/transformer.yaml."),
+          run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<config name>/."),
+          overrides: Optional[List[str]] = Overrides, data_dir: Path = DataDir, url: Optional[str] = Url) -> None:
+    """Train a model (downloading and preparing the data first if needed); re-running resumes from `last`.
+
+    Example: nmt train --config configs/transformer.yaml --set train.max_steps=20000
+    Several GPUs: torchrun --nproc_per_node=4 -m nmt train --config configs/transformer.yaml
+    """
+    from nmt.config import load_config
+    from nmt.train import train as run_training
+
+    cfg = load_config(config, overrides)
+    progress = run_training(cfg, run_dir or Path("runs") / cfg.name, data_dir, url, log=_log)
+    _log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
+
+
 def main() -> None:
     debug = "--debug" in sys.argv or bool(os.environ.get("NMT_DEBUG"))
     try:

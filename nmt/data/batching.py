@@ -1,0 +1,74 @@
+"""Token-bucketed batches: sentences of similar length grouped under a padded-token budget, shuffled per epoch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nmt.data.dataset import ParallelArrays
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) source ids + EOS, right-padded
+    tgt_in: torch.Tensor  # (B, T) BOS + target ids
+    tgt_out: torch.Tensor  # (B, T) target ids + EOS
+    src_tokens: int  # non-pad counts, for throughput and loss normalization
+    tgt_tokens: int
+
+    def to(self, device: torch.device) -> "Batch":
+        return Batch(self.src.to(device, non_blocking=True), self.tgt_in.to(device, non_blocking=True),
+                     self.tgt_out.to(device, non_blocking=True), self.src_tokens, self.tgt_tokens)
+
+
+def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int, seed: int, epoch: int,
+                  shuffle: bool = True) -> list[np.ndarray]:
+    """Index arrays, one per batch, with (longest side + 1) · sentences ≤ max_tokens (a longer sentence goes alone).
+
+    Deterministic in (seed, epoch): exact resume regenerates an epoch's batches and skips those already done.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    tie_break = rng.random(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
+    order = np.lexsort((tie_break, tgt_lengths, src_lengths))
+    cost = np.maximum(src_lengths, tgt_lengths)[order] + 1
+    batches, start, longest = [], 0, 0
+    for i, c in enumerate(cost.tolist()):
+        longest_with = max(longest, c)
+        if i > start and longest_with * (i - start + 1) > max_tokens:
+            batches.append(order[start:i])
+            start, longest_with = i, c
+        longest = longest_with
+    if start < len(order):
+        batches.append(order[start:])
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def _pad(rows: list[np.ndarray], prefix: int | None, suffix: int | None) -> torch.Tensor:
+    extra = (prefix is not None) + (suffix is not None)
+    out = np.full((len(rows), max(len(r) for r in rows) + extra), PAD_ID, dtype=np.int64)
+    for i, row in enumerate(rows):
+        start = 0
+        if prefix is not None:
+            out[i, 0], start = prefix, 1
+        out[i, start:start + len(row)] = row
+        if suffix is not None:
+            out[i, start + len(row)] = suffix
+    return torch.from_numpy(out)
+
+
+def collate(arrays: ParallelArrays, indices: np.ndarray) -> Batch:
+    sources = [arrays.source(i) for i in indices]
+    targets = [arrays.target(i) for i in indices]
+    return Batch(src=_pad(sources, None, EOS_ID), tgt_in=_pad(targets, BOS_ID, None),
+                 tgt_out=_pad(targets, None, EOS_ID), src_tokens=sum(map(len, sources)) + len(sources),
+                 tgt_tokens=sum(map(len, targets)) + len(targets))
+
+
+def source_batch(rows: list[list[int]]) -> torch.Tensor:
+    """Encoded source sentences → (B, S) ids with EOS, for translation."""
+    return _pad([np.asarray(r, dtype=np.int64) for r in rows], None, EOS_ID)

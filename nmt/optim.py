@@ -1,0 +1,43 @@
+"""Optimizer and learning-rate schedules (torch.optim.lr_scheduler)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from nmt.config import TrainConfig
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW, fused on CUDA; no weight decay on biases, norms and embeddings' 1-D cousins."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9 if device.type == "cuda" else 1e-8,
+                             fused=device.type == "cuda")
+
+
+def inverse_sqrt(warmup_steps: int):
+    """Linear warmup to the peak lr, then decay with 1/sqrt(step) (Vaswani et al. 2017, fairseq)."""
+    def factor(step: int) -> float:
+        step += 1
+        if warmup_steps == 0:
+            return 1.0 / math.sqrt(step)
+        return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+    return factor
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
+    """`inverse_sqrt` and `constant` step per update; `plateau` halves the lr when dev BLEU stops rising."""
+    if cfg.schedule == "plateau":
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=cfg.plateau_factor,
+                                                          patience=max(1, cfg.patience // 3))
+    if cfg.schedule == "constant":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, cfg.warmup_steps)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
+
+
+def steps_per_update(scheduler) -> bool:
+    return not isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)

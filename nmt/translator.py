@@ -1,0 +1,94 @@
+"""Text in, text out: normalization, SentencePiece, length-sorted batches, search, detokenization."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import torch
+
+from nmt.config import Config, DecodeConfig
+from nmt.data.batching import source_batch
+from nmt.data.corpus import Normalizer
+from nmt.data.tokenizer import Tokenizers
+from nmt.models.base import EncoderDecoder
+from nmt.search import beam_search, greedy_search
+
+
+@dataclass
+class Translation:
+    source: str
+    text: str
+    source_pieces: list[str]
+    target_pieces: list[str]
+    attention: torch.Tensor | None = None  # (target pieces + EOS, source pieces + EOS)
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+class Translator:
+    def __init__(self, model: EncoderDecoder, tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig,
+                 device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = _warn):
+        self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
+        self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
+
+    def _encode(self, sentence: str) -> list[int]:
+        ids = self.tokenizers.source.encode(self.normalizer.source(sentence))
+        limit = self.decode.max_input_tokens - 1  # room for EOS
+        if len(ids) > limit:
+            self.warn(f"input of {len(ids)} pieces truncated to {limit}: {sentence[:40]!r}...")
+            ids = ids[:limit]
+        return ids
+
+    def translate(self, sentences: list[str], beam_size: int | None = None,
+                  need_attention: bool = False) -> list[Translation]:
+        """Translate in length-sorted batches (less padding) and return results in input order."""
+        beam = self.decode.beam_size if beam_size is None else beam_size
+        encoded = [self._encode(s) for s in sentences]
+        results: list[Translation | None] = [None] * len(sentences)
+        for i, ids in enumerate(encoded):
+            if not ids:  # empty or whitespace-only input keeps its line, untranslated
+                results[i] = Translation(sentences[i], "", [], [])
+        order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
+        self.model.eval()
+        for start in range(0, len(order), self.decode.batch_size):
+            chunk = order[start:start + self.decode.batch_size]
+            hyps = self._search(source_batch([encoded[i] for i in chunk]).to(self.device), beam, need_attention)
+            for j, i in enumerate(chunk):
+                tokens = hyps.tokens[j]
+                results[i] = Translation(
+                    sentences[i], self.tokenizers.target.decode(tokens),
+                    [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"],
+                    [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"],
+                    None if hyps.attention is None else hyps.attention[j][:, :len(encoded[i]) + 1])
+        return results  # type: ignore[return-value]
+
+    def translate_stream(self, lines: Iterable[str], beam_size: int | None = None) -> Iterator[str]:
+        """Translate an unbounded stream in chunks, yielding one output line per input line."""
+        chunk: list[str] = []
+        for line in lines:
+            chunk.append(line.rstrip("\n"))
+            if len(chunk) >= self.decode.batch_size * 4:
+                yield from (t.text for t in self.translate(chunk, beam_size))
+                chunk = []
+        if chunk:
+            yield from (t.text for t in self.translate(chunk, beam_size))
+
+    def _search(self, src: torch.Tensor, beam: int, need_attention: bool):
+        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype
+                    else contextlib.nullcontext())
+        with autocast:
+            if beam == 1:
+                return greedy_search(self.model, src, self.decode.max_len_a, self.decode.max_len_b, need_attention)
+            return beam_search(self.model, src, beam, self.decode.length_penalty, self.decode.max_len_a,
+                               self.decode.max_len_b, need_attention)
+
+
+def build_translator(cfg: Config, model: EncoderDecoder, tokenizer_dir: Path, normalizer: Normalizer,
+                     device: torch.device, autocast_dtype: torch.dtype | None = None) -> Translator:
+    return Translator(model, Tokenizers.from_dir(tokenizer_dir), normalizer, cfg.decode, device, autocast_dtype)
