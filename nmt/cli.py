@@ -81,6 +81,131 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
     _log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
 
 
+@app.command()
+def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none: read stdin line by line."),
+              run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest under runs/)."),
+              checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+              beam: Optional[int] = typer.Option(None, "--beam", min=1, help="Beam size (default: the run's config)."),
+              attention: Optional[Path] = typer.Option(None, "--attention", help="Save the attention heatmap (PNG) "
+                                                       "of the first sentence here."),
+              show_attention: bool = typer.Option(False, "--show-attention",
+                                                  help="Print the most attended source piece for each output piece."),
+              device: str = typer.Option("auto", "--device", help="auto, cpu or cuda.")) -> None:
+    """Translate English to French with a trained run.
+
+    Example: nmt translate "i'm home ."   or   cat english.txt | nmt translate --beam 5 > french.txt
+    """
+    from nmt.run_dir import load_translator
+
+    translator, _, _, _ = load_translator(run, checkpoint, device)
+    if not sentences:
+        for line in translator.translate_stream(sys.stdin, beam):
+            typer.echo(line)
+        return
+    need_attention = attention is not None or show_attention
+    results = translator.translate(list(sentences), beam_size=beam, need_attention=need_attention)
+    for result in results:
+        typer.echo(result.text)
+        if show_attention and result.attention is not None:
+            strongest = result.attention.argmax(-1).tolist()
+            typer.echo("  " + "  ".join(f"{t}→{result.source_pieces[s]}"
+                                        for t, s in zip(result.target_pieces, strongest)))
+    if attention is not None and results[0].attention is not None:
+        from nmt.plotting import plot_attention
+
+        first = results[0]
+        plot_attention(first.attention.numpy(), first.source_pieces, first.target_pieces, attention)
+        _log(f"attention heatmap written to {attention}")
+    elif attention is not None:
+        _log("no attention to plot (empty input, or the seq2seq model has no attention)")
+
+
+@app.command()
+def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+             checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+             split: str = typer.Option("test", "--split", help="test or valid (of the run's prepared data)."),
+             src: Optional[Path] = typer.Option(None, "--src", help="Source file instead of a split."),
+             ref: Optional[List[Path]] = typer.Option(None, "--ref", help="Reference file(s) for --src (repeatable)."),
+             beam: Optional[int] = typer.Option(None, "--beam", min=1, help="Beam size (default: the run's config)."),
+             compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
+                                                          "table with paired bootstrap against the first."),
+             device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+             data_dir: Path = DataDir) -> None:
+    """Score a run with sacrebleu (BLEU, chrF; multi-reference) and write hypotheses and a JSON report.
+
+    Example: nmt evaluate --run runs/transformer --beam 5   or   nmt evaluate --compare runs/a --compare runs/b
+    """
+    from nmt import evaluate as ev
+    from nmt.run_dir import load_translator
+
+    if compare:
+        _compare_runs(compare, split, beam, device, data_dir)
+        return
+    translator, cfg, run_dir, ckpt = load_translator(run, checkpoint, device)
+    sources, references, label = _test_set(cfg, split, src, ref, data_dir)
+    beam_size = beam or cfg.decode.beam_size
+    report = ev.evaluate(translator, sources, references, beam_size, run_dir / "eval",
+                         f"{label}.beam{beam_size}", ckpt)
+    typer.echo(ev.format_report(report))
+    _log(f"hypotheses and report written to {run_dir / 'eval'}")
+
+
+def _test_set(cfg, split: str, src: Optional[Path], refs: Optional[List[Path]], data_dir: Path):
+    from nmt import evaluate as ev
+    from nmt.data.dataset import load_references
+    from nmt.data.download import corpus_path, sha256_file
+    from nmt.data.prepare import prepared_dir
+    from nmt.errors import NMTError
+
+    if src is not None:
+        if not refs:
+            raise NMTError("--src needs at least one --ref file")
+        sources = ev.read_lines(src)
+        return sources, ev.references_from_files(list(refs), len(sources)), src.stem
+    if split not in ("test", "valid"):
+        raise NMTError(f"--split must be test or valid, got {split!r}")
+    corpus = corpus_path(data_dir)
+    if not corpus.is_file():
+        raise NMTError(f"corpus not found at {corpus}; run `nmt download` (or pass --data-dir)")
+    directory = prepared_dir(cfg.data, data_dir, sha256_file(corpus))
+    sources, references = load_references(directory, split)
+    return sources, references, split
+
+
+def _compare_runs(runs: List[Path], split: str, beam: Optional[int], device: str, data_dir: Path) -> None:
+    from nmt import evaluate as ev
+    from nmt.errors import NMTError
+    from nmt.run_dir import load_translator
+
+    systems, shared_refs = [], None
+    for run in runs:
+        translator, cfg, run_dir, _ = load_translator(run, None, device)
+        sources, references, _ = _test_set(cfg, split, None, None, data_dir)
+        if shared_refs is not None and references != shared_refs:
+            raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
+        shared_refs = references
+        hyps = [t.text for t in translator.translate(sources, beam_size=beam or cfg.decode.beam_size)]
+        systems.append((str(run_dir), hyps))
+    typer.echo(ev.format_comparison(ev.compare(systems, shared_refs)))
+
+
+@app.command()
+def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+         output: Optional[Path] = typer.Option(None, "--output", "-o", help="PNG path (default: RUN/curves.png).")
+         ) -> None:
+    """Plot learning curves (train/dev loss, dev BLEU against steps) from a run's metrics.jsonl.
+
+    Example: nmt plot --run runs/demo
+    """
+    from nmt.plotting import plot_learning_curves
+    from nmt.run_dir import latest_run
+
+    run_dir = run or latest_run()
+    path = output or run_dir / "curves.png"
+    plot_learning_curves(run_dir, path)
+    typer.echo(f"learning curves written to {path}")
+
+
 def main() -> None:
     debug = "--debug" in sys.argv or bool(os.environ.get("NMT_DEBUG"))
     try:

@@ -61,8 +61,9 @@ class Translator:
             hyps = self._search(source_batch([encoded[i] for i in chunk]).to(self.device), beam, need_attention)
             for j, i in enumerate(chunk):
                 tokens = hyps.tokens[j]
+                # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
                 results[i] = Translation(
-                    sentences[i], self.tokenizers.target.decode(tokens),
+                    sentences[i], self.normalizer.clean(self.tokenizers.target.decode(tokens)),
                     [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"],
                     [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"],
                     None if hyps.attention is None else hyps.attention[j][:, :len(encoded[i]) + 1])

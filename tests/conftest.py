@@ -46,3 +46,22 @@ TOY_PAIRS = [
 def toy_corpus_text(columns: int = 2) -> str:
     extra = "\tCC-BY 2.0 (France) Attribution: tatoeba.org #1 (a) & #2 (b)" if columns == 3 else ""
     return "".join(f"{en}\t{fr}{extra}\n" for en, fr in TOY_PAIRS)
+
+
+@pytest.fixture(scope="session")
+def real_data_dir(corpus_zip, tmp_path_factory) -> Path:
+    """The real corpus downloaded (from the local copy) into a session-wide data directory."""
+    from nmt.config import DataConfig
+    from nmt.data.download import download_corpus
+
+    data_dir = tmp_path_factory.mktemp("real-data")
+    download_corpus(str(corpus_zip), data_dir, DataConfig().corpus_sha256, progress=False)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def prepared(real_data_dir) -> Path:
+    from nmt.config import DataConfig
+    from nmt.data.prepare import prepare
+
+    return prepare(DataConfig(), real_data_dir, log=lambda *_: None)

@@ -8,24 +8,10 @@ import pytest
 
 from nmt.config import DataConfig
 from nmt.data.dataset import load_arrays, load_references
-from nmt.data.download import download_corpus
 from nmt.data.prepare import prepare
 from nmt.data.tokenizer import Tokenizers
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def real_data_dir(corpus_zip, tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("real-data")
-    cfg = DataConfig()
-    download_corpus(str(corpus_zip), data_dir, cfg.corpus_sha256, progress=False)
-    return data_dir
-
-
-@pytest.fixture(scope="session")
-def prepared(real_data_dir):
-    return prepare(DataConfig(), real_data_dir, log=lambda *_: None)
 
 
 def test_no_english_sentence_in_two_splits(prepared):

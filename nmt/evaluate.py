@@ -1,0 +1,101 @@
+"""`nmt evaluate`: sacrebleu BLEU/chrF with all references, per-length buckets, reports, run comparison."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
+
+from nmt.errors import NMTError
+from nmt.metrics import corpus_scores, reference_streams
+from nmt.run_dir import write_text_atomic
+from nmt.translator import Translator
+
+BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))
+
+
+def bucket_name(low: int, high: int | None) -> str:
+    return f"{low}-{high}" if high is not None else f"{low}+"
+
+
+def length_buckets(sources: list[str], hypotheses: list[str], references: list[list[str]]) -> list[dict]:
+    """BLEU per source-length bucket (in words), with the number of sentences in each."""
+    rows = []
+    for low, high in BUCKETS:
+        idx = [i for i, s in enumerate(sources) if low <= len(s.split()) and (high is None or len(s.split()) <= high)]
+        row = {"bucket": bucket_name(low, high), "sentences": len(idx), "bleu": None}
+        if idx:
+            row["bleu"] = corpus_scores([hypotheses[i] for i in idx], [references[i] for i in idx])["bleu"]
+        rows.append(row)
+    return rows
+
+
+def read_lines(path: Path) -> list[str]:
+    if not Path(path).is_file():
+        raise NMTError(f"file not found: {path}")
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
+    """Parallel reference files (one per reference set), each aligned with the sources; empty lines = missing."""
+    columns = [read_lines(p) for p in paths]
+    for path, column in zip(paths, columns):
+        if len(column) != count:
+            raise NMTError(f"{path} has {len(column)} lines but the source has {count}")
+    return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
+
+
+def evaluate(translator: Translator, sources: list[str], references: list[list[str]], beam_size: int,
+             out_dir: Path, label: str, checkpoint: Path) -> dict:
+    """Translate, score and write `<label>.hyp.txt` and `<label>.report.json` into `out_dir`."""
+    if any(not refs for refs in references):
+        raise NMTError("every source sentence needs at least one reference")
+    started = time.perf_counter()
+    hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
+    elapsed = time.perf_counter() - started
+    report = {"label": label, "checkpoint": str(checkpoint), "sentences": len(sources),
+              **corpus_scores(hypotheses, references),
+              "buckets": length_buckets(sources, hypotheses, references),
+              "decode": {"beam_size": beam_size, "length_penalty": translator.decode.length_penalty,
+                         "max_len_a": translator.decode.max_len_a, "max_len_b": translator.decode.max_len_b,
+                         "batch_size": translator.decode.batch_size, "device": str(translator.device)},
+              "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / f"{label}.hyp.txt", "".join(h + "\n" for h in hypotheses))
+    write_text_atomic(out_dir / f"{label}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return report
+
+
+def format_report(report: dict) -> str:
+    lines = [f"BLEU {report['bleu']:.2f}  chrF {report['chrf']:.2f}  ({report['sentences']} sentences, "
+             f"beam {report['decode']['beam_size']}, {report['sentences_per_s']} sent/s)",
+             f"  {report['bleu_detail']}", f"  BLEU signature: {report['bleu_signature']}",
+             f"  chrF signature: {report['chrf_signature']}", "  BLEU by source length (words):"]
+    for row in report["buckets"]:
+        bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
+        lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")
+    return "\n".join(lines)
+
+
+def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],
+            samples: int = 1000) -> list[dict]:
+    """BLEU of each system with sacrebleu's paired bootstrap resampling against the first (the baseline)."""
+    test = PairedTest(named_hypotheses, {"BLEU": BLEU()}, reference_streams(references), test_type="bs",
+                      n_samples=samples)
+    _, results = test()
+    rows = []
+    for (name, _), result in zip(named_hypotheses, results["BLEU"]):
+        rows.append({"system": name, "bleu": round(result.score, 2), "mean": round(result.mean, 2),
+                     "ci95": round(result.ci, 2), "p_value": result.p_value})
+    return rows
+
+
+def format_comparison(rows: list[dict]) -> str:
+    lines = [f"{'system':40} {'BLEU':>7} {'mean ± 95% CI':>16} {'p vs baseline':>14}"]
+    for row in rows:
+        p = "(baseline)" if row["p_value"] is None else f"{row['p_value']:.4f}"
+        lines.append(f"{row['system'][:40]:40} {row['bleu']:7.2f} {row['mean']:8.2f} ± {row['ci95']:5.2f} {p:>14}")
+    return "\n".join(lines)

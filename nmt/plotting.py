@@ -1,0 +1,58 @@
+"""Pictures: attention heatmaps and learning curves (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on servers and CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+from nmt.errors import NMTError  # noqa: E402
+
+
+def _save(fig, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def plot_attention(weights, source_pieces: list[str], target_pieces: list[str], path: Path) -> None:
+    """weights (target pieces, source pieces): one row per generated piece, labelled axes."""
+    rows, cols = len(target_pieces), len(source_pieces)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * cols + 2), max(3.0, 0.32 * rows + 1.5)))
+    ax.imshow(weights[:rows, :cols], cmap="viridis", aspect="auto", vmin=0.0)
+    ax.set_xticks(range(cols), source_pieces, rotation=90, fontsize=8)
+    ax.set_yticks(range(rows), target_pieces, fontsize=8)
+    ax.set_xlabel("source pieces")
+    ax.set_ylabel("generated pieces")
+    _save(fig, path)
+
+
+def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise NMTError(f"no metrics.jsonl in {run_dir}")
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [r for r in records if r["type"] == "train"], [r for r in records if r["type"] == "valid"]
+
+
+def plot_learning_curves(run_dir: Path, path: Path) -> None:
+    """Train and dev loss, and dev BLEU, against update steps."""
+    train, valid = read_metrics(run_dir)
+    fig, (loss_ax, bleu_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    loss_ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train (label-smoothed)")
+    loss_ax.plot([r["step"] for r in valid], [r["dev_loss"] for r in valid], marker="o", label="dev NLL")
+    loss_ax.set_xlabel("step")
+    loss_ax.set_ylabel("loss per target token")
+    loss_ax.legend()
+    bleu_ax.plot([r["step"] for r in valid], [r["dev_bleu"] for r in valid], marker="o", color="tab:green")
+    bleu_ax.set_xlabel("step")
+    bleu_ax.set_ylabel("dev BLEU (greedy)")
+    fig.suptitle(Path(run_dir).name)
+    _save(fig, path)

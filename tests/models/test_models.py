@@ -1,0 +1,100 @@
+"""Every architecture: shapes, gradients, padding invariance, teacher forcing == stepping, overfitting."""
+
+import pytest
+import torch
+
+from nmt.config import ModelConfig
+from nmt.data.tokenizer import EOS_ID, PAD_ID
+from nmt.models import build_model
+
+VOCAB = 40
+ARCHS = {
+    "seq2seq": dict(arch="seq2seq"),
+    "bahdanau": dict(arch="bahdanau"),
+    "luong-general": dict(arch="luong", attention="general"),
+    "luong-dot-feed": dict(arch="luong", attention="dot", input_feeding=True),
+    "luong-concat": dict(arch="luong", attention="concat"),
+    "luong-local-p": dict(arch="luong", attention="local-p", local_window=2, input_feeding=True),
+    "transformer-pre": dict(arch="transformer", pre_norm=True),
+    "transformer-post": dict(arch="transformer", pre_norm=False),
+}
+
+
+def make(name, dropout=0.0, joint=True):
+    torch.manual_seed(0)
+    cfg = ModelConfig(embed_dim=32, hidden_size=32, num_layers=2, num_heads=4, ff_dim=64, dropout=dropout,
+                      **ARCHS[name])
+    return build_model(cfg, VOCAB, VOCAB, joint)
+
+
+def sentence(length, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.cat([torch.randint(4, VOCAB, (length,), generator=g), torch.tensor([EOS_ID])])
+
+
+def pad(rows):
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return out
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_shapes_and_gradients(name):
+    model = make(name, dropout=0.1).train()
+    src, tgt = pad([sentence(5, 1), sentence(3, 2)]), pad([sentence(4, 3), sentence(6, 4)])
+    logits = model(src, tgt)
+    assert logits.shape == (2, tgt.shape[1], VOCAB)
+    logits.sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing, f"parameters without gradient: {missing}"
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_output_independent_of_batching(name):
+    """A sentence's logits must not change when it is batched with longer sentences (masking)."""
+    model = make(name).eval()
+    src, tgt = sentence(4, 5), sentence(3, 6)
+    alone = model(src.unsqueeze(0), tgt.unsqueeze(0))[0]
+    batched = model(pad([src, sentence(11, 7), sentence(8, 9)]), pad([tgt, sentence(9, 8), sentence(2, 1)]))
+    torch.testing.assert_close(batched[0, :len(tgt)], alone, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_teacher_forcing_equals_incremental_steps(name):
+    model = make(name).eval()
+    src, tgt = pad([sentence(6, 1), sentence(3, 2)]), pad([sentence(5, 3), sentence(5, 4)])
+    full = model(src, tgt)
+    state, steps = model.encode(src), []
+    for t in range(tgt.shape[1]):
+        logits, state = model.step(tgt[:, t], state, need_attention=name != "seq2seq")
+        steps.append(logits)
+        if name != "seq2seq":
+            attention = state["attention"]
+            assert attention.shape == (2, src.shape[1])
+            torch.testing.assert_close(attention[1, 4:], torch.zeros(src.shape[1] - 4))  # padded keys get nothing
+    torch.testing.assert_close(torch.stack(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_overfits_tiny_batch(name):
+    model = make(name).train()
+    src = pad([sentence(5, s) for s in range(4)])
+    tgt = pad([sentence(4, 10 + s) for s in range(4)])
+    tgt_in = torch.cat([torch.full((4, 1), 2), tgt[:, :-1]], 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(150):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).reshape(-1, VOCAB), tgt.reshape(-1),
+                                                 ignore_index=PAD_ID)
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.05
+    assert (model.eval()(src, tgt_in).argmax(-1) == tgt)[tgt != PAD_ID].all()
+
+
+def test_tied_embeddings_share_one_matrix():
+    model = make("transformer-pre", joint=True)
+    assert model.src_embed.weight is model.tgt_embed.weight is model.out.weight
+    untied = make("transformer-pre", joint=False)
+    assert untied.src_embed.weight is not untied.tgt_embed.weight

@@ -1,0 +1,95 @@
+"""`nmt translate` and `nmt evaluate` on a tiny trained run: outputs, bad input, reports, pictures."""
+
+import json
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from nmt.config import load_config
+from nmt.train import train
+from test_training import nmt, write_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, real_data_dir, prepared):
+    tmp = tmp_path_factory.mktemp("tiny-run")
+    cfg = load_config(write_config(tmp, model={"arch": "bahdanau", "embed_dim": 32, "hidden_size": 32}))
+    run = tmp / "run"
+    train(cfg, run, real_data_dir, log=lambda *_: None)
+    return run
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_translate_arguments_and_stdin_keep_alignment(run_dir):
+    result = nmt("translate", "--run", run_dir, "i'm home .", "He's calm.")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+    lines = ["go .", "", "   ", "i lost .\x07", "東京は大きい 🙂", "word " * 400, "he's calm ."]
+    piped = nmt("translate", "--run", run_dir, "--beam", "3", input="\n".join(lines) + "\n")
+    assert piped.returncode == 0, piped.stderr
+    out = piped.stdout.split("\n")[:-1]
+    assert len(out) == len(lines)
+    assert out[1] == "" and out[2] == ""
+    assert "truncated" in piped.stderr and "Traceback" not in piped.stderr
+
+
+def test_translate_attention_outputs(run_dir, tmp_path):
+    heat = tmp_path / "heat.png"
+    result = nmt("translate", "--run", run_dir, "--attention", heat, "--show-attention", "i'm home .")
+    assert result.returncode == 0, result.stderr
+    width, height = png_size(heat)
+    assert width > 200 and height > 150
+    assert "→" in result.stdout.splitlines()[1]
+
+
+def test_translate_without_run_is_one_line_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "nmt", "translate", "hello"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: no trained run found under runs/; train one with `nmt train")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_evaluate_writes_report_with_signatures_and_buckets(run_dir, real_data_dir):
+    result = nmt("evaluate", "--run", run_dir, "--split", "valid", "--beam", "1", data_dir=real_data_dir)
+    assert result.returncode == 0, result.stderr
+    assert "BLEU signature: nrefs:var|case:mixed|eff:no|tok:13a" in result.stdout
+    report = json.loads((run_dir / "eval" / "valid.beam1.report.json").read_text())
+    hyps = (run_dir / "eval" / "valid.beam1.hyp.txt").read_text().splitlines()
+    assert len(hyps) == report["sentences"] > 1500
+    assert [b["bucket"] for b in report["buckets"]] == ["1-5", "6-10", "11-15", "16+"]
+    assert sum(b["sentences"] for b in report["buckets"]) == report["sentences"]
+    assert report["decode"]["beam_size"] == 1 and report["sentences_per_s"] > 0
+
+
+def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
+    src, ref1, ref2 = tmp_path / "src.txt", tmp_path / "ref1.txt", tmp_path / "ref2.txt"
+    src.write_text("go .\ni'm home .\n")
+    ref1.write_text("Va !\nJe suis chez moi.\n")
+    ref2.write_text("Bouge !\n\n")
+    result = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", ref1, "--ref", ref2, "--beam", "2")
+    assert result.returncode == 0, result.stderr
+    assert (run_dir / "eval" / "src.beam2.report.json").is_file()
+    bad = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", tmp_path / "missing.txt")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: file not found")
+    table = nmt("evaluate", "--compare", run_dir, "--compare", run_dir, "--split", "valid", "--beam", "1",
+                data_dir=real_data_dir)
+    assert table.returncode == 0, table.stderr
+    assert "(baseline)" in table.stdout and len(table.stdout.strip().splitlines()) == 3
+
+
+def test_plot_learning_curves(run_dir, tmp_path):
+    out = tmp_path / "curves.png"
+    result = nmt("plot", "--run", run_dir, "-o", out)
+    assert result.returncode == 0, result.stderr
+    width, height = png_size(out)
+    assert width > 500 and height > 250

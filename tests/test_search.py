@@ -1,0 +1,96 @@
+"""Greedy and beam search over the shared decoding interface."""
+
+import math
+
+import pytest
+import sacrebleu
+import torch
+
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.metrics import corpus_scores
+from nmt.models.base import EncoderDecoder
+from nmt.search import beam_search, greedy_search
+from tests_helpers import make_model, random_sources
+
+A, B = 4, 5
+
+
+class MarkovToy(EncoderDecoder):
+    """Next-token probabilities depend only on the previous token: the best hypothesis is known by hand.
+
+    P(A|BOS)=.5 P(B|BOS)=.4 P(EOS|BOS)=.1; P(A|A)=.4 P(B|A)=.3 P(EOS|A)=.3; P(EOS|B)=.9 P(A|B)=.1.
+    Greedy follows A, A, A, ... while the most probable sentence is "B EOS" (p = .36).
+    """
+
+    def __init__(self):
+        super().__init__()
+        table = torch.full((6, 6), 1e-9)
+        table[BOS_ID, A], table[BOS_ID, B], table[BOS_ID, EOS_ID] = .5, .4, .1
+        table[A, A], table[A, B], table[A, EOS_ID] = .4, .3, .3
+        table[B, EOS_ID], table[B, A] = .9, .1
+        table[EOS_ID, EOS_ID] = table[PAD_ID, EOS_ID] = 1.0
+        self.register_buffer("log_table", table.log())
+
+    def encode(self, src):
+        return {"src_mask": src.eq(PAD_ID)}
+
+    def step(self, prev_tokens, state, need_attention=False):
+        return self.log_table[prev_tokens], state
+
+
+def test_beam_finds_known_best_hypothesis_greedy_misses():
+    model, src = MarkovToy(), torch.tensor([[7, EOS_ID], [7, EOS_ID]])
+    greedy = greedy_search(model, src, max_len_a=0.0, max_len_b=4)
+    assert greedy.tokens[0] == [A, A, A]  # forced to end at the length limit
+    beam = beam_search(model, src, beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=4)
+    assert beam.tokens == [[B], [B]]
+    assert beam.scores[0].item() == pytest.approx(math.log(0.36), abs=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "bahdanau", "luong", "seq2seq"])
+def test_beam_one_equals_greedy(arch):
+    model, src = make_model(arch).eval(), random_sources()
+    greedy = greedy_search(model, src, 1.5, 5)
+    beam = beam_search(model, src, beam_size=1, alpha=0.6, max_len_a=1.5, max_len_b=5)
+    assert beam.tokens == greedy.tokens
+
+
+@pytest.mark.parametrize("arch", ["transformer", "bahdanau", "luong"])
+def test_cached_decoding_equals_uncached(arch):
+    """Greedy through `step` (KV cache / carried RNN state) == re-running the full prefix at every step."""
+    model, src = make_model(arch).eval(), random_sources()
+    cached = greedy_search(model, src, 1.5, 5).tokens
+    prefix = torch.full((src.shape[0], 1), BOS_ID)
+    with torch.no_grad():
+        for _ in range(int(src.ne(PAD_ID).sum(1).max() * 1.5) + 5):
+            next_tokens = model(src, prefix)[:, -1].argmax(-1, keepdim=True)
+            prefix = torch.cat([prefix, next_tokens], 1)
+    for i, tokens in enumerate(cached):
+        assert tokens == prefix[i, 1:len(tokens) + 1].tolist()
+
+
+def test_beam_search_batched_equals_one_by_one():
+    model, src = make_model("transformer").eval(), random_sources()
+    together = beam_search(model, src, 4, 0.6, 1.5, 5).tokens
+    alone = [beam_search(model, src[i:i + 1, :int(src[i].ne(PAD_ID).sum())], 4, 0.6, 1.5, 5).tokens[0]
+             for i in range(src.shape[0])]
+    assert together == alone
+
+
+def test_beam_attention_rows_match_output_length():
+    model, src = make_model("bahdanau").eval(), random_sources()
+    result = beam_search(model, src, 3, 0.6, 1.5, 5, need_attention=True)
+    for tokens, attention in zip(result.tokens, result.attention):
+        assert attention.shape[0] == len(tokens) + 1
+        torch.testing.assert_close(attention.sum(-1), torch.ones(len(tokens) + 1))
+
+
+def test_multi_reference_bleu_matches_sacrebleu():
+    hyps = ["je suis chez moi .", "il est calme .", "va !"]
+    refs = [["je suis à la maison .", "je suis chez moi ."], ["il est calme ."], ["va !", "bouge !", "pars !"]]
+    ours = corpus_scores(hyps, refs)
+    streams = [["je suis à la maison .", "il est calme .", "va !"], ["je suis chez moi .", None, "bouge !"],
+               [None, None, "pars !"]]
+    assert ours["bleu"] == round(sacrebleu.corpus_bleu(hyps, streams).score, 2)
+    assert ours["bleu"] > corpus_scores(hyps, [[r[0]] for r in refs])["bleu"]
+    assert "nrefs:var" in ours["bleu_signature"]

@@ -1,0 +1,146 @@
+"""Training end to end on the real prepared data with a tiny model: resume, DDP, errors, CLI."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmt.checkpoint import load_checkpoint
+from nmt.config import load_config
+from nmt.errors import NMTError
+from nmt.train import train
+
+pytestmark = pytest.mark.slow
+
+TINY = {
+    "model": {"arch": "transformer", "embed_dim": 32, "num_layers": 1, "num_heads": 2, "ff_dim": 64, "dropout": 0.1},
+    "train": {"max_steps": 24, "max_tokens": 600, "lr": 3e-3, "warmup_steps": 5, "eval_every": 8,
+              "eval_max_sentences": 16, "save_every": 2, "log_every": 1, "threads": 1, "device": "cpu"},
+    "decode": {"beam_size": 2, "max_len_b": 5},
+}
+
+
+def write_config(tmp_path: Path, name="tiny", **sections) -> Path:
+    raw = json.loads(json.dumps(TINY))
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def nmt(*args, data_dir=None, env_extra=None, **kwargs):
+    env = {**os.environ, **(env_extra or {})}
+    if data_dir is not None:
+        env["NMT_DATA_DIR"] = str(data_dir)
+    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, text=True,
+                          env=env, **kwargs)
+
+
+def weights(run_dir: Path, which="last"):
+    return load_checkpoint(run_dir / "checkpoints" / f"{which}.pt")["model"]
+
+
+def assert_same_weights(a, b, exact=True):
+    assert a.keys() == b.keys()
+    for key in a:
+        if exact:
+            assert torch.equal(a[key], b[key]), key
+        else:
+            torch.testing.assert_close(a[key], b[key], atol=2e-5, rtol=1e-4, msg=key)
+
+
+def test_train_writes_self_contained_run(tmp_path, real_data_dir, prepared):
+    run = tmp_path / "run"
+    result = nmt("train", "--config", write_config(tmp_path), "--run-dir", run, data_dir=real_data_dir)
+    assert result.returncode == 0, result.stderr
+    for name in ("config.yaml", "env.json", "metrics.jsonl", "normalizer.json", "spm.model",
+                 "checkpoints/last.pt", "checkpoints/best.pt"):
+        assert (run / name).is_file(), name
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train_losses = [r["loss"] for r in records if r["type"] == "train"]
+    assert len(train_losses) == 24 and train_losses[-1] < train_losses[0]
+    assert [r["step"] for r in records if r["type"] == "valid"] == [8, 16, 24]
+    assert all(r["tokens_per_s"] > 0 for r in records if r["type"] == "train")
+    checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert checkpoint["progress"]["step"] == 24 and checkpoint["config"]["model"]["embed_dim"] == 32
+    env = json.loads((run / "env.json").read_text())
+    assert env["torch"] == torch.__version__ and env["device"] == "cpu"
+
+
+def test_exact_resume_after_sigkill(tmp_path, real_data_dir, prepared):
+    config = write_config(tmp_path)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert nmt("train", "--config", config, "--run-dir", straight, data_dir=real_data_dir).returncode == 0
+    env = {**os.environ, "NMT_DATA_DIR": str(real_data_dir)}
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir", str(killed)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics, deadline = killed / "metrics.jsonl", time.time() + 120
+    while time.time() < deadline:
+        if metrics.is_file() and sum(1 for _ in metrics.open()) >= 11:  # 10+ steps done, one evaluation among them
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    step_at_kill = load_checkpoint(killed / "checkpoints" / "last.pt")["progress"]["step"]
+    assert 0 < step_at_kill < 24, "the kill should land mid-run"
+    resumed = nmt("train", "--config", config, "--run-dir", killed, data_dir=real_data_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming {killed} from step {step_at_kill}" in resumed.stderr
+    assert_same_weights(weights(straight), weights(killed), exact=True)
+
+
+def test_shape_mismatch_on_resume_is_clear_error(tmp_path, real_data_dir, prepared):
+    run = tmp_path / "run"
+    assert nmt("train", "--config", write_config(tmp_path, train={"max_steps": 2}), "--run-dir", run,
+               data_dir=real_data_dir).returncode == 0
+    result = nmt("train", "--config", write_config(tmp_path, model={"embed_dim": 48}), "--run-dir", run,
+                 data_dir=real_data_dir)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: {run} was trained with model.embed_dim=32 but the config says 48; "
+                                     "use another --run-dir or the original setting")
+
+
+def test_nonfinite_loss_stops_with_step(tmp_path, real_data_dir, prepared):
+    cfg = load_config(write_config(tmp_path, train={"lr": 1e30, "warmup_steps": 0, "clip_norm": 0.0}))
+    with pytest.raises(NMTError, match=r"non-finite loss at step \d+"):
+        train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
+
+
+def test_ctrl_c_saves_checkpoint(tmp_path, real_data_dir, prepared):
+    run = tmp_path / "run"
+    config = write_config(tmp_path, train={"max_steps": 100000, "save_every": 100000, "eval_every": 100000})
+    env = {**os.environ, "NMT_DATA_DIR": str(real_data_dir)}
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir", str(run)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics, deadline = run / "metrics.jsonl", time.time() + 120
+    while time.time() < deadline and not (metrics.is_file() and metrics.stat().st_size > 0):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "interrupted: checkpoint saved at step" in stderr and "Traceback" not in stderr
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["progress"]["step"] >= 1
+
+
+def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepared):
+    """2 ranks × 1 micro-batch == 1 process × 2 accumulated micro-batches: the same global batch."""
+    common = {"dropout": 0.0}
+    single_cfg = write_config(tmp_path, "single", model=common, train={"accum_steps": 2, "max_steps": 6})
+    ddp_cfg = write_config(tmp_path, "ddp", model=common, train={"accum_steps": 1, "max_steps": 6})
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    assert nmt("train", "--config", single_cfg, "--run-dir", single, data_dir=real_data_dir).returncode == 0
+    env = {**os.environ, "NMT_DATA_DIR": str(real_data_dir), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "-m", "nmt", "train", "--config", str(ddp_cfg), "--run-dir", str(ddp)],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((ddp / "env.json").read_text())["world_size"] == 2
+    assert_same_weights(weights(single), weights(ddp), exact=False)
