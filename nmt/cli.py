@@ -56,11 +56,11 @@ def prepare(config: Optional[Path] = ConfigPath, data_dir: Path = DataDir, overr
     Example: nmt prepare --config configs/transformer.yaml
     """
     from nmt.config import load_config
-    from nmt.data.prepare import ensure_prepared, prepare as run_prepare, split_sizes_report
+    from nmt.data.prepare import ensure_prepared, split_sizes_report
 
     cfg = load_config(config, overrides).data
     started = time.perf_counter()
-    directory = run_prepare(cfg, data_dir, force=True, log=_log) if force else ensure_prepared(cfg, data_dir, url, _log)
+    directory = ensure_prepared(cfg, data_dir, url, _log, force=force)
     typer.echo(f"prepared data: {directory} ({time.perf_counter() - started:.1f}s; {split_sizes_report(directory)})")
 
 
@@ -90,6 +90,10 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                        "of the first sentence here."),
               show_attention: bool = typer.Option(False, "--show-attention",
                                                   help="Print the most attended source piece for each output piece."),
+              attention_layer: int = typer.Option(-1, "--attention-layer",
+                                                  help="Transformer: cross-attention layer to show (-1: last)."),
+              attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
+                                                           help="Transformer: one head (default: mean over heads)."),
               device: str = typer.Option("auto", "--device", help="auto, cpu or cuda.")) -> None:
     """Translate English to French with a trained run.
 
@@ -98,6 +102,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     from nmt.run_dir import load_translator
 
     translator, _, _, _ = load_translator(run, checkpoint, device)
+    translator.select_attention(attention_layer, attention_head)
     if not sentences:
         for line in translator.translate_stream(sys.stdin, beam):
             typer.echo(line)

@@ -14,7 +14,9 @@ from nmt.config import Config, DecodeConfig
 from nmt.data.batching import source_batch
 from nmt.data.corpus import Normalizer
 from nmt.data.tokenizer import Tokenizers
+from nmt.errors import NMTError
 from nmt.models.base import EncoderDecoder
+from nmt.models.transformer import Transformer
 from nmt.search import beam_search, greedy_search
 
 
@@ -36,6 +38,15 @@ class Translator:
                  device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = _warn):
         self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
+
+    def select_attention(self, layer: int = -1, head: int | None = None) -> None:
+        """Which cross-attention a Transformer reports (others have one attention and ignore this)."""
+        if isinstance(self.model, Transformer):
+            layers, heads = len(self.model.decoder_layers), self.model.decoder_layers[0].cross_attn.num_heads
+            if not -layers <= layer < layers or (head is not None and not 0 <= head < heads):
+                raise NMTError(f"this model has {layers} decoder layers and {heads} heads; "
+                               f"got layer {layer}, head {head}")
+            self.model.attention_layer, self.model.attention_head = layer, head
 
     def _encode(self, sentence: str) -> list[int]:
         ids = self.tokenizers.source.encode(self.normalizer.source(sentence))

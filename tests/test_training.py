@@ -114,6 +114,16 @@ def test_nonfinite_loss_stops_with_step(tmp_path, real_data_dir, prepared):
         train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
 
 
+def test_nonfinite_loss_skip_policy_keeps_weights_finite(tmp_path, real_data_dir, prepared):
+    cfg = load_config(write_config(tmp_path, train={"lr": 1e30, "warmup_steps": 0, "clip_norm": 0.0,
+                                                     "nonfinite_loss": "skip", "max_steps": 6, "eval_every": 100}))
+    progress = train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
+    assert progress.step == 6
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert any(r["type"] == "train" and r["loss"] == 0.0 for r in records), "skipped steps contribute no loss"
+    assert all(torch.isfinite(t).all() for t in weights(tmp_path / "run").values())
+
+
 def test_ctrl_c_saves_checkpoint(tmp_path, real_data_dir, prepared):
     run = tmp_path / "run"
     config = write_config(tmp_path, train={"max_steps": 100000, "save_every": 100000, "eval_every": 100000})

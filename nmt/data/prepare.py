@@ -138,10 +138,10 @@ def split_sizes_report(directory: Path) -> str:
     return ", ".join(f"{s}: {counts[s]['sources']} sources / {counts[s]['pairs']} pairs" for s in SPLITS if s in counts)
 
 
-def ensure_prepared(cfg: DataConfig, data_dir: Path, url: str | None = None, log=print) -> Path:
+def ensure_prepared(cfg: DataConfig, data_dir: Path, url: str | None = None, log=print, force: bool = False) -> Path:
     """Download and prepare whatever is missing (what `nmt train` runs first); return the prepared directory."""
     from nmt.data.download import download_corpus  # local import: only this entry point downloads
 
     if not corpus_path(data_dir).is_file():
         download_corpus(url or cfg.corpus_url, data_dir, cfg.corpus_sha256 if cfg.verify_checksum else None)
-    return prepare(cfg, data_dir, log=log)
+    return prepare(cfg, data_dir, force=force, log=log)

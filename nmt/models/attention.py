@@ -22,7 +22,21 @@ def masked_softmax(scores: torch.Tensor, key_padding_mask: torch.Tensor | None) 
     return torch.softmax(scores, dim=-1)
 
 
-class DotAttention(nn.Module):
+class ScoredAttention(nn.Module):
+    """Softmax over a scorer's (B, T, S) scores, then the weighted sum of values; subclasses define `scores`."""
+
+    def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.key_map(keys)
+
+    def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, query, keys, values, key_padding_mask=None):
+        weights = masked_softmax(self.scores(query, keys), key_padding_mask)
+        return torch.bmm(weights, values), weights
+
+
+class DotAttention(ScoredAttention):
     """Luong `dot` (identity key map) and `general` (keys mapped by W_a once per sentence) scoring."""
 
     def __init__(self, query_dim: int, key_dim: int, general: bool):
@@ -31,18 +45,11 @@ class DotAttention(nn.Module):
             raise ValueError("dot attention needs query_dim == key_dim")
         self.key_map = nn.Linear(key_dim, query_dim, bias=False) if general else nn.Identity()
 
-    def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        return self.key_map(keys)
-
     def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         return torch.bmm(query, keys.transpose(1, 2))
 
-    def forward(self, query, keys, values, key_padding_mask=None):
-        weights = masked_softmax(self.scores(query, keys), key_padding_mask)
-        return torch.bmm(weights, values), weights
 
-
-class AdditiveAttention(nn.Module):
+class AdditiveAttention(ScoredAttention):
     """Bahdanau's MLP scorer v^T tanh(W_q q + W_k k), also Luong's `concat`."""
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
@@ -51,16 +58,9 @@ class AdditiveAttention(nn.Module):
         self.query_map = nn.Linear(query_dim, hidden_dim, bias=False)
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
-    def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        return self.key_map(keys)
-
     def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         # (B, T, 1, A) + (B, 1, S, A) → (B, T, S)
         return self.v(torch.tanh(self.query_map(query).unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)
-
-    def forward(self, query, keys, values, key_padding_mask=None):
-        weights = masked_softmax(self.scores(query, keys), key_padding_mask)
-        return torch.bmm(weights, values), weights
 
 
 class LocalPAttention(nn.Module):
