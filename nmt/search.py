@@ -38,31 +38,30 @@ def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, need_attentio
 @torch.no_grad()
 def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, max_len_b: int,
                   need_attention: bool = False) -> Hypotheses:
-    """src (B, S) → the arg-max continuation at every step."""
-    batch = src.shape[0]
+    """src (B, S) → the arg-max continuation at every step; finished sentences leave the batch."""
+    batch, device = src.shape[0], src.device
     limit = max_lengths(src, max_len_a, max_len_b)
+    steps = int(limit.max())
     state = model.encode(src)
-    tokens = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    scores = torch.zeros(batch, device=src.device)
-    outputs, attention = [], []
-    for t in range(int(limit.max())):
-        log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= limit)
+    active = torch.arange(batch, device=device)  # original index of each row still decoding
+    tokens = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    scores = torch.zeros(batch, device=device)
+    output = torch.full((batch, steps), PAD_ID, dtype=torch.long, device=device)
+    attention = torch.zeros(batch, steps, src.shape[1], device=device) if need_attention else None
+    for t in range(steps):
+        log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= limit[active])
         best, tokens = log_probs.max(-1)
-        tokens = tokens.masked_fill(finished, PAD_ID)
-        scores += best.masked_fill(finished, 0.0)
-        outputs.append(tokens)
+        scores[active] += best
+        output[active, t] = tokens
         if need_attention:
-            attention.append(state["attention"].float())
-        finished |= tokens.eq(EOS_ID)
-        if finished.all():
+            attention[active, t] = state["attention"].float()
+        running = tokens.ne(EOS_ID).nonzero().squeeze(1)
+        if len(running) == 0:
             break
-    history = torch.stack(outputs, 1).tolist()
-    result = [_strip(row) for row in history]
-    attn = None
-    if need_attention:
-        stacked = torch.stack(attention, 1)  # (B, T, S)
-        attn = [stacked[i, :len(result[i]) + 1].cpu() for i in range(batch)]
+        if len(running) < len(active):
+            active, tokens, state = active[running], tokens[running], reorder_state(state, running)
+    result = [_strip(row) for row in output.tolist()]
+    attn = None if attention is None else [attention[i, :len(result[i]) + 1].cpu() for i in range(batch)]
     return Hypotheses(result, scores, attn)
 
 
@@ -81,63 +80,60 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
-    and set aside; the K best that continue become the new beams.
+    and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
     """
     batch, k, device = src.shape[0], beam_size, src.device
     limit = max_lengths(src, max_len_a, max_len_b)
+    steps = int(limit.max())
     state = reorder_state(model.encode(src), torch.arange(batch, device=device).repeat_interleave(k))
-    beam_limit = limit.repeat_interleave(k)
+    # Per running sentence (n of them) or per beam row (n·K), shrinking as sentences finish.
+    sent_ids = torch.arange(batch, device=device)
+    row_limit = limit.repeat_interleave(k)
     tokens = torch.full((batch * k,), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
-    steps = int(limit.max())
+    num_ended = torch.zeros(batch, dtype=torch.long, device=device)
     history = torch.full((batch * k, steps), PAD_ID, dtype=torch.long, device=device)
-    attn_history = None
+    attn_history = src.new_zeros(batch * k, 0, src.shape[1], dtype=torch.float) if need_attention else None
+    # Per original sentence: the best ended hypothesis so far.
     best_scores = torch.full((batch,), float("-inf"), device=device)
     best_tokens = torch.full((batch, steps), PAD_ID, dtype=torch.long, device=device)
-    best_attn = None
-    num_ended = torch.zeros(batch, dtype=torch.long, device=device)
-    offsets = (torch.arange(batch, device=device) * k).unsqueeze(1)
+    best_attn = torch.zeros(batch, steps, src.shape[1], device=device) if need_attention else None
     for t in range(steps):
-        log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= beam_limit)
+        n = len(sent_ids)
+        log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= row_limit)
         vocab = log_probs.shape[-1]
-        candidates = (scores.unsqueeze(-1) + log_probs.view(batch, k, vocab)).view(batch, -1)
-        top_scores, top_index = candidates.topk(2 * k, dim=1)  # (B, 2K)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        source_rows = (offsets + top_beam).view(-1)  # rows of the flat (B·K) state each candidate extends
+        top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k, dim=1)
+        top_token = top_index % vocab
+        top_rows = torch.arange(n, device=device).unsqueeze(1) * k + top_index // vocab  # (n, 2K) rows extended
         if need_attention:
-            step_attn = state["attention"].float().unsqueeze(1)
-            attn_history = step_attn if attn_history is None else torch.cat([attn_history, step_attn], 1)
-            if best_attn is None:
-                best_attn = attn_history.new_zeros(batch, steps, attn_history.shape[-1])
-        # Ended hypotheses: EOS among the first K candidates of a sentence that is not done yet.
-        done = num_ended >= k
+            attn_history = torch.cat([attn_history, state["attention"].float().unsqueeze(1)], 1)
+        # Ended hypotheses: EOS among the first K candidates.
         ended = top_token.eq(EOS_ID) & torch.isfinite(top_scores)
         ended[:, k:] = False
-        ended &= ~done.unsqueeze(1)
         normalized = (top_scores / length_penalty(torch.tensor(t + 1, device=device), alpha)).masked_fill(
             ~ended, float("-inf"))
         cand_best, cand_pos = normalized.max(1)
-        improved = cand_best > best_scores
-        if improved.any():
-            rows = source_rows.view(batch, 2 * k).gather(1, cand_pos.unsqueeze(1)).squeeze(1)
-            new_tokens = history[rows].clone()
-            new_tokens[:, t] = EOS_ID
-            best_tokens = torch.where(improved.unsqueeze(1), new_tokens, best_tokens)
-            best_scores = torch.where(improved, cand_best, best_scores)
+        improved = (cand_best > best_scores[sent_ids]).nonzero().squeeze(1)
+        if len(improved):
+            rows = top_rows[improved, cand_pos[improved]]
+            ids = sent_ids[improved]
+            best_scores[ids] = cand_best[improved]
+            best_tokens[ids] = history[rows]
+            best_tokens[ids, t] = EOS_ID
             if need_attention:
-                padded = torch.zeros_like(best_attn)
-                padded[:, :t + 1] = attn_history[rows]
-                best_attn = torch.where(improved.view(-1, 1, 1), padded, best_attn)
+                best_attn[ids, :t + 1] = attn_history[rows]
         num_ended += ended.sum(1)
-        if bool((num_ended >= k).all()):
+        alive = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
+        running = ((num_ended < k) & torch.isfinite(alive).any(1)).nonzero().squeeze(1)
+        if len(running) == 0:
             break
-        # The K best continuing candidates become the beams.
-        alive_scores = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
-        scores, keep = alive_scores.topk(k, dim=1)
-        rows = source_rows.view(batch, 2 * k).gather(1, keep).view(-1)
-        tokens = top_token.gather(1, keep).view(-1)
-        history = history[rows]
+        # The K best continuing candidates of each running sentence become its beams.
+        scores, keep = alive[running].topk(k, dim=1)
+        rows = top_rows[running].gather(1, keep).view(-1)
+        tokens = top_token[running].gather(1, keep).view(-1)
+        sent_ids, num_ended = sent_ids[running], num_ended[running]
+        history, row_limit = history[rows], row_limit[rows]
         history[:, t] = tokens
         state = reorder_state(state, rows)
         if need_attention:
