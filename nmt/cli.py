@@ -18,6 +18,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
 ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
 Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
+LengthPenalty = typer.Option(None, "--length-penalty", min=0.0,
+                             help="Beam length penalty alpha (Wu et al. 2016); default: the run's config.")
 Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
                    help="Corpus zip: http(s)://, file:// or a local path (default: the d2l.ai copy).")
 
@@ -94,6 +96,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                   help="Transformer: cross-attention layer to show (-1: last)."),
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
+              length_penalty: Optional[float] = LengthPenalty,
               device: str = typer.Option("auto", "--device", help="auto, cpu or cuda.")) -> None:
     """Translate English to French with a trained run.
 
@@ -101,7 +104,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     """
     from nmt.run_dir import load_translator
 
-    translator, _, _, _ = load_translator(run, checkpoint, device)
+    translator, _, _, _ = load_translator(run, checkpoint, device, length_penalty)
     translator.select_attention(attention_layer, attention_head)
     if not sentences:
         for line in translator.translate_stream(sys.stdin, beam):
@@ -134,6 +137,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
              beam: Optional[int] = typer.Option(None, "--beam", min=1, help="Beam size (default: the run's config)."),
              compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
                                                           "table with paired bootstrap against the first."),
+             length_penalty: Optional[float] = LengthPenalty,
              device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
              data_dir: Path = DataDir) -> None:
     """Score a run with sacrebleu (BLEU, chrF; multi-reference) and write hypotheses and a JSON report.
@@ -144,9 +148,9 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     from nmt.run_dir import load_translator
 
     if compare:
-        _compare_runs(compare, split, beam, device, data_dir)
+        _compare_runs(compare, split, beam, device, data_dir, length_penalty)
         return
-    translator, cfg, run_dir, ckpt = load_translator(run, checkpoint, device)
+    translator, cfg, run_dir, ckpt = load_translator(run, checkpoint, device, length_penalty)
     sources, references, label = _test_set(cfg, split, src, ref, data_dir)
     beam_size = beam or cfg.decode.beam_size
     report = ev.evaluate(translator, sources, references, beam_size, run_dir / "eval",
@@ -177,14 +181,15 @@ def _test_set(cfg, split: str, src: Optional[Path], refs: Optional[List[Path]], 
     return sources, references, split
 
 
-def _compare_runs(runs: List[Path], split: str, beam: Optional[int], device: str, data_dir: Path) -> None:
+def _compare_runs(runs: List[Path], split: str, beam: Optional[int], device: str, data_dir: Path,
+                  length_penalty: Optional[float]) -> None:
     from nmt import evaluate as ev
     from nmt.errors import NMTError
     from nmt.run_dir import load_translator
 
     systems, shared_refs = [], None
     for run in runs:
-        translator, cfg, run_dir, _ = load_translator(run, None, device)
+        translator, cfg, run_dir, _ = load_translator(run, None, device, length_penalty)
         sources, references, _ = _test_set(cfg, split, None, None, data_dir)
         if shared_refs is not None and references != shared_refs:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")

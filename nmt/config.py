@@ -93,7 +93,7 @@ class TrainConfig:
 @dataclass
 class DecodeConfig:
     beam_size: int = field(default=5, metadata=_check(ge=1))
-    length_penalty: float = field(default=0.6, metadata=_check(ge=0.0))  # alpha of Wu et al. (2016)
+    length_penalty: float = field(default=1.0, metadata=_check(ge=0.0))  # alpha of Wu et al. (2016)
     max_len_a: float = field(default=1.5, metadata=_check(ge=0.0))  # max output = a * source length + b
     max_len_b: int = field(default=10, metadata=_check(ge=1))
     batch_size: int = field(default=128, metadata=_check(ge=1))  # sentences per decoding batch

@@ -87,7 +87,8 @@ def latest_run(root: Path = Path("runs")) -> Path:
     return max(candidates, key=lambda p: max(c.stat().st_mtime for c in (p / CHECKPOINT_DIR).glob("*.pt")))
 
 
-def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto"):
+def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
+                    length_penalty: float | None = None):
     """The model of a run (its best checkpoint, else its last) with the run's own tokenizer and normalization."""
     from nmt.checkpoint import load_checkpoint
     from nmt.models import build_model
@@ -116,5 +117,7 @@ def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None,
                        f"{str(err).splitlines()[0]}") from None
     model.to(torch_device).eval()
     dtype = torch.bfloat16 if torch_device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+    if length_penalty is not None:
+        cfg.decode.length_penalty = length_penalty
     translator = Translator(model, tokenizers, read_normalizer(run_dir), cfg.decode, torch_device, dtype)
     return translator, cfg, run_dir, checkpoint
