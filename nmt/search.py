@@ -74,6 +74,33 @@ def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
     return ((5.0 + length.float()) / 6.0) ** alpha
 
 
+class _Ended:
+    """The best ended hypothesis of every sentence (indexed by original sentence id) and ended counts."""
+
+    def __init__(self, batch: int, steps: int, source_len: int, need_attention: bool, device: torch.device):
+        self.scores = torch.full((batch,), float("-inf"), device=device)
+        self.tokens = torch.full((batch, steps), PAD_ID, dtype=torch.long, device=device)
+        self.attention = torch.zeros(batch, steps, source_len, device=device) if need_attention else None
+
+    def update(self, sent_ids, top_scores, top_token, top_rows, history, attn_history, t: int, k: int,
+               alpha: float) -> torch.Tensor:
+        """Set aside EOS candidates among each sentence's top K; return how many ended per running sentence."""
+        ended = top_token.eq(EOS_ID) & torch.isfinite(top_scores)
+        ended[:, k:] = False
+        normalized = (top_scores / length_penalty(torch.tensor(t + 1, device=top_scores.device), alpha)
+                      ).masked_fill(~ended, float("-inf"))
+        cand_best, cand_pos = normalized.max(1)
+        improved = (cand_best > self.scores[sent_ids]).nonzero().squeeze(1)
+        if len(improved):
+            rows, ids = top_rows[improved, cand_pos[improved]], sent_ids[improved]
+            self.scores[ids] = cand_best[improved]
+            self.tokens[ids] = history[rows]
+            self.tokens[ids, t] = EOS_ID
+            if self.attention is not None:
+                self.attention[ids, :t + 1] = attn_history[rows]
+        return ended.sum(1)
+
+
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha: float, max_len_a: float,
                 max_len_b: int, need_attention: bool = False) -> Hypotheses:
@@ -95,10 +122,7 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
     num_ended = torch.zeros(batch, dtype=torch.long, device=device)
     history = torch.full((batch * k, steps), PAD_ID, dtype=torch.long, device=device)
     attn_history = src.new_zeros(batch * k, 0, src.shape[1], dtype=torch.float) if need_attention else None
-    # Per original sentence: the best ended hypothesis so far.
-    best_scores = torch.full((batch,), float("-inf"), device=device)
-    best_tokens = torch.full((batch, steps), PAD_ID, dtype=torch.long, device=device)
-    best_attn = torch.zeros(batch, steps, src.shape[1], device=device) if need_attention else None
+    ended = _Ended(batch, steps, src.shape[1], need_attention, device)
     for t in range(steps):
         n = len(sent_ids)
         log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= row_limit)
@@ -108,22 +132,7 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
         top_rows = torch.arange(n, device=device).unsqueeze(1) * k + top_index // vocab  # (n, 2K) rows extended
         if need_attention:
             attn_history = torch.cat([attn_history, state["attention"].float().unsqueeze(1)], 1)
-        # Ended hypotheses: EOS among the first K candidates.
-        ended = top_token.eq(EOS_ID) & torch.isfinite(top_scores)
-        ended[:, k:] = False
-        normalized = (top_scores / length_penalty(torch.tensor(t + 1, device=device), alpha)).masked_fill(
-            ~ended, float("-inf"))
-        cand_best, cand_pos = normalized.max(1)
-        improved = (cand_best > best_scores[sent_ids]).nonzero().squeeze(1)
-        if len(improved):
-            rows = top_rows[improved, cand_pos[improved]]
-            ids = sent_ids[improved]
-            best_scores[ids] = cand_best[improved]
-            best_tokens[ids] = history[rows]
-            best_tokens[ids, t] = EOS_ID
-            if need_attention:
-                best_attn[ids, :t + 1] = attn_history[rows]
-        num_ended += ended.sum(1)
+        num_ended += ended.update(sent_ids, top_scores, top_token, top_rows, history, attn_history, t, k, alpha)
         alive = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
         running = ((num_ended < k) & torch.isfinite(alive).any(1)).nonzero().squeeze(1)
         if len(running) == 0:
@@ -138,6 +147,8 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
         state = reorder_state(state, rows)
         if need_attention:
             attn_history = attn_history[rows]
-    result = [_strip(row) for row in best_tokens.tolist()]
-    attn = None if best_attn is None else [best_attn[i, :len(result[i]) + 1].cpu() for i in range(batch)]
-    return Hypotheses(result, best_scores, attn)
+    result = [_strip(row) for row in ended.tokens.tolist()]
+    attention = None
+    if ended.attention is not None:
+        attention = [ended.attention[i, :len(r) + 1].cpu() for i, r in enumerate(result)]
+    return Hypotheses(result, ended.scores, attention)

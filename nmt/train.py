@@ -109,9 +109,9 @@ def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Call
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     progress = Progress()
     if checkpoint_path(run_dir, "last").is_file():
-        progress = resume(run_dir, cfg, model, optimizer, scheduler, scaler, device)
+        progress = resume(run_dir, cfg, model, optimizer, scheduler, scaler)
         log(f"resuming {run_dir} from step {progress.step}")
-    elif ctx.is_main:
+    if ctx.is_main:  # on resume too: config.yaml then shows the settings in force (e.g. a raised max_steps)
         initialize_run_dir(run_dir, cfg, prepared, device, ctx.world_size)
     train_model = model
     if ctx.enabled:
@@ -127,8 +127,9 @@ def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Call
                    progress, log)
 
 
-def resume(run_dir, cfg, model, optimizer, scheduler, scaler, device) -> Progress:
-    state = load_checkpoint(checkpoint_path(run_dir, "last"), map_location=device)
+def resume(run_dir, cfg, model, optimizer, scheduler, scaler) -> Progress:
+    # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
+    state = load_checkpoint(checkpoint_path(run_dir, "last"), map_location="cpu")
     check_compatible(state["config"], cfg, run_dir)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

@@ -75,6 +75,16 @@ def test_train_writes_self_contained_run(tmp_path, real_data_dir, prepared):
     assert env["torch"] == torch.__version__ and env["device"] == "cpu"
 
 
+def test_train_downloads_and_prepares_when_missing(tmp_path, corpus_zip):
+    data_dir, run = tmp_path / "fresh-data", tmp_path / "run"
+    config = write_config(tmp_path, train={"max_steps": 1, "eval_every": 100})
+    result = nmt("train", "--config", config, "--run-dir", run, "--url", corpus_zip, "--data-dir", data_dir)
+    assert result.returncode == 0, result.stderr
+    assert (data_dir / "fra-eng" / "fra.txt").is_file()
+    manifests = list(data_dir.glob("prepared/*/manifest.json"))
+    assert len(manifests) == 1 and (run / "checkpoints" / "last.pt").is_file()
+
+
 def test_exact_resume_after_sigkill(tmp_path, real_data_dir, prepared):
     config = write_config(tmp_path)
     straight, killed = tmp_path / "straight", tmp_path / "killed"
