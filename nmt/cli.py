@@ -85,7 +85,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
 
 @app.command()
 def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none: read stdin line by line."),
-              run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest under runs/)."),
+              run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
               checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
               beam: Optional[int] = typer.Option(None, "--beam", min=1, help="Beam size (default: the run's config)."),
               attention: Optional[Path] = typer.Option(None, "--attention", help="Save the attention heatmap (PNG) "

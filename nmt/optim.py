@@ -35,7 +35,8 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=cfg.plateau_factor,
                                                           patience=max(1, cfg.patience // 3))
     if cfg.schedule == "constant":
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, cfg.warmup_steps)))
+        warmup = max(1, cfg.warmup_steps)
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
 
 
