@@ -164,3 +164,15 @@ def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepar
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((ddp / "env.json").read_text())["world_size"] == 2
     assert_same_weights(weights(single), weights(ddp), exact=False)
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (Path(__file__).parents[1] / "configs").glob("*.yaml")))
+def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
+    """Full-size configs run (2 small steps on CPU) and their model can be rebuilt for translation."""
+    path = Path(__file__).parents[1] / "configs" / config
+    cfg = load_config(path, ["train.max_steps=2", "train.max_tokens=400", "train.eval_every=2",
+                             "train.eval_max_sentences=4", "train.device=cpu", "decode.max_len_b=3"])
+    progress = train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
+    assert progress.step == 2
+    result = nmt("translate", "--run", tmp_path / "run", "--beam", "2", "i'm home .")
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr
