@@ -1,0 +1,18 @@
+import pytest
+from typer.testing import CliRunner
+
+from nmt.cli import app
+
+COMMANDS = ["download", "prepare", "train", "translate", "evaluate", "plot"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(command):
+    result = CliRunner().invoke(app, [command, "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "Example:" in result.output and f"nmt {command}" in result.output
+
+
+def test_top_level_help_lists_every_command():
+    result = CliRunner().invoke(app, ["--help"], terminal_width=200)
+    assert result.exit_code == 0 and all(c in result.output for c in COMMANDS)
