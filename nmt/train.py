@@ -7,6 +7,8 @@ import dataclasses
 import json
 import math
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +119,8 @@ def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Call
     if ctx.enabled:
         train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     if cfg.train.compile:
-        train_model = torch.compile(train_model)
+        # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling.
+        train_model = torch.compile(train_model, dynamic=True)
     sources, references = load_references(prepared, "valid")
     if cfg.train.eval_max_sentences:
         sources, references = sources[:cfg.train.eval_max_sentences], references[:cfg.train.eval_max_sentences]
@@ -276,8 +279,9 @@ def log_train_window(s: Session, bar, window: dict) -> None:
 
 def train(cfg: Config, run_dir: Path, data_dir: Path, url: str | None = None,
           log: Callable[[str], None] = print) -> Progress:
-    """Train (or resume) the model of `cfg` in `run_dir`; Ctrl-C saves a checkpoint and returns cleanly."""
+    """Train (or resume) the model of `cfg` in `run_dir`; Ctrl-C or SIGTERM saves a checkpoint and returns."""
     s = setup(cfg, Path(run_dir), Path(data_dir), url, log)
+    previous_sigterm = _interrupt_on_sigterm()
     try:
         if s.progress.finished or s.progress.step >= cfg.train.max_steps:
             log(f"{run_dir} already finished at step {s.progress.step}")
@@ -287,5 +291,18 @@ def train(cfg: Config, run_dir: Path, data_dir: Path, url: str | None = None,
         save_last(s)
         log(f"interrupted: checkpoint saved at step {s.progress.step}; run the same command to resume")
     finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         teardown_distributed(s.ctx)
     return s.progress
+
+
+def _interrupt_on_sigterm():
+    """Schedulers stop jobs with SIGTERM: treat it like Ctrl-C (save a checkpoint, exit cleanly)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)

@@ -134,16 +134,24 @@ def test_nonfinite_loss_skip_policy_keeps_weights_finite(tmp_path, real_data_dir
     assert all(torch.isfinite(t).all() for t in weights(tmp_path / "run").values())
 
 
-def test_ctrl_c_saves_checkpoint(tmp_path, real_data_dir, prepared):
+def _default_signals():
+    # A shell starts background jobs with SIGINT ignored (POSIX); a terminal's Ctrl-C reaches a default handler.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_saves_checkpoint(tmp_path, real_data_dir, prepared, stop_signal):
     run = tmp_path / "run"
     config = write_config(tmp_path, train={"max_steps": 100000, "save_every": 100000, "eval_every": 100000})
     env = {**os.environ, "NMT_DATA_DIR": str(real_data_dir)}
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir", str(run)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signals)
     metrics, deadline = run / "metrics.jsonl", time.time() + 120
     while time.time() < deadline and not (metrics.is_file() and metrics.stat().st_size > 0):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop_signal)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "interrupted: checkpoint saved at step" in stderr and "Traceback" not in stderr
