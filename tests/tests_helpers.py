@@ -9,11 +9,12 @@ from nmt.models import build_model
 VOCAB = 40
 
 
-def make_model(arch: str, **overrides):
+def make_model(arch: str, dropout: float = 0.0, joint: bool = True, **overrides):
+    """A tiny model (d=32, 2 layers) with fixed initial weights."""
     torch.manual_seed(0)
-    cfg = ModelConfig(arch=arch, embed_dim=32, hidden_size=32, num_layers=2, num_heads=4, ff_dim=64, dropout=0.0,
+    cfg = ModelConfig(arch=arch, embed_dim=32, hidden_size=32, num_layers=2, num_heads=4, ff_dim=64, dropout=dropout,
                       **overrides)
-    return build_model(cfg, VOCAB, VOCAB, True)
+    return build_model(cfg, VOCAB, VOCAB, joint)
 
 
 def random_sources(lengths=(3, 7, 5, 1), seed=0) -> torch.Tensor:

@@ -3,11 +3,8 @@
 import pytest
 import torch
 
-from nmt.config import ModelConfig
 from nmt.data.tokenizer import EOS_ID, PAD_ID
-from nmt.models import build_model
-
-VOCAB = 40
+from tests_helpers import VOCAB, make_model
 ARCHS = {
     "seq2seq": dict(arch="seq2seq"),
     "bahdanau": dict(arch="bahdanau"),
@@ -21,10 +18,7 @@ ARCHS = {
 
 
 def make(name, dropout=0.0, joint=True):
-    torch.manual_seed(0)
-    cfg = ModelConfig(embed_dim=32, hidden_size=32, num_layers=2, num_heads=4, ff_dim=64, dropout=dropout,
-                      **ARCHS[name])
-    return build_model(cfg, VOCAB, VOCAB, joint)
+    return make_model(dropout=dropout, joint=joint, **ARCHS[name])
 
 
 def sentence(length, seed):
