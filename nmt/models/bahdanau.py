@@ -7,7 +7,7 @@ from torch import nn
 
 from nmt.models.attention import AdditiveAttention
 from nmt.models.base import EncoderDecoder, Readout, State
-from nmt.models.rnn_encoder import RNNEncoder
+from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
 class Bahdanau(EncoderDecoder):
@@ -19,8 +19,7 @@ class Bahdanau(EncoderDecoder):
         self.bridge = nn.Linear(memory_dim, hidden_size)  # [h_fwd; h_bwd] → initial decoder state, per layer
         self.attention = AdditiveAttention(hidden_size, memory_dim, hidden_size)
         self.tgt_embed, self.dropout = tgt_embed, nn.Dropout(dropout)
-        self.decoder = nn.GRU(embed_dim + memory_dim, hidden_size, num_layers, batch_first=True,
-                              dropout=dropout if num_layers > 1 else 0.0)
+        self.decoder = stacked_rnn("gru", embed_dim + memory_dim, hidden_size, num_layers, dropout)
         self.readout = Readout(hidden_size + memory_dim + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
                                tgt_embed if tie_output else None)
 

@@ -7,7 +7,7 @@ from torch import nn
 
 from nmt.models.attention import AdditiveAttention, DotAttention, LocalPAttention
 from nmt.models.base import EncoderDecoder, State
-from nmt.models.rnn_encoder import RNNEncoder
+from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
 def luong_attention(score: str, hidden_size: int, window: int) -> nn.Module:
@@ -28,8 +28,7 @@ class Luong(EncoderDecoder):
         self.encoder = RNNEncoder(src_embed, "lstm", hidden_size, num_layers, dropout, bidirectional=False)
         self.attention = luong_attention(score, hidden_size, window)
         self.tgt_embed, self.dropout, self.input_feeding = tgt_embed, nn.Dropout(dropout), input_feeding
-        self.decoder = nn.LSTM(embed_dim * (2 if input_feeding else 1), hidden_size, num_layers, batch_first=True,
-                               dropout=dropout if num_layers > 1 else 0.0)
+        self.decoder = stacked_rnn("lstm", embed_dim * (2 if input_feeding else 1), hidden_size, num_layers, dropout)
         self.combine = nn.Linear(2 * hidden_size, embed_dim, bias=False)  # W_c; its output size allows tying W_s
         self.out = nn.Linear(embed_dim, tgt_embed.num_embeddings, bias=False)
         if tie_output:

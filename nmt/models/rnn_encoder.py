@@ -1,4 +1,4 @@
-"""Recurrent encoder shared by seq2seq, Bahdanau and Luong; packed so padding never changes a sentence's output."""
+"""Recurrent building blocks shared by seq2seq, Bahdanau and Luong: stacked RNNs and the packed encoder."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nmt.models.base import padding_mask
 
 
+def stacked_rnn(cell: str, input_size: int, hidden_size: int, num_layers: int, dropout: float,
+                bidirectional: bool = False) -> nn.RNNBase:
+    """A batch-first GRU or LSTM; dropout between layers only (torch warns about it with one layer)."""
+    rnn_cls = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
+    return rnn_cls(input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
+                   bidirectional=bidirectional)
+
+
 class RNNEncoder(nn.Module):
     """src (B, S) → outputs (B, S, H·dirs), final state: h (L, B, H·dirs) [, c for LSTM], directions concatenated."""
 
@@ -16,9 +24,8 @@ class RNNEncoder(nn.Module):
                  bidirectional: bool):
         super().__init__()
         self.embedding, self.dropout = embedding, nn.Dropout(dropout)
-        rnn_cls = {"gru": nn.GRU, "lstm": nn.LSTM}[cell]
-        self.rnn = rnn_cls(embedding.embedding_dim, hidden_size, num_layers, batch_first=True,
-                           dropout=dropout if num_layers > 1 else 0.0, bidirectional=bidirectional)
+        self.rnn = stacked_rnn(cell, embedding.embedding_dim, hidden_size, num_layers, dropout, bidirectional)
+        # Packed so that padding never changes a sentence's outputs or final state.
         self.bidirectional = bidirectional
 
     def forward(self, src: torch.Tensor):

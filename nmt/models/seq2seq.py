@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.base import EncoderDecoder, Readout, State
-from nmt.models.rnn_encoder import RNNEncoder
+from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
 class Seq2Seq(EncoderDecoder):
@@ -18,8 +18,7 @@ class Seq2Seq(EncoderDecoder):
         embed_dim = tgt_embed.embedding_dim
         self.encoder = RNNEncoder(src_embed, "gru", hidden_size, num_layers, dropout, bidirectional=False)
         self.tgt_embed, self.dropout = tgt_embed, nn.Dropout(dropout)
-        self.decoder = nn.GRU(embed_dim + hidden_size, hidden_size, num_layers, batch_first=True,
-                              dropout=dropout if num_layers > 1 else 0.0)
+        self.decoder = stacked_rnn("gru", embed_dim + hidden_size, hidden_size, num_layers, dropout)
         self.readout = Readout(hidden_size + hidden_size + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
                                tgt_embed if tie_output else None)
 
