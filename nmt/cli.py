@@ -107,7 +107,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     translator, _, _, _ = load_translator(run, checkpoint, device, length_penalty)
     translator.select_attention(attention_layer, attention_head)
     if not sentences:
-        for line in translator.translate_stream(sys.stdin, beam):
+        # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
+        for line in translator.translate_stream(sys.stdin, beam, chunk_size=1 if sys.stdin.isatty() else None):
             typer.echo(line)
         return
     need_attention = attention is not None or show_attention

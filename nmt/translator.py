@@ -5,12 +5,11 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import torch
 
-from nmt.config import Config, DecodeConfig
+from nmt.config import DecodeConfig
 from nmt.data.batching import source_batch
 from nmt.data.corpus import Normalizer
 from nmt.data.tokenizer import Tokenizers
@@ -60,6 +59,7 @@ class Translator:
                   need_attention: bool = False) -> list[Translation]:
         """Translate in length-sorted batches (less padding) and return results in input order."""
         beam = self.decode.beam_size if beam_size is None else beam_size
+        need_attention = need_attention and self.model.has_attention
         encoded = [self._encode(s) for s in sentences]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
@@ -73,19 +73,22 @@ class Translator:
             for j, i in enumerate(chunk):
                 tokens = hyps.tokens[j]
                 # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
-                results[i] = Translation(
-                    sentences[i], self.normalizer.clean(self.tokenizers.target.decode(tokens)),
-                    [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"],
-                    [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"],
-                    None if hyps.attention is None else hyps.attention[j][:, :len(encoded[i]) + 1])
+                results[i] = Translation(sentences[i], self.normalizer.clean(self.tokenizers.target.decode(tokens)),
+                                         [], [])
+                if need_attention:  # pieces label the heatmap axes
+                    results[i].source_pieces = [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"]
+                    results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
+                    results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
         return results  # type: ignore[return-value]
 
-    def translate_stream(self, lines: Iterable[str], beam_size: int | None = None) -> Iterator[str]:
-        """Translate an unbounded stream in chunks, yielding one output line per input line."""
+    def translate_stream(self, lines: Iterable[str], beam_size: int | None = None,
+                         chunk_size: int | None = None) -> Iterator[str]:
+        """Translate an unbounded stream in chunks (default: 4 batches), one output line per input line."""
+        chunk_size = chunk_size or self.decode.batch_size * 4
         chunk: list[str] = []
         for line in lines:
             chunk.append(line.rstrip("\n"))
-            if len(chunk) >= self.decode.batch_size * 4:
+            if len(chunk) >= chunk_size:
                 yield from (t.text for t in self.translate(chunk, beam_size))
                 chunk = []
         if chunk:
@@ -100,7 +103,3 @@ class Translator:
             return beam_search(self.model, src, beam, self.decode.length_penalty, self.decode.max_len_a,
                                self.decode.max_len_b, need_attention)
 
-
-def build_translator(cfg: Config, model: EncoderDecoder, tokenizer_dir: Path, normalizer: Normalizer,
-                     device: torch.device, autocast_dtype: torch.dtype | None = None) -> Translator:
-    return Translator(model, Tokenizers.from_dir(tokenizer_dir), normalizer, cfg.decode, device, autocast_dtype)

@@ -182,5 +182,10 @@ def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
                              "train.eval_max_sentences=4", "train.device=cpu", "decode.max_len_b=3"])
     progress = train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
     assert progress.step == 2
-    result = nmt("translate", "--run", tmp_path / "run", "--beam", "2", "i'm home .")
+    heat = tmp_path / "heat.png"
+    result = nmt("translate", "--run", tmp_path / "run", "--beam", "2", "--attention", heat, "i'm home .")
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, result.stderr
+    if cfg.model.arch == "seq2seq":
+        assert "no attention to plot" in result.stderr and not heat.exists()
+    else:
+        assert heat.read_bytes()[:4] == b"\x89PNG"

@@ -28,6 +28,8 @@ def padding_mask(tokens: torch.Tensor) -> torch.Tensor:
 
 
 class EncoderDecoder(nn.Module):
+    has_attention = True  # False for models without source attention (seq2seq): nothing to plot
+
     def encode(self, src: torch.Tensor) -> State:
         raise NotImplementedError
 

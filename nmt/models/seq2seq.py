@@ -12,6 +12,8 @@ from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 class Seq2Seq(EncoderDecoder):
     """GRU encoder; GRU decoder fed [embedding; final encoder state] at every step (d2l.ai's Seq2SeqDecoder)."""
 
+    has_attention = False
+
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
                  dropout: float, tie_output: bool):
         super().__init__()
