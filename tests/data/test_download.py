@@ -37,7 +37,7 @@ def test_http_download_verifies_and_installs(http_root, tmp_path):
     data = tmp_path / "data"
     path = download_corpus(f"{base}/fra-eng.zip", data, sha(text), progress=False)
     assert path == corpus_path(data) and path.read_text() == text
-    assert (data / "fra-eng" / "_about.txt").is_file()
+    assert sorted(p.name for p in (data / "fra-eng").iterdir()) == ["_about.txt", "fra.txt"]  # no __MACOSX junk
     assert not list(data.glob(".fra-eng.*")), "staging directory left behind"
     # A second call with a valid copy does nothing, even when the source has vanished.
     (root / "fra-eng.zip").unlink()
