@@ -189,3 +189,16 @@ def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
         assert "no attention to plot" in result.stderr and not heat.exists()
     else:
         assert heat.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared):
+    """train.compile (torch.compile, dynamic shapes) gives the eager losses, step for step."""
+    losses = {}
+    for compiled in (False, True):
+        cfg = load_config(write_config(tmp_path, model={"dropout": 0.0},
+                                       train={"compile": compiled, "max_steps": 4, "eval_every": 100}))
+        train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
+        records = (tmp_path / f"run-{compiled}" / "metrics.jsonl").read_text().splitlines()
+        losses[compiled] = [json.loads(r)["loss"] for r in records if json.loads(r)["type"] == "train"]
+    assert len(losses[True]) == 4
+    assert losses[True] == pytest.approx(losses[False], rel=1e-3)
