@@ -97,10 +97,11 @@ def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Call
     device = pick_device(cfg.train.device, ctx)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    if ctx.is_main:
+    if ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
         prepared = ensure_prepared(cfg.data, data_dir, url, log)
     ctx.barrier()
-    prepared = ensure_prepared(cfg.data, data_dir, url, log)  # a no-op check on rank 0, a lookup elsewhere
+    if not ctx.is_main:
+        prepared = ensure_prepared(cfg.data, data_dir, url, log)
     seed_everything(cfg.train.seed + ctx.rank)
     tokenizers = Tokenizers.from_dir(prepared)
     model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),

@@ -140,11 +140,10 @@ def _http_download(url: str, cache: Path, progress: bool) -> Path:
     return final
 
 
-def _safe_member_path(name: str, root: Path) -> Path:
+def _check_member_path(name: str) -> None:
     posix = PurePosixPath(name.replace("\\", "/"))
     if posix.is_absolute() or ".." in posix.parts or (posix.parts and ":" in posix.parts[0]):
         raise NMTError(f"refusing archive member {name!r}: its path escapes the target directory")
-    return root.joinpath(*posix.parts)
 
 
 def extract_corpus(archive: Path, dest: Path) -> Path:
@@ -154,22 +153,17 @@ def extract_corpus(archive: Path, dest: Path) -> Path:
     """
     try:
         with zipfile.ZipFile(archive) as zf:
-            members = [m for m in zf.infolist()
-                       if not m.is_dir() and not m.filename.startswith("__MACOSX/")]
-            targets = [(m, _safe_member_path(m.filename, dest)) for m in members]
-            wanted = [(m, PurePosixPath(m.filename).name) for m, _ in targets]
-            corpus = [m for m, base in wanted if base == CORPUS_FILE]
-            if len(corpus) != 1:
-                raise NMTError(f"{archive}: expected exactly one {CORPUS_FILE} in the archive, found {len(corpus)}")
-            result = None
-            for member, base in wanted:
-                if base.startswith("._"):
-                    continue
-                out_path = dest / base  # flatten: fra-eng/fra.txt → dest/fra.txt
-                with zf.open(member) as src, open(out_path, "wb") as out:
+            members = [m for m in zf.infolist() if not m.is_dir() and not m.filename.startswith("__MACOSX/")]
+            for member in members:
+                _check_member_path(member.filename)
+            # Flattened into dest (fra-eng/fra.txt → dest/fra.txt); AppleDouble "._*" files are resource forks.
+            named = {PurePosixPath(m.filename).name: m for m in members
+                     if not PurePosixPath(m.filename).name.startswith("._")}
+            if sum(PurePosixPath(m.filename).name == CORPUS_FILE for m in members) != 1:
+                raise NMTError(f"{archive}: expected exactly one {CORPUS_FILE} in the archive")
+            for name, member in named.items():
+                with zf.open(member) as src, open(dest / name, "wb") as out:
                     shutil.copyfileobj(src, out, CHUNK)
-                if member is corpus[0]:
-                    result = out_path
-            return result
+            return dest / CORPUS_FILE
     except zipfile.BadZipFile:
         raise NMTError(f"{archive} is not a valid zip archive") from None
