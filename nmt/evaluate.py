@@ -57,7 +57,7 @@ def evaluate(translator: Translator, sources: list[str], references: list[list[s
     hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
     elapsed = time.perf_counter() - started
     report = {"label": label, "checkpoint": str(checkpoint), "sentences": len(sources),
-              **corpus_scores(hypotheses, references),
+              **corpus_scores(hypotheses, references, with_ter=True),
               "buckets": length_buckets(sources, hypotheses, references),
               "decode": {"beam_size": beam_size, "length_penalty": translator.decode.length_penalty,
                          "max_len_a": translator.decode.max_len_a, "max_len_b": translator.decode.max_len_b,
@@ -70,10 +70,12 @@ def evaluate(translator: Translator, sources: list[str], references: list[list[s
 
 
 def format_report(report: dict) -> str:
-    lines = [f"BLEU {report['bleu']:.2f}  chrF {report['chrf']:.2f}  ({report['sentences']} sentences, "
-             f"beam {report['decode']['beam_size']}, {report['sentences_per_s']} sent/s)",
+    lines = [f"BLEU {report['bleu']:.2f}  chrF {report['chrf']:.2f}  TER {report['ter']:.2f}  "
+             f"({report['sentences']} sentences, beam {report['decode']['beam_size']}, "
+             f"{report['sentences_per_s']} sent/s)",
              f"  {report['bleu_detail']}", f"  BLEU signature: {report['bleu_signature']}",
-             f"  chrF signature: {report['chrf_signature']}", "  BLEU by source length (words):"]
+             f"  chrF signature: {report['chrf_signature']}", f"  TER signature: {report['ter_signature']}",
+             "  BLEU by source length (words):"]
     for row in report["buckets"]:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")

@@ -63,6 +63,7 @@ def test_evaluate_writes_report_with_signatures_and_buckets(run_dir, real_data_d
     result = nmt("evaluate", "--run", run_dir, "--split", "valid", "--beam", "1", data_dir=real_data_dir)
     assert result.returncode == 0, result.stderr
     assert "BLEU signature: nrefs:var|case:mixed|eff:no|tok:13a" in result.stdout
+    assert "TER signature: nrefs:var|case:lc|tok:tercom" in result.stdout
     report = json.loads((run_dir / "eval" / "valid.beam1.report.json").read_text())
     hyps = (run_dir / "eval" / "valid.beam1.hyp.txt").read_text().splitlines()
     assert len(hyps) == report["sentences"] > 1500

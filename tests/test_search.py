@@ -92,5 +92,6 @@ def test_multi_reference_bleu_matches_sacrebleu():
     streams = [["je suis à la maison .", "il est calme .", "va !"], ["je suis chez moi .", None, "bouge !"],
                [None, None, "pars !"]]
     assert ours["bleu"] == round(sacrebleu.corpus_bleu(hyps, streams).score, 2)
+    assert corpus_scores(hyps, refs, with_ter=True)["ter"] == round(sacrebleu.corpus_ter(hyps, streams).score, 2)
     assert ours["bleu"] > corpus_scores(hyps, [[r[0]] for r in refs])["bleu"]
     assert "nrefs:var" in ours["bleu_signature"]
