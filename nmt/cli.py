@@ -149,55 +149,15 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     from nmt.run_dir import load_translator
 
     if compare:
-        _compare_runs(compare, split, beam, device, data_dir, length_penalty)
+        typer.echo(ev.format_comparison(ev.compare_runs(compare, split, beam, device, data_dir, length_penalty)))
         return
     translator, cfg, run_dir, ckpt = load_translator(run, checkpoint, device, length_penalty)
-    sources, references, label = _test_set(cfg, split, src, ref, data_dir)
+    sources, references, label = ev.load_test_set(cfg, split, src, ref, data_dir)
     beam_size = beam or cfg.decode.beam_size
     report = ev.evaluate(translator, sources, references, beam_size, run_dir / "eval",
                          f"{label}.beam{beam_size}", ckpt)
     typer.echo(ev.format_report(report))
     _log(f"hypotheses and report written to {run_dir / 'eval'}")
-
-
-def _test_set(cfg, split: str, src: Optional[Path], refs: Optional[List[Path]], data_dir: Path):
-    from nmt import evaluate as ev
-    from nmt.data.dataset import load_references
-    from nmt.data.download import corpus_path, sha256_file
-    from nmt.data.prepare import prepared_dir
-    from nmt.errors import NMTError
-
-    if src is not None:
-        if not refs:
-            raise NMTError("--src needs at least one --ref file")
-        sources = ev.read_lines(src)
-        return sources, ev.references_from_files(list(refs), len(sources)), src.stem
-    if split not in ("test", "valid"):
-        raise NMTError(f"--split must be test or valid, got {split!r}")
-    corpus = corpus_path(data_dir)
-    if not corpus.is_file():
-        raise NMTError(f"corpus not found at {corpus}; run `nmt download` (or pass --data-dir)")
-    directory = prepared_dir(cfg.data, data_dir, sha256_file(corpus))
-    sources, references = load_references(directory, split)
-    return sources, references, split
-
-
-def _compare_runs(runs: List[Path], split: str, beam: Optional[int], device: str, data_dir: Path,
-                  length_penalty: Optional[float]) -> None:
-    from nmt import evaluate as ev
-    from nmt.errors import NMTError
-    from nmt.run_dir import load_translator
-
-    systems, shared_refs = [], None
-    for run in runs:
-        translator, cfg, run_dir, _ = load_translator(run, None, device, length_penalty)
-        sources, references, _ = _test_set(cfg, split, None, None, data_dir)
-        if shared_refs is not None and references != shared_refs:
-            raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
-        shared_refs = references
-        hyps = [t.text for t in translator.translate(sources, beam_size=beam or cfg.decode.beam_size)]
-        systems.append((str(run_dir), hyps))
-    typer.echo(ev.format_comparison(ev.compare(systems, shared_refs)))
 
 
 @app.command()

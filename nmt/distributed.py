@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from nmt.errors import NMTError
 
 
 @dataclass(frozen=True)
@@ -43,14 +42,6 @@ class DistContext:
         tensor = torch.tensor([int(flag)])
         dist.all_reduce(tensor)
         return bool(tensor.item())
-
-
-def pick_device(requested: str, ctx: DistContext) -> torch.device:
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise NMTError("train.device is cuda but no CUDA device is available (use device: auto or cpu)")
-    if requested == "cpu" or not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda", ctx.local_rank)
 
 
 def setup_distributed(requested_device: str) -> DistContext:

@@ -9,9 +9,12 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
+from nmt.config import Config
+from nmt.data.dataset import load_references
+from nmt.data.prepare import find_prepared
 from nmt.errors import NMTError
-from nmt.metrics import corpus_scores, reference_streams
-from nmt.run_dir import write_text_atomic
+from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
+from nmt.run_dir import load_translator, write_text_atomic
 from nmt.translator import Translator
 
 BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))
@@ -28,7 +31,7 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
         idx = [i for i, s in enumerate(sources) if low <= len(s.split()) and (high is None or len(s.split()) <= high)]
         row = {"bucket": bucket_name(low, high), "sentences": len(idx), "bleu": None}
         if idx:
-            row["bleu"] = corpus_scores([hypotheses[i] for i in idx], [references[i] for i in idx])["bleu"]
+            row["bleu"] = corpus_bleu([hypotheses[i] for i in idx], [references[i] for i in idx])
         rows.append(row)
     return rows
 
@@ -46,6 +49,20 @@ def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
         if len(column) != count:
             raise NMTError(f"{path} has {len(column)} lines but the source has {count}")
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
+
+
+def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None,
+                  data_dir: Path) -> tuple[list[str], list[list[str]], str]:
+    """(sources, references per source, label): a split of the run's prepared data, or --src/--ref files."""
+    if src is not None:
+        if not refs:
+            raise NMTError("--src needs at least one --ref file")
+        sources = read_lines(src)
+        return sources, references_from_files(list(refs), len(sources)), Path(src).stem
+    if split not in ("test", "valid"):
+        raise NMTError(f"--split must be test or valid, got {split!r}")
+    sources, references = load_references(find_prepared(cfg.data, data_dir), split)
+    return sources, references, split
 
 
 def evaluate(translator: Translator, sources: list[str], references: list[list[str]], beam_size: int,
@@ -80,6 +97,21 @@ def format_report(report: dict) -> str:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")
     return "\n".join(lines)
+
+
+def compare_runs(runs: list[Path], split: str, beam: int | None, device: str, data_dir: Path,
+                 length_penalty: float | None) -> list[dict]:
+    """Translate one shared test set with every run, then `compare` them (the first is the baseline)."""
+    systems, shared_refs = [], None
+    for run in runs:
+        translator, cfg, run_dir, _ = load_translator(run, None, device, length_penalty)
+        sources, references, _ = load_test_set(cfg, split, None, None, data_dir)
+        if shared_refs is not None and references != shared_refs:
+            raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
+        shared_refs = references
+        hypotheses = [t.text for t in translator.translate(sources, beam_size=beam or cfg.decode.beam_size)]
+        systems.append((str(run_dir), hypotheses))
+    return compare(systems, shared_refs)
 
 
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],

@@ -11,6 +11,10 @@ def reference_streams(references: list[list[str]]) -> list[list[str | None]]:
     return [[refs[i] if i < len(refs) else None for refs in references] for i in range(width)]
 
 
+def corpus_bleu(hypotheses: list[str], references: list[list[str]]) -> float:
+    return round(BLEU().corpus_score(hypotheses, reference_streams(references)).score, 2)
+
+
 def corpus_scores(hypotheses: list[str], references: list[list[str]], with_ter: bool = False) -> dict:
     """BLEU and chrF (and TER, slower, on request) with sacrebleu's signatures."""
     streams = reference_streams(references)

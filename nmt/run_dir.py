@@ -13,10 +13,14 @@ import torch
 import yaml
 
 from nmt import __version__
+from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, from_dict, to_dict
 from nmt.data.corpus import Normalizer
 from nmt.data.tokenizer import Tokenizers
+from nmt.device import autocast_dtype, pick_device
 from nmt.errors import NMTError
+from nmt.models import build_model
+from nmt.translator import Translator
 
 CONFIG_FILE, ENV_FILE, METRICS_FILE, NORMALIZER_FILE = "config.yaml", "env.json", "metrics.jsonl", "normalizer.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -90,10 +94,6 @@ def latest_run(root: Path = Path("runs")) -> Path:
 def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
                     length_penalty: float | None = None):
     """The model of a run (its best checkpoint, else its last) with the run's own tokenizer and normalization."""
-    from nmt.checkpoint import load_checkpoint
-    from nmt.models import build_model
-    from nmt.translator import Translator
-
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
         run_dir = Path(run_dir) if run_dir else checkpoint.parent.parent
@@ -105,7 +105,7 @@ def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None,
         if not checkpoint.is_file():
             raise NMTError(f"no checkpoint in {run_dir}; train one with `nmt train --config configs/demo.yaml`")
     cfg = read_run_config(run_dir)
-    torch_device = torch.device("cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else "cpu")
+    torch_device = pick_device(device)
     tokenizers = Tokenizers.from_dir(run_dir)
     model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
                         tokenizers.joint)
@@ -116,8 +116,8 @@ def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None,
         raise NMTError(f"{checkpoint} does not match the model in {run_dir}/{CONFIG_FILE}: "
                        f"{str(err).splitlines()[0]}") from None
     model.to(torch_device).eval()
-    dtype = torch.bfloat16 if torch_device.type == "cuda" and torch.cuda.is_bf16_supported() else None
     if length_penalty is not None:
         cfg.decode.length_penalty = length_penalty
-    translator = Translator(model, tokenizers, read_normalizer(run_dir), cfg.decode, torch_device, dtype)
+    translator = Translator(model, tokenizers, read_normalizer(run_dir), cfg.decode, torch_device,
+                            autocast_dtype("auto", torch_device))
     return translator, cfg, run_dir, checkpoint

@@ -28,7 +28,8 @@ from nmt.data.corpus import Normalizer
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.prepare import ensure_prepared
 from nmt.data.tokenizer import PAD_ID, Tokenizers
-from nmt.distributed import DistContext, pick_device, setup_distributed, teardown_distributed
+from nmt.device import autocast_dtype, pick_device
+from nmt.distributed import DistContext, setup_distributed, teardown_distributed
 from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
@@ -72,14 +73,6 @@ class Session:
     log: Callable[[str], None]
 
 
-def autocast_dtype_for(precision: str, device: torch.device) -> torch.dtype | None:
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-    if precision != "fp32" and device.type != "cuda":
-        raise NMTError(f"train.precision={precision} needs a CUDA device; use fp32 or auto on CPU")
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
 def autocast(s: Session):
     if s.autocast_dtype is None:
         return contextlib.nullcontext()
@@ -94,7 +87,7 @@ def seed_everything(seed: int) -> None:
 
 def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Callable[[str], None]) -> Session:
     ctx = setup_distributed(cfg.train.device)
-    device = pick_device(cfg.train.device, ctx)
+    device = pick_device(cfg.train.device, ctx.local_rank)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     if ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -108,7 +101,7 @@ def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Call
                         tokenizers.joint).to(device)
     optimizer = make_optimizer(model, cfg.train, device)
     scheduler = make_scheduler(optimizer, cfg.train)
-    dtype = autocast_dtype_for(cfg.train.precision, device)
+    dtype = autocast_dtype(cfg.train.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     progress = Progress()
     if checkpoint_path(run_dir, "last").is_file():

@@ -16,8 +16,7 @@ import torch
 from nmt.config import DataConfig, ModelConfig
 from nmt.data.batching import collate, token_batches
 from nmt.data.dataset import load_arrays
-from nmt.data.download import corpus_path, sha256_file
-from nmt.data.prepare import prepared_dir
+from nmt.data.prepare import find_prepared
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.models import build_model
 
@@ -66,7 +65,7 @@ def main() -> None:
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--archs", nargs="*", default=list(ARCHS))
     args = parser.parse_args()
-    directory = prepared_dir(DataConfig(), args.data_dir, sha256_file(corpus_path(args.data_dir)))
+    directory = find_prepared(DataConfig(), args.data_dir)
     data, tokenizers = load_arrays(directory, "train"), Tokenizers.from_dir(directory)
     device = torch.device(args.device)
     print(f"| architecture | tokens/s ({device}, {torch.get_num_threads()} threads, max_tokens {args.max_tokens}) |")

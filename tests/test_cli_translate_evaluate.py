@@ -94,3 +94,10 @@ def test_plot_learning_curves(run_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     width, height = png_size(out)
     assert width > 500 and height > 250
+
+
+def test_evaluate_without_prepared_data_says_what_to_run(run_dir, real_data_dir, tmp_path):
+    missing = nmt("evaluate", "--run", run_dir, "--data-dir", tmp_path / "empty")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: corpus not found at")
+    other = nmt("evaluate", "--run", run_dir, "--data-dir", real_data_dir, "--split", "train")
+    assert other.returncode == 2 and other.stderr.strip() == "error: --split must be test or valid, got 'train'"

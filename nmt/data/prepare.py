@@ -35,6 +35,18 @@ def prepared_dir(cfg: DataConfig, data_dir: Path, corpus_sha256: str) -> Path:
     return Path(data_dir) / "prepared" / hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def find_prepared(cfg: DataConfig, data_dir: Path) -> Path:
+    """The prepared directory for `cfg`, which must exist (translate/evaluate never prepare data themselves)."""
+    corpus = corpus_path(data_dir)
+    if not corpus.is_file():
+        raise NMTError(f"corpus not found at {corpus}; run `nmt download` (or pass --data-dir)")
+    corpus_sha256 = sha256_file(corpus)
+    directory = prepared_dir(cfg, data_dir, corpus_sha256)
+    if not is_prepared(directory, cfg, corpus_sha256):
+        raise NMTError(f"no prepared data for these settings under {data_dir}; run `nmt prepare`")
+    return directory
+
+
 def read_manifest(directory: Path) -> dict | None:
     try:
         return json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))
