@@ -34,13 +34,18 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     path = Path(path)
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}")
+    if path.stat().st_size == 0:
+        raise NMTError(f"cannot read checkpoint {path}: the file is empty")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
-        raise NMTError(f"cannot read checkpoint {path}: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise NMTError(f"cannot read checkpoint {path}: {type(err).__name__}: {first}"[:300]) from None
 
 
-def capture_rng_state() -> dict[str, Any]:
+def capture_rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """Python, NumPy and torch CPU generators, and the generator of this process's GPU (not every GPU's: each rank
+    owns one, and a resumed run may see another number of GPUs)."""
     np_state = np.random.get_state()
     python_state = random.getstate()
     state = {
@@ -49,17 +54,21 @@ def capture_rng_state() -> dict[str, Any]:
                   "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def restore_rng_state(state: dict[str, Any]) -> None:
+def restore_rng_state(state: dict[str, Any], device: torch.device | None = None) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     np_state = state["numpy"]
     np.random.set_state((np_state["name"], np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
                          np_state["has_gauss"], np_state["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if "cuda" in state and device is not None and device.type == "cuda":
+        cuda_state = state["cuda"]
+        if isinstance(cuda_state, (list, tuple)):  # older checkpoints saved every GPU's generator
+            cuda_state = cuda_state[device.index or 0] if len(cuda_state) > (device.index or 0) else None
+        if cuda_state is not None:
+            torch.cuda.set_rng_state(cuda_state.cpu(), device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -26,6 +27,25 @@ Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
 
 def _log(message: str) -> None:
     typer.echo(message, err=True)
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"warning: {message}", err=True)
+
+
+def _picture_path(path: Path) -> Path:
+    """A PNG path that can be written, checked before any decoding: no suffix means .png."""
+    path = Path(path)
+    if path.suffix == "":
+        path = path.with_suffix(".png")
+    if path.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
+        raise NMTError(f"{path}: picture format {path.suffix} is not supported (use .png, .pdf, .svg or .jpg)")
+    if path.is_dir():
+        raise NMTError(f"{path} is a directory; give a file name such as {path / 'attention.png'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and (not parent.is_dir() or not os.access(parent, os.W_OK)):
+        raise NMTError(f"cannot write {path}: {parent} is not a writable directory")
+    return path
 
 
 @app.callback()
@@ -79,7 +99,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
     from nmt.train import train as run_training
 
     cfg = load_config(config, overrides)
-    progress = run_training(cfg, run_dir or Path("runs") / cfg.name, data_dir, url, log=_log)
+    progress = run_training(cfg, run_dir, data_dir, url, log=_log)
     _log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
 
 
@@ -102,17 +122,24 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
 
     Example: nmt translate "i'm home ."   or   cat english.txt | nmt translate --beam 5 > french.txt
     """
-    from nmt.run_dir import load_translator
+    from nmt.models.base import AttentionChoice
+    from nmt.translator import Translator
 
-    translator, _, _, _ = load_translator(run, checkpoint, device, length_penalty)
-    translator.select_attention(attention_layer, attention_head)
+    if attention is not None:
+        attention = _picture_path(attention)
+    translator = Translator.from_run(run, checkpoint, device, length_penalty, warn=_warn)
+    choice = AttentionChoice(attention_layer, attention_head)
+    if translator.model.has_attention:
+        translator.model.check_attention_choice(choice)
     if not sentences:
+        # Undecodable bytes become U+FFFD rather than ending the stream: one output line per input line, always.
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        for line in translator.translate_stream(sys.stdin, beam, chunk_size=1 if sys.stdin.isatty() else None):
+        for line in translator.translate_stream(stdin, beam, chunk_size=1 if sys.stdin.isatty() else None):
             typer.echo(line)
         return
-    need_attention = attention is not None or show_attention
-    results = translator.translate(list(sentences), beam_size=beam, need_attention=need_attention)
+    want_attention = attention is not None or show_attention
+    results = translator.translate(list(sentences), beam_size=beam, attention=choice if want_attention else None)
     for result in results:
         typer.echo(result.text)
         if show_attention and result.attention is not None:
@@ -146,18 +173,21 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     Example: nmt evaluate --run runs/transformer --beam 5   or   nmt evaluate --compare runs/a --compare runs/b
     """
     from nmt import evaluate as ev
-    from nmt.run_dir import load_translator
+    from nmt.translator import Translator
 
+    if ref and src is None:
+        raise NMTError("--ref needs --src (the source sentences the references translate)")
     if compare:
         typer.echo(ev.format_comparison(ev.compare_runs(compare, split, beam, device, data_dir, length_penalty)))
         return
-    translator, cfg, run_dir, ckpt = load_translator(run, checkpoint, device, length_penalty)
-    sources, references, label = ev.load_test_set(cfg, split, src, ref, data_dir)
-    beam_size = beam or cfg.decode.beam_size
-    report = ev.evaluate(translator, sources, references, beam_size, run_dir / "eval",
-                         f"{label}.beam{beam_size}", ckpt)
+    translator = Translator.from_run(run, checkpoint, device, length_penalty, warn=_warn)
+    sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir)
+    _log(f"using {translator.checkpoint}")
+    beam_size = beam or translator.decode.beam_size
+    report = ev.evaluate(translator, sources, references, beam_size, translator.run.eval_dir,
+                         f"{label}.beam{beam_size}")
     typer.echo(ev.format_report(report))
-    _log(f"hypotheses and report written to {run_dir / 'eval'}")
+    _log(f"hypotheses and report written to {translator.run.eval_dir}")
 
 
 @app.command()
@@ -169,11 +199,11 @@ def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (
     Example: nmt plot --run runs/demo
     """
     from nmt.plotting import plot_learning_curves
-    from nmt.run_dir import latest_run
+    from nmt.run_dir import Run
 
-    run_dir = run or latest_run()
-    path = output or run_dir / "curves.png"
-    plot_learning_curves(run_dir, path)
+    selected = Run.open(run)
+    path = _picture_path(output) if output else selected.directory / "curves.png"
+    plot_learning_curves(selected, path)
     typer.echo(f"learning curves written to {path}")
 
 

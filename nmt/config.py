@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,50 +29,73 @@ def _check(**rules: Any) -> dict:
     return rules
 
 
+def _data(default: Any, fingerprint: bool = True, **rules: Any):
+    """A data field; `fingerprint=False` for settings that cannot change the prepared data (where it comes from).
+
+    Every fingerprinted field names the prepared directory and must match on resume: a new field is covered the
+    moment it is declared.
+    """
+    return field(default=default, metadata={**rules, "fingerprint": fingerprint})
+
+
+def _model(default: Any, shape: bool, **rules: Any):
+    """A model field; `shape=True` when it fixes the parameters (checked on resume, stored as the model's arguments)."""
+    return field(default=default, metadata={**rules, "shape": shape})
+
+
+def _train(default: Any, data_order: bool = False, **rules: Any):
+    """A train field; `data_order=True` when changing it on resume changes which batches come next."""
+    return field(default=default, metadata={**rules, "data_order": data_order})
+
+
 @dataclass
 class DataConfig:
     """Corpus, normalization, split and tokenizer: shared by every model config."""
 
-    corpus_url: str = D2L_CORPUS_URL
-    corpus_sha256: str = FRA_TXT_SHA256
-    verify_checksum: bool = True  # False accepts another release (e.g. a newer 3-column manythings.org zip)
-    lowercase_source: bool = True  # English case carries little signal here; makes "i'm home ." == "I'm home."
-    max_words: int = field(default=50, metadata=_check(ge=1))  # pairs longer than this (either side) are dropped
-    valid_fraction: float = field(default=0.017, metadata=_check(gt=0.0, lt=0.5))  # of distinct English sentences
-    test_fraction: float = field(default=0.017, metadata=_check(gt=0.0, lt=0.5))
-    split_salt: str = "nmt-split-v1"
-    vocab_size: int = field(default=8000, metadata=_check(ge=64))
-    joint_vocab: bool = True
-    tokenizer_type: str = field(default="unigram", metadata=_check(choices=("unigram", "bpe")))
-    byte_fallback: bool = True
-    character_coverage: float = field(default=0.9999, metadata=_check(gt=0.0, le=1.0))
+    corpus_url: str = _data(D2L_CORPUS_URL, fingerprint=False)
+    corpus_sha256: str = _data(FRA_TXT_SHA256, fingerprint=False)
+    verify_checksum: bool = _data(True, fingerprint=False)  # False accepts another release (e.g. a newer 3-column manythings.org zip)
+    lowercase_source: bool = _data(True)  # English case carries little signal here; makes "i'm home ." == "I'm home."
+    max_words: int = _data(50, ge=1)  # pairs longer than this (either side) are dropped
+    # ... and so are pairs longer than this in subword pieces (a 1 MB "word" is one word but a million pieces).
+    max_pieces: int = _data(256, ge=4, le=4096)
+    valid_fraction: float = _data(0.017, gt=0.0, lt=0.5)  # of distinct English sentences
+    test_fraction: float = _data(0.017, gt=0.0, lt=0.5)
+    split_salt: str = _data("nmt-split-v1")
+    vocab_size: int = _data(8000, ge=64, le=1_000_000)
+    joint_vocab: bool = _data(True)
+    tokenizer_type: str = _data("unigram", choices=("unigram", "bpe"))
+    byte_fallback: bool = _data(True)
+    character_coverage: float = _data(0.9999, gt=0.0, le=1.0)
 
 
 @dataclass
 class ModelConfig:
-    arch: str = field(default="transformer", metadata=_check(choices=("seq2seq", "bahdanau", "luong", "transformer")))
-    embed_dim: int = field(default=256, metadata=_check(ge=1))  # d_model for the Transformer
-    hidden_size: int = field(default=512, metadata=_check(ge=1))  # RNN state size (per direction)
-    num_layers: int = field(default=2, metadata=_check(ge=1))  # per encoder and per decoder
-    dropout: float = field(default=0.1, metadata=_check(ge=0.0, lt=1.0))
+    arch: str = _model("transformer", shape=True, choices=("seq2seq", "bahdanau", "luong", "transformer"))
+    embed_dim: int = _model(256, shape=True, ge=1, le=16384)  # d_model for the Transformer
+    hidden_size: int = _model(512, shape=True, ge=1, le=16384)  # RNN state size (per direction)
+    num_layers: int = _model(2, shape=True, ge=1, le=64)  # per encoder and per decoder
+    dropout: float = _model(0.1, shape=False, ge=0.0, lt=1.0)
     # Luong only: score function, local-p window half-width D, input feeding.
-    attention: str = field(default="general", metadata=_check(choices=("dot", "general", "concat", "local-p")))
-    local_window: int = field(default=5, metadata=_check(ge=1))
-    input_feeding: bool = False
+    attention: str = _model("general", shape=True, choices=("dot", "general", "concat", "local-p"))
+    local_window: int = _model(5, shape=False, ge=1)
+    input_feeding: bool = _model(False, shape=True)
     # Transformer only.
-    num_heads: int = field(default=4, metadata=_check(ge=1))
-    ff_dim: int = field(default=1024, metadata=_check(ge=1))
-    pre_norm: bool = True
-    tie_embeddings: bool = True  # effective only with a joint vocabulary
+    num_heads: int = _model(4, shape=True, ge=1, le=256)
+    ff_dim: int = _model(1024, shape=True, ge=1, le=65536)
+    pre_norm: bool = _model(True, shape=True)
+    tie_embeddings: bool = _model(True, shape=True)  # effective only with a joint vocabulary
+    # Rows of the sinusoidal position table: the longest source or target the Transformer can see.
+    max_positions: int = _model(1024, shape=False, ge=8, le=65536)
 
 
 @dataclass
 class TrainConfig:
     max_steps: int = field(default=100_000, metadata=_check(ge=1))
     max_epochs: int = field(default=100, metadata=_check(ge=1))
-    seed: int = 1234
-    max_tokens: int = field(default=4096, metadata=_check(ge=1))  # per micro-batch, padded tokens of the longer side
-    accum_steps: int = field(default=1, metadata=_check(ge=1))
+    seed: int = _train(1234, data_order=True, ge=0)
+    max_tokens: int = _train(4096, data_order=True, ge=1)  # per micro-batch, padded tokens of the longer side
+    accum_steps: int = _train(1, data_order=True, ge=1)
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
     schedule: str = field(default="inverse_sqrt", metadata=_check(choices=("inverse_sqrt", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))
@@ -88,16 +113,18 @@ class TrainConfig:
     compile: bool = False
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
+    # Peak FLOP/s for the MFU figure in the log; 0: the GPU's bf16 peak from a table, or a matmul measured on CPU.
+    peak_tflops: float = field(default=0.0, metadata=_check(ge=0.0))
 
 
 @dataclass
 class DecodeConfig:
-    beam_size: int = field(default=5, metadata=_check(ge=1))
-    length_penalty: float = field(default=1.0, metadata=_check(ge=0.0))  # alpha of Wu et al. (2016)
-    max_len_a: float = field(default=1.5, metadata=_check(ge=0.0))  # max output = a * source length + b
-    max_len_b: int = field(default=10, metadata=_check(ge=1))
-    batch_size: int = field(default=128, metadata=_check(ge=1))  # sentences per decoding batch
-    max_input_tokens: int = field(default=256, metadata=_check(ge=1))  # longer inputs are truncated with a warning
+    beam_size: int = field(default=5, metadata=_check(ge=1, le=256))
+    length_penalty: float = field(default=1.0, metadata=_check(ge=0.0, le=10.0))  # alpha of Wu et al. (2016)
+    max_len_a: float = field(default=1.5, metadata=_check(ge=0.0, le=100.0))  # max output = a * source length + b
+    max_len_b: int = field(default=10, metadata=_check(ge=1, le=65536))
+    batch_size: int = field(default=128, metadata=_check(ge=1, le=100_000))  # sentences per decoding batch
+    max_input_tokens: int = field(default=256, metadata=_check(ge=2, le=65536))  # longer inputs are truncated with a warning
 
 
 @dataclass
@@ -107,6 +134,51 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def fingerprint_settings(cfg: DataConfig) -> dict:
+    """The data settings that decide the prepared data (and so its directory name)."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata["fingerprint"]}
+
+
+def model_args(cfg: ModelConfig) -> dict:
+    """The settings that fix a model's parameters: what a checkpoint stores to rebuild it (nanoGPT's model_args)."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata["shape"]}
+
+
+def data_order_settings(cfg: TrainConfig) -> dict:
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata.get("data_order")}
+
+
+def check_consistency(cfg: Config) -> list[str]:
+    """Rules across fields: raise ConfigError for what cannot work, return warnings for what is ignored."""
+    m, d = cfg.model, cfg.decode
+    if m.arch == "transformer":
+        if m.embed_dim % m.num_heads:
+            raise ConfigError(f"model.embed_dim {m.embed_dim} must be divisible by model.num_heads {m.num_heads}")
+        if m.embed_dim % 2:
+            raise ConfigError(f"model.embed_dim {m.embed_dim} must be even (sinusoidal positions come in pairs)")
+        longest_output = int(d.max_len_a * d.max_input_tokens) + d.max_len_b + 1
+        for what, length in (("decode.max_input_tokens", d.max_input_tokens),
+                             ("decode.max_len_a * max_input_tokens + max_len_b + 1", longest_output),
+                             ("data.max_pieces + 1", cfg.data.max_pieces + 1)):
+            if length > m.max_positions:
+                raise ConfigError(f"{what} = {length} exceeds model.max_positions {m.max_positions} "
+                                  "(the Transformer's position table); lower it or raise model.max_positions")
+    warnings = []
+    defaults = ModelConfig()
+    ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),
+               "luong": ("num_heads", "ff_dim", "pre_norm", "max_positions"),
+               "bahdanau": ("num_heads", "ff_dim", "pre_norm", "max_positions", "attention", "local_window",
+                            "input_feeding"),
+               "seq2seq": ("num_heads", "ff_dim", "pre_norm", "max_positions", "attention", "local_window",
+                           "input_feeding")}[m.arch]
+    for name in ignored:
+        if getattr(m, name) != getattr(defaults, name):
+            warnings.append(f"model.{name} has no effect on a {m.arch} model (ignored)")
+    if m.arch == "luong" and m.attention != "local-p" and m.local_window != defaults.local_window:
+        warnings.append("model.local_window only applies to model.attention: local-p (ignored)")
+    return warnings
 
 
 def to_dict(config: Any) -> dict:
@@ -196,20 +268,58 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice (plain YAML silently keeps the last one)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """One YAML document with safe types only and no duplicate keys; every failure is a one-line ConfigError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0] if str(err) else "parse error"
+        raise ConfigError(f"{path}: invalid YAML ({first})") from None
+
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None, warn=_warn) -> Config:
     """Read a YAML config (or the defaults when `path` is None), apply overrides, validate."""
     raw: Any = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as err:
-            first = str(err).splitlines()[0] if str(err) else "parse error"
-            raise ConfigError(f"{path}: invalid YAML ({first})") from None
+        raw = read_yaml(path) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         raw.setdefault("name", path.stem)
     config = from_dict(apply_overrides(raw, overrides or []))
+    if not _RUN_NAME.fullmatch(config.name):
+        raise ConfigError(f"name {config.name!r} must be a plain name (letters, digits, . _ -): "
+                          "it names the directory under runs/")
+    for message in check_consistency(config):
+        warn(message)
     return config

@@ -1,13 +1,19 @@
-"""torchrun integration: process group from the environment, NCCL on GPU and gloo on CPU."""
+"""torchrun integration: one process group that serves CPU and CUDA tensors (gloo for CPU, NCCL for CUDA)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+# NCCL only moves CUDA tensors; the small control values (early-stop and non-finite flags, RNG states) live on the
+# CPU. A process group with a backend per device type serves both, so no collective can meet a device its backend
+# lacks ("No backend type associated with device type cpu" under plain NCCL).
+CUDA_BACKEND = "cpu:gloo,cuda:nccl"
+CPU_BACKEND = "gloo"
 
 
 @dataclass(frozen=True)
@@ -32,16 +38,34 @@ class DistContext:
         """Rank 0's decision (e.g. early stopping) for every rank."""
         if not self.enabled:
             return flag
-        tensor = torch.tensor([int(flag)])
+        tensor = torch.tensor([int(flag)])  # CPU: served by gloo in every process group we create
         dist.broadcast(tensor, src=0)
         return bool(tensor.item())
 
-    def any_flag(self, flag: bool) -> bool:
+    def any_flags(self, *flags: bool) -> tuple[bool, ...]:
+        """Each flag true on every rank when it is true on any rank (a non-finite loss, a stop request): one
+        collective for all of them."""
         if not self.enabled:
-            return flag
-        tensor = torch.tensor([int(flag)])
-        dist.all_reduce(tensor)
-        return bool(tensor.item())
+            return tuple(flags)
+        tensor = torch.tensor([int(f) for f in flags])
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tuple(bool(v) for v in tensor.tolist())
+
+    def gather_to_main(self, obj: Any) -> list[Any] | None:
+        """Every rank's `obj` on rank 0 (in rank order), None elsewhere; e.g. per-rank RNG states."""
+        if not self.enabled:
+            return [obj]
+        gathered = [None] * self.world_size if self.is_main else None
+        dist.gather_object(obj, gathered, dst=0)
+        return gathered
+
+    def scatter_from_main(self, objs: list[Any] | None) -> Any:
+        """Rank r receives objs[r] from rank 0."""
+        if not self.enabled:
+            return objs[0] if objs else None
+        received = [None]
+        dist.scatter_object_list(received, objs if self.is_main else None, src=0)
+        return received[0]
 
 
 def setup_distributed(requested_device: str) -> DistContext:
@@ -54,7 +78,7 @@ def setup_distributed(requested_device: str) -> DistContext:
     if use_cuda:
         torch.cuda.set_device(ctx.local_rank)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        dist.init_process_group(CUDA_BACKEND if use_cuda else CPU_BACKEND)
     return ctx
 
 

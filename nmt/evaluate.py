@@ -14,7 +14,7 @@ from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.errors import NMTError
 from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
-from nmt.run_dir import load_translator, write_text_atomic
+from nmt.run_dir import write_text_atomic
 from nmt.translator import Translator
 
 BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))
@@ -39,7 +39,13 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
 def read_lines(path: Path) -> list[str]:
     if not Path(path).is_file():
         raise NMTError(f"file not found: {path}")
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise NMTError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    if not lines:
+        raise NMTError(f"{path} is empty: nothing to score")
+    return lines
 
 
 def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
@@ -66,14 +72,14 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
 
 
 def evaluate(translator: Translator, sources: list[str], references: list[list[str]], beam_size: int,
-             out_dir: Path, label: str, checkpoint: Path) -> dict:
+             out_dir: Path, label: str) -> dict:
     """Translate, score and write `<label>.hyp.txt` and `<label>.report.json` into `out_dir`."""
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
     started = time.perf_counter()
     hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
     elapsed = time.perf_counter() - started
-    report = {"label": label, "checkpoint": str(checkpoint), "sentences": len(sources),
+    report = {"label": label, "checkpoint": str(translator.checkpoint), "sentences": len(sources),
               **corpus_scores(hypotheses, references, with_ter=True),
               "buckets": length_buckets(sources, hypotheses, references),
               "decode": {"beam_size": beam_size, "length_penalty": translator.decode.length_penalty,
@@ -104,13 +110,13 @@ def compare_runs(runs: list[Path], split: str, beam: int | None, device: str, da
     """Translate one shared test set with every run, then `compare` them (the first is the baseline)."""
     systems, shared_refs = [], None
     for run in runs:
-        translator, cfg, run_dir, _ = load_translator(run, None, device, length_penalty)
-        sources, references, _ = load_test_set(cfg, split, None, None, data_dir)
+        translator = Translator.from_run(run, None, device, length_penalty)
+        sources, references, _ = load_test_set(translator.config, split, None, None, data_dir)
         if shared_refs is not None and references != shared_refs:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
         shared_refs = references
-        hypotheses = [t.text for t in translator.translate(sources, beam_size=beam or cfg.decode.beam_size)]
-        systems.append((str(run_dir), hypotheses))
+        hypotheses = [t.text for t in translator.translate(sources, beam_size=beam or translator.decode.beam_size)]
+        systems.append((str(translator.run.directory), hypotheses))
     return compare(systems, shared_refs)
 
 

@@ -15,8 +15,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> 
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9 if device.type == "cuda" else 1e-8,
-                             fused=device.type == "cuda")
+    # eps 1e-9 and betas (0.9, 0.98) as in Vaswani et al. (2017), on every device; fused kernels need CUDA.
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda")
 
 
 def inverse_sqrt(warmup_steps: int):
@@ -40,5 +40,6 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
 
 
-def steps_per_update(scheduler) -> bool:
+def scheduler_steps_per_update(scheduler) -> bool:
+    """True for schedules stepped after every update; False for ReduceLROnPlateau (stepped per validation)."""
     return not isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import os
+import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -11,15 +12,27 @@ matplotlib.use("Agg")  # headless: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nmt.errors import NMTError  # noqa: E402
+from nmt.run_dir import Run  # noqa: E402
 
 
 def _save(fig, path: Path) -> None:
+    """Through a fresh temp file beside `path` (never through a planted link), then rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
+    except OSError as err:
+        plt.close(fig)
+        raise NMTError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, dpi=100, bbox_inches="tight", format=path.suffix.lstrip(".").lower() or "png")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
 
 
 def plot_attention(weights, source_pieces: list[str], target_pieces: list[str], path: Path) -> None:
@@ -34,17 +47,13 @@ def plot_attention(weights, source_pieces: list[str], target_pieces: list[str], 
     _save(fig, path)
 
 
-def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise NMTError(f"no metrics.jsonl in {run_dir}")
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [r for r in records if r["type"] == "train"], [r for r in records if r["type"] == "valid"]
-
-
-def plot_learning_curves(run_dir: Path, path: Path) -> None:
+def plot_learning_curves(run: Run, path: Path) -> None:
     """Train and dev loss, and dev BLEU, against update steps."""
-    train, valid = read_metrics(run_dir)
+    train, valid = run.metrics.split()
+    train = [r for r in train if isinstance(r.get("loss"), (int, float))]
+    valid = [r for r in valid if isinstance(r.get("dev_loss"), (int, float)) and isinstance(r.get("dev_bleu"), (int, float))]
+    if not train and not valid:
+        raise NMTError(f"no metrics records in {run.metrics.path}")
     fig, (loss_ax, bleu_ax) = plt.subplots(1, 2, figsize=(10, 4))
     loss_ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train (label-smoothed)")
     loss_ax.plot([r["step"] for r in valid], [r["dev_loss"] for r in valid], marker="o", label="dev NLL")
@@ -54,5 +63,5 @@ def plot_learning_curves(run_dir: Path, path: Path) -> None:
     bleu_ax.plot([r["step"] for r in valid], [r["dev_bleu"] for r in valid], marker="o", color="tab:green")
     bleu_ax.set_xlabel("step")
     bleu_ax.set_ylabel("dev BLEU (greedy)")
-    fig.suptitle(Path(run_dir).name)
+    fig.suptitle(run.directory.name)
     _save(fig, path)

@@ -1,42 +1,66 @@
-"""A run directory is self-contained: config, environment, tokenizer(s), normalization, checkpoints, metrics."""
+"""A run directory is self-contained: config, environment, tokenizer(s), normalization, checkpoints, metrics.
+
+`Run` owns every path in it, the checkpoint schema, the metrics log and the lock; nothing else names these files.
+
+    runs/<name>/config.yaml  env.json  normalizer.json  spm.model  metrics.jsonl  .lock
+               checkpoints/{last,best,averaged}.pt   eval/<label>.{hyp.txt,report.json}
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
 import shutil
 import subprocess
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import yaml
 
 from nmt import __version__
-from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, from_dict, to_dict
-from nmt.data.corpus import Normalizer
+from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
+    read_yaml, to_dict
+from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
-from nmt.device import autocast_dtype, pick_device
 from nmt.errors import NMTError
-from nmt.models import build_model
-from nmt.translator import Translator
 
-CONFIG_FILE, ENV_FILE, METRICS_FILE, NORMALIZER_FILE = "config.yaml", "env.json", "metrics.jsonl", "normalizer.json"
-CHECKPOINT_DIR = "checkpoints"
-SHAPE_KEYS = ("arch", "embed_dim", "hidden_size", "num_layers", "attention", "input_feeding", "num_heads", "ff_dim",
-              "pre_norm", "tie_embeddings")
-DATA_SHAPE_KEYS = ("vocab_size", "joint_vocab", "tokenizer_type", "lowercase_source")
+DEFAULT_ROOT = Path("runs")
 
-
-def checkpoint_path(run_dir: Path, which: str) -> Path:
-    return Path(run_dir) / CHECKPOINT_DIR / f"{which}.pt"
+# Checkpoint schema (torchtune style): every key a checkpoint may hold, by name.
+MODEL_KEY, MODEL_ARGS_KEY, CONFIG_KEY, VERSION_KEY = "model", "model_args", "config", "nmt_version"
+OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY = "optimizer", "scheduler", "scaler", "rng", "progress"
+STEP_KEY, DEV_BLEU_KEY = "step", "dev_bleu"
+TRAINING_KEYS = (MODEL_KEY, CONFIG_KEY, OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY)
+WEIGHTS_KEYS = (MODEL_KEY, CONFIG_KEY)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Write through a fresh temp file (O_EXCL: never through a planted link), then rename over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def copy_file_atomic(source: Path, target: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            shutil.copyfileobj(src, out)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _git_commit() -> str | None:
@@ -48,76 +72,264 @@ def _git_commit() -> str | None:
         return None
 
 
-def initialize_run_dir(run_dir: Path, cfg: Config, prepared: Path, device: torch.device, world_size: int) -> None:
-    """Write the resolved config, the environment, and copies of the tokenizer(s) and normalization settings."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / CONFIG_FILE, yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    env = {"nmt": __version__, "torch": torch.__version__, "python": platform.python_version(),
-           "device": str(device), "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-           "world_size": world_size, "git_commit": _git_commit(), "prepared_data": str(prepared)}
-    write_text_atomic(run_dir / ENV_FILE, json.dumps(env, indent=2) + "\n")
-    for name in Tokenizers.files(cfg.data.joint_vocab):
-        shutil.copyfile(prepared / name, run_dir / name)
-    normalizer = Normalizer(lowercase_source=cfg.data.lowercase_source)
-    write_text_atomic(run_dir / NORMALIZER_FILE, json.dumps(normalizer.__dict__) + "\n")
+class MetricsLog:
+    """metrics.jsonl: one JSON record per line, `type` train or valid; the only code that reads or writes it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def append(self, record: dict) -> None:
+        if self.path.is_symlink():
+            raise NMTError(f"{self.path} is a symbolic link; refusing to write through it")
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def records(self) -> list[dict]:
+        """Every complete record; a torn last line (a kill mid-write) is skipped."""
+        if not self.path.is_file():
+            raise NMTError(f"no metrics in {self.path.parent} (train first)")
+        out = []
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("type") in ("train", "valid") and "step" in record:
+                out.append(record)
+        return out
+
+    def split(self) -> tuple[list[dict], list[dict]]:
+        records = self.records()
+        return [r for r in records if r["type"] == "train"], [r for r in records if r["type"] == "valid"]
+
+    def trim_after(self, step: int) -> int:
+        """Drop records after `step` (written after the checkpoint a resume starts from); return how many."""
+        if not self.path.is_file():
+            return 0
+        records = self.records()
+        kept = [r for r in records if r["step"] <= step]
+        if len(kept) != len(records) or self.path.read_text(encoding="utf-8", errors="replace").count("\n") != len(records):
+            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        return len(records) - len(kept)
 
 
-def read_run_config(run_dir: Path) -> Config:
-    path = Path(run_dir) / CONFIG_FILE
-    if not path.is_file():
-        raise NMTError(f"{run_dir} is not a run directory (no {CONFIG_FILE}); train one with "
-                       "`nmt train --config configs/demo.yaml`")
-    return from_dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+@dataclass(frozen=True)
+class Run:
+    directory: Path
+
+    # --- finding runs -------------------------------------------------------------------------------------------
+    @classmethod
+    def for_config(cls, cfg: Config, directory: Path | None = None) -> "Run":
+        return cls(Path(directory) if directory is not None else DEFAULT_ROOT / cfg.name)
+
+    @classmethod
+    def open(cls, directory: Path | None = None, root: Path = DEFAULT_ROOT) -> "Run":
+        """An existing run: `directory`, or the most recently trained one under `root`."""
+        run = cls(Path(directory)) if directory is not None else cls.latest(root)
+        if not run.config_path.is_file():
+            raise NMTError(f"{run.directory} is not a run directory (no config.yaml); train one with "
+                           "`nmt train --config configs/demo.yaml`")
+        return run
+
+    @classmethod
+    def latest(cls, root: Path = DEFAULT_ROOT) -> "Run":
+        candidates = [p.parent.parent for p in Path(root).glob("*/checkpoints/*.pt")]
+        if not candidates:
+            raise NMTError(f"no trained run found under {root}/; train one with `nmt train --config configs/demo.yaml`")
+        newest = max(candidates, key=lambda p: max(c.stat().st_mtime for c in (p / "checkpoints").glob("*.pt")))
+        return cls(newest)
+
+    # --- paths --------------------------------------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "config.yaml"
+
+    @property
+    def env_path(self) -> Path:
+        return self.directory / "env.json"
+
+    @property
+    def normalizer_path(self) -> Path:
+        return self.directory / "normalizer.json"
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.directory / "eval"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.directory / "checkpoints"
+
+    @property
+    def metrics(self) -> MetricsLog:
+        return MetricsLog(self.directory / "metrics.jsonl")
+
+    def checkpoint_path(self, which: str) -> Path:
+        return self.checkpoint_dir / f"{which}.pt"
+
+    # --- writing ------------------------------------------------------------------------------------------------
+    def initialize(self, cfg: Config, prepared: Path, device: torch.device, world_size: int) -> None:
+        """Write the resolved config, the environment, and copies of the tokenizer(s) and normalization settings."""
+        self._make_dirs()
+        write_text_atomic(self.config_path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        env = {"nmt": __version__, "torch": torch.__version__, "python": platform.python_version(),
+               "device": str(device),
+               "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+               "world_size": world_size, "git_commit": _git_commit(), "prepared_data": str(prepared)}
+        write_text_atomic(self.env_path, json.dumps(env, indent=2) + "\n")
+        for name in Tokenizers.files(cfg.data.joint_vocab):
+            copy_file_atomic(prepared / name, self.directory / name)
+        normalizer = Normalizer(lowercase_source=cfg.data.lowercase_source)
+        write_text_atomic(self.normalizer_path, json.dumps(normalizer.__dict__) + "\n")
+
+    def _make_dirs(self) -> None:
+        for directory in (self.directory, self.checkpoint_dir):
+            if directory.exists() and not directory.is_dir():
+                raise NMTError(f"{directory} exists and is not a directory")
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise NMTError(f"cannot create {directory}: {err.strerror}") from None
+        if not os.access(self.directory, os.W_OK):
+            raise NMTError(f"run directory {self.directory} is not writable")
+
+    def lock(self) -> "RunLock":
+        self._make_dirs()
+        return RunLock(self.directory / ".lock")
+
+    def save(self, which: str, payload: dict) -> Path:
+        path = self.checkpoint_path(which)
+        save_checkpoint(payload, path)
+        return path
+
+    def clean_stale_temp_files(self) -> list[Path]:
+        """Temp files a killed process left (a checkpoint being written, a config being replaced)."""
+        stale = [p for d in (self.directory, self.checkpoint_dir) if d.is_dir() for p in d.glob(".*.tmp")]
+        stale += [p for p in self.checkpoint_dir.glob(".*.pt.*")] if self.checkpoint_dir.is_dir() else []
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return stale
+
+    # --- reading ------------------------------------------------------------------------------------------------
+    def read_config(self) -> Config:
+        raw = read_yaml(self.config_path)
+        try:
+            return from_dict(raw)
+        except ConfigError as err:
+            raise NMTError(f"{self.config_path}: {err}") from None
+
+    def read_normalizer(self) -> Normalizer:
+        try:
+            return Normalizer(**json.loads(self.normalizer_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError) as err:
+            raise NMTError(f"cannot read {self.normalizer_path}: {err}") from None
+
+    def tokenizers(self) -> Tokenizers:
+        return Tokenizers.from_dir(self.directory)
+
+    def load(self, path: Path, required: tuple[str, ...] = WEIGHTS_KEYS) -> dict:
+        """A checkpoint as a dict with at least `required` keys; anything else is a one-line error naming the file."""
+        state = load_checkpoint(path, map_location="cpu")
+        if not isinstance(state, dict):
+            raise NMTError(f"{path} is not an nmt checkpoint (holds a {type(state).__name__})")
+        missing = [k for k in required if k not in state]
+        if missing:
+            hint = " (a weights-only checkpoint such as best.pt cannot resume training)" \
+                if OPTIMIZER_KEY in missing and MODEL_KEY in state else ""
+            raise NMTError(f"{path} is not a complete nmt checkpoint: missing {', '.join(missing)}{hint}")
+        if not isinstance(state[CONFIG_KEY], dict) or not isinstance(state[CONFIG_KEY].get("model"), dict):
+            raise NMTError(f"{path} has no usable config section")
+        return state
+
+    def choose_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, str | None]:
+        """(checkpoint to translate with, warning or None): an explicit file, else averaged, best, then last.
+
+        A `last.pt` saved after the newest validation was never scored: say so rather than silently prefer best.
+        """
+        if checkpoint is not None:
+            if not Path(checkpoint).is_file():
+                raise NMTError(f"checkpoint not found: {checkpoint}")
+            return Path(checkpoint), None
+        for which in ("best", "last"):
+            path = self.checkpoint_path(which)
+            if path.is_file():
+                break
+        else:
+            raise NMTError(f"no checkpoint in {self.directory}; train one with `nmt train --config configs/demo.yaml`")
+        warning = None
+        last = self.checkpoint_path("last")
+        if which == "best" and last.is_file():
+            best_step = _saved_step(self, path)
+            last_step = _saved_step(self, last)
+            if best_step is not None and last_step is not None and last_step > best_step:
+                validated = [r["step"] for r in self.metrics.split()[1]] if self.metrics.path.is_file() else []
+                unscored = not validated or max(validated) < last_step
+                if unscored:
+                    warning = (f"using best.pt (step {best_step}); last.pt (step {last_step}) is newer and was never "
+                               f"validated: pass --checkpoint {last} to use it")
+        return path, warning
+
+    def check_resumable(self, saved: dict, cfg: Config) -> list[str]:
+        """Refuse a config whose model shape or data differ from the checkpoint's; warn when the data order changes.
+
+        Saved configs from older versions lack newer fields: a missing field counts as its default.
+        """
+        saved_cfg = from_dict(saved, Config) if isinstance(saved, dict) else None
+        if saved_cfg is None:
+            raise NMTError(f"{self.directory}: checkpoint has no config")
+        pairs = [("model", model_args(saved_cfg.model), model_args(cfg.model)),
+                 ("data", fingerprint_settings(saved_cfg.data), fingerprint_settings(cfg.data))]
+        for section, old, new in pairs:
+            for key in old:
+                if old[key] != new[key]:
+                    raise NMTError(f"{self.directory} was trained with {section}.{key}={old[key]!r} but the config "
+                                   f"says {new[key]!r}; use another --run-dir or the original setting")
+        warnings = []
+        old_order, new_order = data_order_settings(saved_cfg.train), data_order_settings(cfg.train)
+        for key in old_order:
+            if old_order[key] != new_order[key]:
+                warnings.append(f"train.{key} changed from {old_order[key]!r} to {new_order[key]!r}: the batches "
+                                "after the resumed step differ from the original run's (resume is not exact)")
+        return warnings
 
 
-def read_normalizer(run_dir: Path) -> Normalizer:
-    return Normalizer(**json.loads((Path(run_dir) / NORMALIZER_FILE).read_text(encoding="utf-8")))
-
-
-def check_compatible(saved: dict, cfg: Config, run_dir: Path) -> None:
-    """A checkpoint can only continue with the same model shape and vocabulary."""
-    for section, keys in (("model", SHAPE_KEYS), ("data", DATA_SHAPE_KEYS)):
-        for key in keys:
-            old, new = saved[section][key], getattr(getattr(cfg, section), key)
-            if old != new:
-                raise NMTError(f"{run_dir} was trained with {section}.{key}={old!r} but the config says {new!r}; "
-                               "use another --run-dir or the original setting")
-
-
-def latest_run(root: Path = Path("runs")) -> Path:
-    candidates = [p.parent.parent for p in Path(root).glob(f"*/{CHECKPOINT_DIR}/*.pt")]
-    if not candidates:
-        raise NMTError(f"no trained run found under {root}/; train one with `nmt train --config configs/demo.yaml`")
-    return max(candidates, key=lambda p: max(c.stat().st_mtime for c in (p / CHECKPOINT_DIR).glob("*.pt")))
-
-
-def load_translator(run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
-                    length_penalty: float | None = None):
-    """The model of a run (its best checkpoint, else its last) with the run's own tokenizer and normalization."""
-    if checkpoint is not None:
-        checkpoint = Path(checkpoint)
-        run_dir = Path(run_dir) if run_dir else checkpoint.parent.parent
-    else:
-        run_dir = Path(run_dir) if run_dir else latest_run()
-        checkpoint = checkpoint_path(run_dir, "best")
-        if not checkpoint.is_file():
-            checkpoint = checkpoint_path(run_dir, "last")
-        if not checkpoint.is_file():
-            raise NMTError(f"no checkpoint in {run_dir}; train one with `nmt train --config configs/demo.yaml`")
-    cfg = read_run_config(run_dir)
-    torch_device = pick_device(device)
-    tokenizers = Tokenizers.from_dir(run_dir)
-    model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
-                        tokenizers.joint)
-    state = load_checkpoint(checkpoint, map_location="cpu")
+def _saved_step(run: Run, path: Path) -> int | None:
     try:
-        model.load_state_dict(state["model"])
-    except (KeyError, RuntimeError) as err:
-        raise NMTError(f"{checkpoint} does not match the model in {run_dir}/{CONFIG_FILE}: "
-                       f"{str(err).splitlines()[0]}") from None
-    model.to(torch_device).eval()
-    if length_penalty is not None:
-        cfg.decode.length_penalty = length_penalty
-    translator = Translator(model, tokenizers, read_normalizer(run_dir), cfg.decode, torch_device,
-                            autocast_dtype("auto", torch_device))
-    return translator, cfg, run_dir, checkpoint
+        state = load_checkpoint(path, map_location="cpu")
+    except NMTError:
+        return None
+    if not isinstance(state, dict):
+        return None
+    if isinstance(state.get(PROGRESS_KEY), dict):
+        return state[PROGRESS_KEY].get("step")
+    return state.get(STEP_KEY)
+
+
+class RunLock:
+    """An exclusive flock on RUN/.lock: a second training of the same run is refused; the kernel releases the
+    lock when its holder dies, so a killed run never leaves it stuck."""
+
+    def __init__(self, path: Path):
+        self.path, self.handle = path, None
+
+    def __enter__(self) -> "RunLock":
+        if self.path.is_symlink():
+            raise NMTError(f"{self.path} is a symbolic link; refusing to use it as a lock")
+        self.handle = open(self.path, "a+")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "another process"
+            self.handle.close()
+            raise NMTError(f"{self.path.parent} is in use by {holder}; wait for it or use another --run-dir") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"pid {os.getpid()}\n")
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()
+

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from nmt.models.base import EncoderDecoder, reorder_state
+from nmt.models.base import AttentionChoice, EncoderDecoder, reorder_state
 
 
 @dataclass
@@ -25,19 +25,22 @@ def max_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     return (src.ne(PAD_ID).sum(1).float() * a).long() + b
 
 
-def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, need_attention: bool, force_eos: torch.Tensor):
-    logits, state = model.step(tokens, state, need_attention)
+def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
+               force_eos: torch.Tensor):
+    """One step's log-probabilities; rows at their length limit may only end, at the price the model puts on EOS
+    (a free EOS would favour hypotheses that run into the limit)."""
+    logits, state, weights = model.step(tokens, state, attention)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
-    if force_eos.any():  # sentences at their length limit may only end
+    if force_eos.any():
         only_eos = torch.full_like(log_probs, float("-inf"))
-        only_eos[:, EOS_ID] = 0.0
+        only_eos[:, EOS_ID] = log_probs[:, EOS_ID]
         log_probs = torch.where(force_eos.unsqueeze(1), only_eos, log_probs)
-    return log_probs, state
+    return log_probs, state, weights
 
 
 @torch.no_grad()
 def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, max_len_b: int,
-                  need_attention: bool = False) -> Hypotheses:
+                  attention_choice: AttentionChoice | None = None) -> Hypotheses:
     """src (B, S) → the arg-max continuation at every step; finished sentences leave the batch."""
     batch, device = src.shape[0], src.device
     limit = max_lengths(src, max_len_a, max_len_b)
@@ -47,14 +50,15 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
     tokens = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     scores = torch.zeros(batch, device=device)
     output = torch.full((batch, steps), PAD_ID, dtype=torch.long, device=device)
+    need_attention = attention_choice is not None
     attention = torch.zeros(batch, steps, src.shape[1], device=device) if need_attention else None
     for t in range(steps):
-        log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= limit[active])
+        log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= limit[active])
         best, tokens = log_probs.max(-1)
         scores[active] += best
         output[active, t] = tokens
         if need_attention:
-            attention[active, t] = state["attention"].float()
+            attention[active, t] = weights.float()
         running = tokens.ne(EOS_ID).nonzero().squeeze(1)
         if len(running) == 0:
             break
@@ -103,13 +107,14 @@ class _Ended:
 
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha: float, max_len_a: float,
-                max_len_b: int, need_attention: bool = False) -> Hypotheses:
+                max_len_b: int, attention_choice: AttentionChoice | None = None) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
     """
     batch, k, device = src.shape[0], beam_size, src.device
+    need_attention = attention_choice is not None
     limit = max_lengths(src, max_len_a, max_len_b)
     steps = int(limit.max())
     state = reorder_state(model.encode(src), torch.arange(batch, device=device).repeat_interleave(k))
@@ -125,13 +130,13 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
     ended = _Ended(batch, steps, src.shape[1], need_attention, device)
     for t in range(steps):
         n = len(sent_ids)
-        log_probs, state = _log_probs(model, tokens, state, need_attention, t + 1 >= row_limit)
+        log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit)
         vocab = log_probs.shape[-1]
         top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k, dim=1)
         top_token = top_index % vocab
         top_rows = torch.arange(n, device=device).unsqueeze(1) * k + top_index // vocab  # (n, 2K) rows extended
         if need_attention:
-            attn_history = torch.cat([attn_history, state["attention"].float().unsqueeze(1)], 1)
+            attn_history = torch.cat([attn_history, weights.float().unsqueeze(1)], 1)
         num_ended += ended.update(sent_ids, top_scores, top_token, top_rows, history, attn_history, t, k, alpha)
         alive = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
         running = ((num_ended < k) & torch.isfinite(alive).any(1)).nonzero().squeeze(1)

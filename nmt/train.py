@@ -1,10 +1,13 @@
-"""`nmt train`: one loop that reads top to bottom; checkpointing, validation and logging are functions it calls."""
+"""`nmt train`: a Trainer whose `train` loop reads top to bottom; setup, validation and checkpoints are methods.
+
+    trainer = Trainer(cfg, run, data_dir)   # setup: data, model, optimizer, resume
+    progress = trainer.train()             # batch → forward under autocast → backward → clip → step → log
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import random
 import signal
@@ -12,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -21,20 +24,23 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nmt import __version__
-from nmt.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from nmt.checkpoint import capture_rng_state, restore_rng_state
 from nmt.config import Config, to_dict
 from nmt.data.batching import collate, token_batches
-from nmt.data.corpus import Normalizer
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
+from nmt.data.normalizer import Normalizer
 from nmt.data.prepare import ensure_prepared
 from nmt.data.tokenizer import PAD_ID, Tokenizers
-from nmt.device import autocast_dtype, pick_device
+from nmt.device import autocast, autocast_dtype, pick_device
 from nmt.distributed import DistContext, setup_distributed, teardown_distributed
 from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
-from nmt.optim import make_optimizer, make_scheduler, steps_per_update
-from nmt.run_dir import METRICS_FILE, check_compatible, checkpoint_path, initialize_run_dir
+from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
+from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
+from nmt.run_dir import (CONFIG_KEY, DEV_BLEU_KEY, MODEL_ARGS_KEY, MODEL_KEY, OPTIMIZER_KEY, PROGRESS_KEY, RNG_KEY,
+                         SCALER_KEY, SCHEDULER_KEY, STEP_KEY, TRAINING_KEYS, VERSION_KEY, Run)
+from nmt.throughput import ThroughputWindow, peak_tflops, update_flops
 from nmt.translator import Translator
 
 
@@ -48,35 +54,41 @@ class Progress:
     best_bleu: float = -1.0
     evals_without_gain: int = 0
     finished: bool = False
+    elapsed_s: float = 0.0  # training wall-clock up to the last checkpoint, over every resumed session
 
 
 @dataclass
-class Session:
-    """Everything the loop touches, built once by `setup`."""
-
-    cfg: Config
-    run_dir: Path
-    ctx: DistContext
-    device: torch.device
-    model: torch.nn.Module  # the plain model: checkpoints and evaluation
-    train_model: torch.nn.Module  # what the loop calls: possibly DDP-wrapped and compiled
-    optimizer: torch.optim.Optimizer
-    scheduler: object
-    scaler: torch.amp.GradScaler
-    autocast_dtype: torch.dtype | None
-    train_data: ParallelArrays
-    valid_data: ParallelArrays
-    translator: Translator
-    valid_sources: list[str]
-    valid_references: list[list[str]]
-    progress: Progress
-    log: Callable[[str], None]
+class StepResult:
+    loss_sum: float  # summed token cross-entropy of this rank's micro-batches
+    src_tokens: int
+    tgt_tokens: int
+    sentences: int
+    finite: bool  # on every rank
+    stop: bool  # a stop was requested on some rank
 
 
-def autocast(s: Session):
-    if s.autocast_dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(s.device.type, dtype=s.autocast_dtype)
+class StopRequest:
+    """Ctrl-C or SIGTERM (a scheduler's stop) sets a flag; the loop stops at the next update boundary, so a
+    checkpoint never holds weights of one step with the counters of another. A second signal stops at once."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def seed_everything(seed: int) -> None:
@@ -85,218 +97,264 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def setup(cfg: Config, run_dir: Path, data_dir: Path, url: str | None, log: Callable[[str], None]) -> Session:
-    ctx = setup_distributed(cfg.train.device)
-    device = pick_device(cfg.train.device, ctx.local_rank)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    if ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
-        prepared = ensure_prepared(cfg.data, data_dir, url, log)
-    ctx.barrier()
-    if not ctx.is_main:
-        prepared = ensure_prepared(cfg.data, data_dir, url, log)
-    seed_everything(cfg.train.seed + ctx.rank)
-    tokenizers = Tokenizers.from_dir(prepared)
-    model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
-                        tokenizers.joint).to(device)
-    optimizer = make_optimizer(model, cfg.train, device)
-    scheduler = make_scheduler(optimizer, cfg.train)
-    dtype = autocast_dtype(cfg.train.precision, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    progress = Progress()
-    if checkpoint_path(run_dir, "last").is_file():
-        progress = resume(run_dir, cfg, model, optimizer, scheduler, scaler)
-        log(f"resuming {run_dir} from step {progress.step}")
-    if ctx.is_main:  # on resume too: config.yaml then shows the settings in force (e.g. a raised max_steps)
-        initialize_run_dir(run_dir, cfg, prepared, device, ctx.world_size)
-    train_model = model
-    if ctx.enabled:
-        train_model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.train.compile:
-        # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling.
-        train_model = torch.compile(train_model, dynamic=True)
-    sources, references = load_references(prepared, "valid")
-    if cfg.train.eval_max_sentences:
-        sources, references = sources[:cfg.train.eval_max_sentences], references[:cfg.train.eval_max_sentences]
-    translator = Translator(model, tokenizers, Normalizer(cfg.data.lowercase_source), cfg.decode, device, dtype)
-    return Session(cfg, run_dir, ctx, device, model, train_model, optimizer, scheduler, scaler, dtype,
-                   load_arrays(prepared, "train"), load_arrays(prepared, "valid"), translator, sources, references,
-                   progress, log)
+class Trainer:
+    def __init__(self, cfg: Config, run: Run, data_dir: Path, url: str | None = None,
+                 log: Callable[[str], None] = print):
+        self.cfg, self.run, self.log = cfg, run, log
+        self.ctx = setup_distributed(cfg.train.device)
+        self.device = pick_device(cfg.train.device, self.ctx.local_rank)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        self.prepared = self._prepare_data(data_dir, url)
+        seed_everything(cfg.train.seed + self.ctx.rank)
+        self.tokenizers = Tokenizers.from_dir(self.prepared)
+        vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
+                 self.tokenizers.joint)
+        self.model_args = checkpoint_model_args(cfg.model, *vocab)
+        self.model = build_model(cfg.model, *vocab).to(self.device)
+        self.optimizer = make_optimizer(self.model, cfg.train, self.device)
+        self.scheduler = make_scheduler(self.optimizer, cfg.train)
+        self.dtype = autocast_dtype(cfg.train.precision, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        self.train_data: ParallelArrays = load_arrays(self.prepared, "train")
+        self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
+        self.progress = Progress()
+
+    def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
+        if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
+            prepared = ensure_prepared(self.cfg.data, data_dir, url, self.log)
+        self.ctx.barrier()
+        if not self.ctx.is_main:
+            prepared = ensure_prepared(self.cfg.data, data_dir, url, self.log)
+        return prepared
+
+    # --- setup on the locked run directory ------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Resume if the run has a last checkpoint, (re)write the run directory, wrap the model for training."""
+        run = self.run
+        if self.ctx.is_main:
+            run.clean_stale_temp_files()
+        if run.checkpoint_path("last").is_file():
+            self._resume()
+        if self.ctx.is_main:  # on resume too: config.yaml then shows the settings in force (e.g. a raised max_steps)
+            run.initialize(self.cfg, self.prepared, self.device, self.ctx.world_size)
+            dropped = run.metrics.trim_after(self.progress.step)
+            if dropped:
+                self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
+        self.train_model = self.model
+        if self.ctx.enabled:
+            self.train_model = DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if self.cfg.train.compile:
+            # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling.
+            self.train_model = torch.compile(self.train_model, dynamic=True)
+        sources, references = load_references(self.prepared, "valid")
+        limit = self.cfg.train.eval_max_sentences or len(sources)
+        self.valid_sources, self.valid_references = sources[:limit], references[:limit]
+        self.translator = Translator(self.model, self.tokenizers, Normalizer(self.cfg.data.lowercase_source),
+                                     self.cfg.decode, self.device, self.dtype)
+        peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops)
+        self.peak_flops = peak * 1e12
+        if self.ctx.is_main:
+            self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
+
+    def _resume(self) -> None:
+        # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
+        path = self.run.checkpoint_path("last")
+        state = self.run.load(path, required=TRAINING_KEYS)
+        for warning in self.run.check_resumable(state[CONFIG_KEY], self.cfg):
+            self.log(f"warning: {warning}")
+        try:
+            self.model.load_state_dict(upgrade_state_dict(state[MODEL_KEY]))
+            self.optimizer.load_state_dict(state[OPTIMIZER_KEY])
+            self.scheduler.load_state_dict(state[SCHEDULER_KEY])
+            self.scaler.load_state_dict(state[SCALER_KEY])
+        except (KeyError, RuntimeError, ValueError, TypeError) as err:
+            raise NMTError(f"{path} does not fit this model: {str(err).splitlines()[0]}") from None
+        rng = state[RNG_KEY]
+        if isinstance(rng, list):  # one state per rank (newer checkpoints)
+            if len(rng) != self.ctx.world_size:
+                self.log(f"warning: checkpoint holds {len(rng)} ranks' RNG states, this run has "
+                         f"{self.ctx.world_size}: dropout after resume differs from an uninterrupted run")
+            rng = rng[self.ctx.rank % len(rng)]
+        restore_rng_state(rng, self.device)
+        fields = {f.name for f in dataclasses.fields(Progress)}
+        self.progress = Progress(**{k: v for k, v in state[PROGRESS_KEY].items() if k in fields})
+        self.log(f"resuming {self.run.directory} from step {self.progress.step}")
+
+    # --- the loop ---------------------------------------------------------------------------------------------------
+    def train(self) -> Progress:
+        cfg, p, ctx = self.cfg.train, self.progress, self.ctx
+        if p.finished or p.step >= cfg.max_steps:
+            self.log(f"{self.run.directory} already finished at step {p.step}")
+            return p
+        bar = tqdm(total=self._planned_steps(), initial=p.step, desc="train", disable=not ctx.is_main,
+                   dynamic_ncols=True)
+        window = ThroughputWindow(self.peak_flops)
+        session_start, elapsed_before = time.perf_counter(), p.elapsed_s
+        with StopRequest() as stop:
+            for micro_batches in self._updates():
+                result = self.train_step(micro_batches, stop.requested)
+                nonfinite, interrupted = not result.finite, result.stop
+                if nonfinite and cfg.nonfinite_loss == "stop":
+                    raise NMTError(f"non-finite loss at step {p.step + 1}; weights left at step {p.step} "
+                                   "(lower train.lr, or set train.nonfinite_loss: skip)")
+                self._advance()
+                p.elapsed_s = elapsed_before + time.perf_counter() - session_start
+                window.add(0.0 if nonfinite else result.loss_sum, result.src_tokens, result.tgt_tokens,
+                           update_flops(self.model, result.src_tokens, result.tgt_tokens, result.sentences))
+                bar.update(1)
+                if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
+                    self._log_train(bar, window)
+                if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps:
+                    p.finished = self.evaluate_and_maybe_stop()
+                if (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
+                        or p.finished or interrupted):
+                    self.save_checkpoint()
+                if interrupted:
+                    self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
+                    break
+        bar.close()
+        return p
+
+    def _updates(self) -> Iterator[list[np.ndarray]]:
+        """This rank's micro-batches for each update, from where the progress says training stands."""
+        cfg, p, ctx = self.cfg.train, self.progress, self.ctx
+        group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
+        while p.step < cfg.max_steps and p.epoch < cfg.max_epochs and not p.finished:
+            batches = token_batches(self.train_data.src_lengths, self.train_data.tgt_lengths, cfg.max_tokens,
+                                    cfg.seed, p.epoch)
+            self._usable = len(batches) // group * group
+            if self._usable == 0:
+                raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
+            epoch = p.epoch
+            while p.epoch == epoch and p.step < cfg.max_steps and not p.finished:
+                start = p.batch_in_epoch + ctx.rank * cfg.accum_steps
+                yield batches[start:start + cfg.accum_steps]
+
+    def _advance(self) -> None:
+        p, group = self.progress, self.ctx.world_size * self.cfg.train.accum_steps
+        p.step += 1
+        p.batch_in_epoch += group
+        if p.batch_in_epoch + group > self._usable:
+            p.epoch, p.batch_in_epoch = p.epoch + 1, 0
+
+    def _planned_steps(self) -> int:
+        """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
+        cfg = self.cfg.train
+        batches = len(token_batches(self.train_data.src_lengths, self.train_data.tgt_lengths, cfg.max_tokens,
+                                    cfg.seed, 0, shuffle=False))
+        per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
+        return min(cfg.max_steps, per_epoch * cfg.max_epochs)
+
+    def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
+        """Summed cross-entropy over the non-pad target tokens of one batch."""
+        with autocast(self.device, self.dtype):
+            logits = model(batch.src, batch.tgt_in)
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),
+                               ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum")
+
+    def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False) -> StepResult:
+        """Forward/backward over this rank's micro-batches, then one update (skipped if any rank's loss is not
+        finite). The loss stays on the device until the end: one host sync per update, not per micro-batch, and
+        one collective that also tells every rank whether any was asked to stop."""
+        self.train_model.train()
+        loss_sum = torch.zeros((), device=self.device)
+        src_tokens = tgt_tokens = sentences = 0
+        for j, indices in enumerate(micro_batches):
+            batch = collate(self.train_data, indices).to(self.device)
+            last = j == len(micro_batches) - 1
+            sync = contextlib.nullcontext() if last or not self.ctx.enabled else self.train_model.no_sync()
+            with sync:
+                loss = self.token_loss(self.train_model, batch, self.cfg.train.label_smoothing)
+                self.scaler.scale(loss / batch.tgt_tokens / len(micro_batches)).backward()
+            loss_sum += loss.detach()
+            src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
+            sentences += len(indices)
+        loss_value = loss_sum.item()
+        nonfinite, stop = self.ctx.any_flags(not math.isfinite(loss_value), stop_requested)
+        finite = not nonfinite
+        if finite:
+            self.scaler.unscale_(self.optimizer)
+            if self.cfg.train.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            if scheduler_steps_per_update(self.scheduler):
+                self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return StepResult(loss_value, src_tokens, tgt_tokens, sentences, finite, stop)
+
+    # --- validation, logging, checkpoints -------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator."""
+        self.model.eval()
+        nll, tokens = 0.0, 0
+        for indices in token_batches(self.valid_data.src_lengths, self.valid_data.tgt_lengths,
+                                     self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
+            batch = collate(self.valid_data, indices).to(self.device)
+            nll += self.token_loss(self.model, batch, 0.0).item()
+            tokens += batch.tgt_tokens
+        hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
+        scores = corpus_scores(hypotheses, self.valid_references)
+        return {"dev_loss": round(nll / tokens, 4), "dev_ppl": round(math.exp(min(nll / tokens, 50)), 2), **scores}
+
+    def evaluate_and_maybe_stop(self) -> bool:
+        """Validate on rank 0, keep the best checkpoint, update patience; every rank learns whether to stop."""
+        stop = False
+        if self.ctx.is_main:
+            scores, p = self.validate(), self.progress
+            if scores["bleu"] > p.best_bleu:
+                p.best_bleu, p.evals_without_gain = scores["bleu"], 0
+                self.run.save("best", {**self._weights(), STEP_KEY: p.step, DEV_BLEU_KEY: scores["bleu"]})
+            else:
+                p.evals_without_gain += 1
+            stop = p.evals_without_gain >= self.cfg.train.patience
+            if not scheduler_steps_per_update(self.scheduler):
+                self.scheduler.step(scores["bleu"])
+            self.run.metrics.append({"type": "valid", "step": p.step, "epoch": p.epoch,
+                                     "time_s": round(p.elapsed_s, 3), "dev_loss": scores["dev_loss"],
+                                     "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
+                                     "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu})
+            self.log(f"step {p.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
+                     f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}")
+        return self.ctx.broadcast_flag(stop)
+
+    def _log_train(self, bar, window: ThroughputWindow) -> None:
+        figures, p = window.report(self.ctx.world_size), self.progress
+        lr = self.optimizer.param_groups[0]["lr"]
+        bar.set_postfix(loss=f"{figures['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{figures['tokens_per_s']:,.0f}",
+                        mfu=f"{figures['mfu']:.1%}")
+        if self.ctx.is_main:
+            self.run.metrics.append({"type": "train", "step": p.step, "epoch": p.epoch,
+                                     "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
+                                     "tokens_per_s": round(figures["tokens_per_s"], 1),
+                                     "mfu": round(figures["mfu"], 5)})
+
+    def _weights(self) -> dict:
+        return {MODEL_KEY: self.model.state_dict(), MODEL_ARGS_KEY: self.model_args, CONFIG_KEY: to_dict(self.cfg),
+                VERSION_KEY: __version__}
+
+    def save_checkpoint(self) -> None:
+        """Every rank's RNG state goes to rank 0, which writes `last.pt` (called by all ranks at the same step)."""
+        rng = self.ctx.gather_to_main(capture_rng_state(self.device))
+        if self.ctx.is_main:
+            self.run.save("last", {**self._weights(), OPTIMIZER_KEY: self.optimizer.state_dict(),
+                                   SCHEDULER_KEY: self.scheduler.state_dict(), SCALER_KEY: self.scaler.state_dict(),
+                                   RNG_KEY: rng, PROGRESS_KEY: dataclasses.asdict(self.progress)})
 
 
-def resume(run_dir, cfg, model, optimizer, scheduler, scaler) -> Progress:
-    # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
-    state = load_checkpoint(checkpoint_path(run_dir, "last"), map_location="cpu")
-    check_compatible(state["config"], cfg, run_dir)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    restore_rng_state(state["rng"])
-    return Progress(**state["progress"])
-
-
-def save_last(s: Session) -> None:
-    if not s.ctx.is_main:
-        return
-    save_checkpoint({"model": s.model.state_dict(), "optimizer": s.optimizer.state_dict(),
-                     "scheduler": s.scheduler.state_dict(), "scaler": s.scaler.state_dict(),
-                     "rng": capture_rng_state(), "progress": dataclasses.asdict(s.progress),
-                     "config": to_dict(s.cfg), "nmt_version": __version__}, checkpoint_path(s.run_dir, "last"))
-
-
-def save_best(s: Session, scores: dict) -> None:
-    save_checkpoint({"model": s.model.state_dict(), "config": to_dict(s.cfg), "step": s.progress.step,
-                     "dev_bleu": scores["bleu"], "nmt_version": __version__}, checkpoint_path(s.run_dir, "best"))
-
-
-def log_metrics(s: Session, record: dict) -> None:
-    if s.ctx.is_main:
-        with open(s.run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-
-
-def token_loss(s: Session, model, batch, label_smoothing: float) -> torch.Tensor:
-    """Summed cross-entropy over the non-pad target tokens of one batch."""
-    with autocast(s):
-        logits = model(batch.src, batch.tgt_in)
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),
-                           ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum")
-
-
-def train_step(s: Session, micro_batches: list[np.ndarray]) -> tuple[float, int, int, bool]:
-    """Forward/backward over this rank's micro-batches, then one update; returns (loss sum, tokens, ok)."""
-    s.train_model.train()
-    loss_sum, src_tokens, tgt_tokens = 0.0, 0, 0
-    for j, indices in enumerate(micro_batches):
-        batch = collate(s.train_data, indices).to(s.device)
-        last = j == len(micro_batches) - 1
-        sync = contextlib.nullcontext() if last or not s.ctx.enabled else s.train_model.no_sync()
-        with sync:
-            loss = token_loss(s, s.train_model, batch, s.cfg.train.label_smoothing)
-            s.scaler.scale(loss / batch.tgt_tokens / len(micro_batches)).backward()
-        loss_sum += loss.item()
-        src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
-    finite = not s.ctx.any_flag(not math.isfinite(loss_sum))
-    if finite:
-        s.scaler.unscale_(s.optimizer)
-        if s.cfg.train.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(s.model.parameters(), s.cfg.train.clip_norm)
-        s.scaler.step(s.optimizer)
-        s.scaler.update()
-        if steps_per_update(s.scheduler):
-            s.scheduler.step()
-    s.optimizer.zero_grad(set_to_none=True)
-    return loss_sum, src_tokens, tgt_tokens, finite
-
-
-@torch.no_grad()
-def validate(s: Session) -> dict:
-    """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator."""
-    s.model.eval()
-    nll, tokens = 0.0, 0
-    for indices in token_batches(s.valid_data.src_lengths, s.valid_data.tgt_lengths, s.cfg.train.max_tokens,
-                                 seed=0, epoch=0, shuffle=False):
-        batch = collate(s.valid_data, indices).to(s.device)
-        nll += token_loss(s, s.model, batch, 0.0).item()
-        tokens += batch.tgt_tokens
-    hypotheses = [t.text for t in s.translator.translate(s.valid_sources, beam_size=1)]
-    scores = corpus_scores(hypotheses, s.valid_references)
-    return {"dev_loss": round(nll / tokens, 4), "dev_ppl": round(math.exp(min(nll / tokens, 50)), 2), **scores}
-
-
-def evaluate_and_maybe_stop(s: Session) -> bool:
-    """Validate on rank 0, keep the best checkpoint, update patience; every rank learns whether to stop."""
-    stop = False
-    if s.ctx.is_main:
-        scores = validate(s)
-        p = s.progress
-        if scores["bleu"] > p.best_bleu:
-            p.best_bleu, p.evals_without_gain = scores["bleu"], 0
-            save_best(s, scores)
-        else:
-            p.evals_without_gain += 1
-        stop = p.evals_without_gain >= s.cfg.train.patience
-        if not steps_per_update(s.scheduler):
-            s.scheduler.step(scores["bleu"])
-        log_metrics(s, {"type": "valid", "step": p.step, "epoch": p.epoch, "dev_loss": scores["dev_loss"],
-                        "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"],
-                        "best_bleu": p.best_bleu})
-        s.log(f"step {p.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
-              f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}")
-    return s.ctx.broadcast_flag(stop)
-
-
-def run_loop(s: Session) -> None:
-    cfg, p, ctx = s.cfg.train, s.progress, s.ctx
-    group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
-    bar = tqdm(total=cfg.max_steps, initial=p.step, desc="train", disable=not ctx.is_main, dynamic_ncols=True)
-    window = {"loss": 0.0, "tgt": 0, "src": 0, "time": time.perf_counter()}
-    while p.step < cfg.max_steps and p.epoch < cfg.max_epochs and not p.finished:
-        batches = token_batches(s.train_data.src_lengths, s.train_data.tgt_lengths, cfg.max_tokens, cfg.seed, p.epoch)
-        usable = len(batches) // group * group
-        if usable == 0:
-            raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
-        while p.batch_in_epoch < usable and p.step < cfg.max_steps and not p.finished:
-            start = p.batch_in_epoch + ctx.rank * cfg.accum_steps
-            loss_sum, src_tokens, tgt_tokens, finite = train_step(s, batches[start:start + cfg.accum_steps])
-            if not finite and cfg.nonfinite_loss == "stop":
-                raise NMTError(f"non-finite loss at step {p.step + 1}; weights left at step {p.step} "
-                               "(lower train.lr, or set train.nonfinite_loss: skip)")
-            p.step += 1
-            p.batch_in_epoch += group
-            if p.batch_in_epoch + group > usable:
-                p.epoch, p.batch_in_epoch = p.epoch + 1, 0
-            window["loss"] += loss_sum if finite else 0.0
-            window["tgt"], window["src"] = window["tgt"] + tgt_tokens, window["src"] + src_tokens
-            bar.update(1)
-            if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
-                log_train_window(s, bar, window)
-            if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps:
-                p.finished = evaluate_and_maybe_stop(s)
-            if p.step % cfg.save_every == 0 or p.step == cfg.max_steps or p.finished:
-                save_last(s)
-    bar.close()
-
-
-def log_train_window(s: Session, bar, window: dict) -> None:
-    elapsed = time.perf_counter() - window["time"]
-    # Every rank processed about as many tokens as this one.
-    tokens_per_s = (window["src"] + window["tgt"]) * s.ctx.world_size / max(elapsed, 1e-9)
-    loss = window["loss"] / max(window["tgt"], 1)
-    lr = s.optimizer.param_groups[0]["lr"]
-    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-    log_metrics(s, {"type": "train", "step": s.progress.step, "epoch": s.progress.epoch, "loss": round(loss, 4),
-                    "lr": lr, "tokens_per_s": round(tokens_per_s, 1)})
-    window.update(loss=0.0, tgt=0, src=0, time=time.perf_counter())
-
-
-def train(cfg: Config, run_dir: Path, data_dir: Path, url: str | None = None,
+def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,
           log: Callable[[str], None] = print) -> Progress:
-    """Train (or resume) the model of `cfg` in `run_dir`; Ctrl-C or SIGTERM saves a checkpoint and returns."""
-    s = setup(cfg, Path(run_dir), Path(data_dir), url, log)
-    previous_sigterm = _interrupt_on_sigterm()
+    """Train (or resume) the model of `cfg` in `run_dir` (default runs/<name>); Ctrl-C or SIGTERM saves a
+    checkpoint at the next update boundary and returns."""
+    run = Run.for_config(cfg, run_dir)
+    trainer = Trainer(cfg, run, Path(data_dir), url, log)
+    lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:
-        if s.progress.finished or s.progress.step >= cfg.train.max_steps:
-            log(f"{run_dir} already finished at step {s.progress.step}")
-        else:
-            run_loop(s)
-    except KeyboardInterrupt:
-        save_last(s)
-        log(f"interrupted: checkpoint saved at step {s.progress.step}; run the same command to resume")
+        with lock:
+            trainer.setup()
+            return trainer.train()
     finally:
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
-        teardown_distributed(s.ctx)
-    return s.progress
-
-
-def _interrupt_on_sigterm():
-    """Schedulers stop jobs with SIGTERM: treat it like Ctrl-C (save a checkpoint, exit cleanly)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, handler)
+        teardown_distributed(trainer.ctx)

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import torch
 
-from nmt.config import DecodeConfig
+from nmt.config import Config, DecodeConfig
 from nmt.data.batching import source_batch
-from nmt.data.corpus import Normalizer
+from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
+from nmt.device import autocast, autocast_dtype, pick_device
 from nmt.errors import NMTError
-from nmt.models.base import EncoderDecoder
-from nmt.models.transformer import Transformer
+from nmt.models.base import AttentionChoice, EncoderDecoder
+from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
+from nmt.run_dir import CONFIG_KEY, MODEL_ARGS_KEY, MODEL_KEY, Run
 from nmt.search import beam_search, greedy_search
 
 
@@ -33,19 +36,37 @@ def _warn(message: str) -> None:
 
 
 class Translator:
+    """A model with its run's tokenizer, normalization and decoding settings; `run`, `checkpoint` and `config` say
+    where it came from (None for a model built in memory)."""
+
     def __init__(self, model: EncoderDecoder, tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig,
-                 device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = _warn):
+                 device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = _warn,
+                 run: Run | None = None, checkpoint: Path | None = None, config: Config | None = None):
         self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
+        self.run, self.checkpoint, self.config = run, checkpoint, config
 
-    def select_attention(self, layer: int = -1, head: int | None = None) -> None:
-        """Which cross-attention a Transformer reports (others have one attention and ignore this)."""
-        if isinstance(self.model, Transformer):
-            layers, heads = len(self.model.decoder_layers), self.model.decoder_layers[0].cross_attn.num_heads
-            if not -layers <= layer < layers or (head is not None and not 0 <= head < heads):
-                raise NMTError(f"this model has {layers} decoder layers and {heads} heads; "
-                               f"got layer {layer}, head {head}")
-            self.model.attention_layer, self.model.attention_head = layer, head
+    @classmethod
+    def from_run(cls, run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
+                 length_penalty: float | None = None, warn: Callable[[str], None] = _warn) -> "Translator":
+        """The model of a run (its best checkpoint, else its last, or `checkpoint`) with the run's own tokenizer and
+        normalization. `length_penalty` overrides the run's decode setting for this translator only."""
+        if run_dir is None and checkpoint is not None:
+            run_dir = Path(checkpoint).parent.parent
+        run = Run.open(run_dir)
+        path, notice = run.choose_checkpoint(checkpoint)
+        if notice:
+            warn(notice)
+        cfg = run.read_config()
+        tokenizers = run.tokenizers()
+        state = run.load(path)
+        model = _model_for(state, cfg, tokenizers, path)
+        torch_device = pick_device(device)
+        model.to(torch_device).eval()
+        decode = cfg.decode if length_penalty is None else dataclasses.replace(cfg.decode,
+                                                                               length_penalty=length_penalty)
+        return cls(model, tokenizers, run.read_normalizer(), decode, torch_device,
+                   autocast_dtype("auto", torch_device), warn, run=run, checkpoint=path, config=cfg)
 
     def _encode(self, sentence: str) -> list[int]:
         ids = self.tokenizers.source.encode(self.normalizer.source(sentence))
@@ -56,10 +77,17 @@ class Translator:
         return ids
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  need_attention: bool = False) -> list[Translation]:
-        """Translate in length-sorted batches (less padding) and return results in input order."""
+                  attention: AttentionChoice | None = None) -> list[Translation]:
+        """Translate in length-sorted batches (less padding) and return results in input order.
+
+        With `attention`, each result also carries that source attention and the pieces that label its axes.
+        """
         beam = self.decode.beam_size if beam_size is None else beam_size
-        need_attention = need_attention and self.model.has_attention
+        if attention is not None:
+            if not self.model.has_attention:
+                attention = None
+            else:
+                self.model.check_attention_choice(attention)
         encoded = [self._encode(s) for s in sentences]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
@@ -69,13 +97,13 @@ class Translator:
         self.model.eval()
         for start in range(0, len(order), self.decode.batch_size):
             chunk = order[start:start + self.decode.batch_size]
-            hyps = self._search(source_batch([encoded[i] for i in chunk]).to(self.device), beam, need_attention)
+            hyps = self._search(source_batch([encoded[i] for i in chunk]).to(self.device), beam, attention)
             for j, i in enumerate(chunk):
                 tokens = hyps.tokens[j]
                 # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
                 results[i] = Translation(sentences[i], self.normalizer.clean(self.tokenizers.target.decode(tokens)),
                                          [], [])
-                if need_attention:  # pieces label the heatmap axes
+                if attention is not None:  # pieces label the heatmap axes
                     results[i].source_pieces = [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"]
                     results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
                     results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
@@ -94,12 +122,27 @@ class Translator:
         if chunk:
             yield from (t.text for t in self.translate(chunk, beam_size))
 
-    def _search(self, src: torch.Tensor, beam: int, need_attention: bool):
-        autocast = (torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype
-                    else contextlib.nullcontext())
-        with autocast:
+    def _search(self, src: torch.Tensor, beam: int, attention: AttentionChoice | None):
+        d = self.decode
+        with autocast(self.device, self.autocast_dtype):
             if beam == 1:
-                return greedy_search(self.model, src, self.decode.max_len_a, self.decode.max_len_b, need_attention)
-            return beam_search(self.model, src, beam, self.decode.length_penalty, self.decode.max_len_a,
-                               self.decode.max_len_b, need_attention)
+                return greedy_search(self.model, src, d.max_len_a, d.max_len_b, attention)
+            return beam_search(self.model, src, beam, d.length_penalty, d.max_len_a, d.max_len_b, attention)
 
+
+def _model_for(state: dict, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:
+    """Rebuild from the checkpoint's model_args (older checkpoints: from the run's config) and load the weights."""
+    if MODEL_ARGS_KEY in state:
+        model = build_from_args(state[MODEL_ARGS_KEY], cfg.model)
+    else:
+        model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
+                            tokenizers.joint)
+    if state[CONFIG_KEY].get("model", {}).get("arch") not in (None, cfg.model.arch):
+        raise NMTError(f"{path} holds a {state[CONFIG_KEY]['model']['arch']} model, but this run is a "
+                       f"{cfg.model.arch}")
+    try:
+        model.load_state_dict(upgrade_state_dict(state[MODEL_KEY]))
+    except (KeyError, RuntimeError, TypeError, AttributeError) as err:
+        raise NMTError(f"{path} does not match the model in {path.parent.parent}/config.yaml: "
+                       f"{str(err).splitlines()[0]}") from None
+    return model

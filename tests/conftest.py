@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests_helpers import TOY_DATA, toy_parallel_corpus
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -65,3 +67,23 @@ def prepared(real_data_dir) -> Path:
     from nmt.data.prepare import prepare
 
     return prepare(DataConfig(), real_data_dir, log=lambda *_: None)
+
+
+@pytest.fixture(scope="session")
+def toy_zip(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("toy-corpus") / "toy.zip"
+    path.write_bytes(make_zip({"fra-eng/fra.txt": toy_parallel_corpus()}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def toy_data_dir(toy_zip, tmp_path_factory) -> Path:
+    """The toy corpus downloaded and prepared (vocabulary 300) in a session-wide data directory."""
+    from nmt.config import DataConfig
+    from nmt.data.download import download_corpus
+    from nmt.data.prepare import prepare
+
+    data_dir = tmp_path_factory.mktemp("toy-data")
+    download_corpus(str(toy_zip), data_dir, None, progress=False)
+    prepare(DataConfig(**TOY_DATA), data_dir, log=lambda *_: None)
+    return data_dir

@@ -9,7 +9,7 @@ import pytest
 
 from nmt.config import load_config
 from nmt.train import train
-from test_training import nmt, write_config
+from tests_helpers import nmt, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from nmt.metrics import corpus_scores
-from nmt.models.base import EncoderDecoder
+from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.search import beam_search, greedy_search
 from tests_helpers import make_model, random_sources
 
@@ -34,8 +34,8 @@ class MarkovToy(EncoderDecoder):
     def encode(self, src):
         return {"src_mask": src.eq(PAD_ID)}
 
-    def step(self, prev_tokens, state, need_attention=False):
-        return self.log_table[prev_tokens], state
+    def step(self, prev_tokens, state, attention=None):
+        return self.log_table[prev_tokens], state, None
 
 
 def test_beam_finds_known_best_hypothesis_greedy_misses():
@@ -45,6 +45,17 @@ def test_beam_finds_known_best_hypothesis_greedy_misses():
     beam = beam_search(model, src, beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=4)
     assert beam.tokens == [[B], [B]]
     assert beam.scores[0].item() == pytest.approx(math.log(0.36), abs=1e-5)
+
+
+def test_forced_eos_at_the_length_limit_costs_its_probability():
+    """At the limit a hypothesis may only end, at the price the model puts on EOS: "A EOS" (.5 × .3 = .15) must not
+    beat "B EOS" (.4 × .9 = .36) by getting its EOS for free."""
+    model, src = MarkovToy(), torch.tensor([[7, EOS_ID]])
+    beam = beam_search(model, src, beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=2)
+    assert beam.tokens == [[B]]
+    assert beam.scores[0].item() == pytest.approx(math.log(0.36), abs=1e-5)
+    greedy = greedy_search(model, src, max_len_a=0.0, max_len_b=2)
+    assert greedy.tokens == [[A]] and greedy.scores[0].item() == pytest.approx(math.log(0.15), abs=1e-5)
 
 
 @pytest.mark.parametrize("arch", ["transformer", "bahdanau", "luong", "seq2seq"])
@@ -79,7 +90,7 @@ def test_beam_search_batched_equals_one_by_one():
 
 def test_beam_attention_rows_match_output_length():
     model, src = make_model("bahdanau").eval(), random_sources()
-    result = beam_search(model, src, 3, 0.6, 1.5, 5, need_attention=True)
+    result = beam_search(model, src, 3, 0.6, 1.5, 5, attention_choice=AttentionChoice())
     for tokens, attention in zip(result.tokens, result.attention):
         assert attention.shape[0] == len(tokens) + 1
         torch.testing.assert_close(attention.sum(-1), torch.ones(len(tokens) + 1))

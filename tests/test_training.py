@@ -16,33 +16,9 @@ from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.errors import NMTError
 from nmt.train import train
+from tests_helpers import nmt, write_config
 
 pytestmark = pytest.mark.slow
-
-TINY = {
-    "model": {"arch": "transformer", "embed_dim": 32, "num_layers": 1, "num_heads": 2, "ff_dim": 64, "dropout": 0.1},
-    "train": {"max_steps": 24, "max_tokens": 600, "lr": 3e-3, "warmup_steps": 5, "eval_every": 8,
-              "eval_max_sentences": 16, "save_every": 2, "log_every": 1, "threads": 1, "device": "cpu"},
-    "decode": {"beam_size": 2, "max_len_b": 5},
-}
-
-
-def write_config(tmp_path: Path, name="tiny", **sections) -> Path:
-    raw = json.loads(json.dumps(TINY))
-    for section, values in sections.items():
-        raw.setdefault(section, {}).update(values)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
-def nmt(*args, data_dir=None, env_extra=None, **kwargs):
-    env = {**os.environ, **(env_extra or {})}
-    if data_dir is not None:
-        env["NMT_DATA_DIR"] = str(data_dir)
-    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, text=True,
-                          env=env, **kwargs)
-
 
 def weights(run_dir: Path, which="last"):
     return load_checkpoint(run_dir / "checkpoints" / f"{which}.pt")["model"]

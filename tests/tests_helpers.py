@@ -1,6 +1,13 @@
 """Small builders shared by tests (tiny models and sources)."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import torch
+import yaml
 
 from nmt.config import ModelConfig
 from nmt.data.tokenizer import EOS_ID, PAD_ID
@@ -24,3 +31,61 @@ def random_sources(lengths=(3, 7, 5, 1), seed=0) -> torch.Tensor:
         out[i, :n] = torch.randint(4, VOCAB, (n,), generator=g)
         out[i, n] = EOS_ID
     return out
+
+
+# A tiny Transformer run on the real corpus: seconds per training on 2 cores.
+TINY = {
+    "model": {"arch": "transformer", "embed_dim": 32, "num_layers": 1, "num_heads": 2, "ff_dim": 64, "dropout": 0.1},
+    "train": {"max_steps": 24, "max_tokens": 600, "lr": 3e-3, "warmup_steps": 5, "eval_every": 8,
+              "eval_max_sentences": 16, "save_every": 2, "log_every": 1, "threads": 1, "device": "cpu"},
+    "decode": {"beam_size": 2, "max_len_b": 5},
+}
+
+
+def write_config(directory: Path, name="tiny", base: dict | None = None, **sections) -> Path:
+    """TINY (or `base`) with `sections` merged in, written as directory/<name>.yaml."""
+    raw = json.loads(json.dumps(base or TINY))
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            raw.setdefault(section, {}).update(values)
+        else:
+            raw[section] = values
+    path = Path(directory) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def nmt(*args, data_dir=None, env_extra=None, **kwargs):
+    """The CLI in a subprocess, as a user runs it."""
+    env = {**os.environ, **(env_extra or {})}
+    if data_dir is not None:
+        env["NMT_DATA_DIR"] = str(data_dir)
+    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, text=True,
+                          env=env, **kwargs)
+
+
+_NUMBERS = [("one", "un"), ("two", "deux"), ("three", "trois"), ("four", "quatre"), ("five", "cinq"),
+            ("six", "six"), ("seven", "sept"), ("eight", "huit"), ("nine", "neuf"), ("ten", "dix")]
+_THINGS = [("apples", "pommes"), ("cats", "chats"), ("books", "livres"), ("cars", "voitures"), ("dogs", "chiens"),
+           ("keys", "clés"), ("pens", "stylos"), ("birds", "oiseaux")]
+_SUBJECTS = [("I have", "J'ai"), ("We have", "Nous avons"), ("They have", "Ils ont"), ("You have", "Vous avez"),
+             ("She has", "Elle a")]
+
+
+def toy_parallel_corpus() -> str:
+    """400 English<TAB>French pairs with a regular grammar: enough for three splits and a model that learns it."""
+    lines = [f"{s_en} {n_en} {t_en}.\t{s_fr} {n_fr} {t_fr}.\n"
+             for s_en, s_fr in _SUBJECTS for n_en, n_fr in _NUMBERS for t_en, t_fr in _THINGS]
+    return "".join(lines)
+
+
+TOY_DATA = {"vocab_size": 300, "valid_fraction": 0.1, "test_fraction": 0.1, "corpus_sha256": "",
+            "verify_checksum": False}
+# A tiny Transformer on the toy corpus (fast suite: no real corpus needed).
+TOY_RUN = {
+    "data": TOY_DATA,
+    "model": {"arch": "transformer", "embed_dim": 32, "num_layers": 1, "num_heads": 2, "ff_dim": 64, "dropout": 0.0},
+    "train": {"max_steps": 40, "max_tokens": 400, "lr": 5e-3, "warmup_steps": 5, "eval_every": 20,
+              "save_every": 10, "log_every": 5, "threads": 1, "device": "cpu"},
+    "decode": {"beam_size": 2, "max_len_b": 5},
+}

@@ -1,49 +1,22 @@
-"""Read the tab-separated pair list and normalize text the same way at training and translation time."""
+"""Read the tab-separated pair list; normalize, filter and deduplicate the pairs."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.data.normalizer import Normalizer
 from nmt.errors import NMTError
-
-# U+202F (narrow no-break space), U+00A0 (no-break space) and U+2009 (thin space) precede French ?!: in the corpus.
-_SPACES = str.maketrans({"\u202f": " ", "\u00a0": " ", "\u2009": " ", "\t": " ", "\n": " ", "\r": " "})
-_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
-_WHITESPACE = re.compile(r"\s+")
-# d2l.ai-style input puts a space before punctuation ("i'm home ."); English never does.
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,!?;:%)\]}])")
-
-
-@dataclass(frozen=True)
-class Normalizer:
-    """Normalization settings; saved in every run directory so translation matches training."""
-
-    lowercase_source: bool = True
-
-    def clean(self, text: str) -> str:
-        """NFC, unusual spaces to plain ones, zero-width and control characters removed, whitespace collapsed."""
-        text = unicodedata.normalize("NFC", text).translate(_SPACES)
-        text = _ZERO_WIDTH.sub("", text)
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cc")
-        return _WHITESPACE.sub(" ", text).strip()
-
-    def source(self, text: str) -> str:
-        text = _SPACE_BEFORE_PUNCT.sub(r"\1", self.clean(text))
-        return text.lower() if self.lowercase_source else text
-
-    def target(self, text: str) -> str:
-        return self.clean(text)
 
 
 def read_pairs(path: Path) -> list[tuple[str, str]]:
     """Raw (English, French) pairs; a third attribution column (newer releases) is ignored."""
     pairs = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\n")
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise NMTError(f"{path} line {number}: not UTF-8 text") from None
             if not line.strip():
                 continue
             columns = line.split("\t")

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.config import DataConfig
-from nmt.data.corpus import Normalizer, normalize_pairs, read_pairs
+from nmt.config import DataConfig, fingerprint_settings
+from nmt.data.corpus import normalize_pairs, read_pairs
+from nmt.data.normalizer import Normalizer
 from nmt.data.download import corpus_path, sha256_file
 from nmt.data.split import SPLITS, group_references, split_pairs
 from nmt.data.tokenizer import JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, train_sentencepiece
@@ -22,12 +23,10 @@ from nmt.errors import NMTError
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
-# Settings that do not change the prepared data and so do not enter its fingerprint.
-_NOT_FINGERPRINTED = ("corpus_url", "corpus_sha256", "verify_checksum")
 
 
 def data_settings(cfg: DataConfig) -> dict:
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_FINGERPRINTED}
+    return fingerprint_settings(cfg)
 
 
 def prepared_dir(cfg: DataConfig, data_dir: Path, corpus_sha256: str) -> Path:
@@ -88,12 +87,19 @@ def _build(cfg: DataConfig, corpus: Path, out: Path, log) -> dict:
     normalizer = Normalizer(lowercase_source=cfg.lowercase_source)
     pairs, dropped = normalize_pairs(read_pairs(corpus), normalizer, cfg.max_words)
     splits = split_pairs(pairs, cfg.split_salt, cfg.valid_fraction, cfg.test_fraction)
-    log(f"pairs kept {len(pairs)} (dropped {dropped}); "
-        + ", ".join(f"{name} {len(p)}" for name, p in splits.items()))
+    empty = [name for name, split in splits.items() if not split]
+    if empty:
+        raise NMTError(f"the {' and '.join(empty)} split would be empty ({len(pairs)} usable pairs): use a larger "
+                       "corpus or raise data.valid_fraction / data.test_fraction")
     tokenizers = _train_tokenizers(cfg, splits["train"], out)
     counts = {}
+    dropped["too_many_pieces"] = 0
+    for name in splits:
+        splits[name], src_ids, tgt_ids = _encode_and_filter(splits[name], tokenizers, cfg.max_pieces, dropped)
+        _save_split(src_ids, tgt_ids, tokenizers, out / f"{name}.npz")
+    log(f"pairs kept {sum(map(len, splits.values()))} (dropped {dropped}); "
+        + ", ".join(f"{name} {len(p)}" for name, p in splits.items()))
     for name, split in splits.items():
-        _encode_split(split, tokenizers, out / f"{name}.npz")
         counts[name] = {"pairs": len(split), "sources": len({en for en, _ in split})}
         if name != "train":
             _write_references(group_references(split), out / f"{name}.jsonl")
@@ -114,6 +120,16 @@ def _train_tokenizers(cfg: DataConfig, train: list[tuple[str, str]], out: Path) 
     return Tokenizers.from_dir(out)
 
 
+def _encode_and_filter(pairs: list[tuple[str, str]], tokenizers: Tokenizers, max_pieces: int, dropped: dict):
+    """Encode both sides; pairs with more than `max_pieces` pieces on a side go (positions and memory are bounded)."""
+    threads = os.cpu_count() or 1
+    src = tokenizers.source.encode([en for en, _ in pairs], out_type=int, num_threads=threads)
+    tgt = tokenizers.target.encode([fr for _, fr in pairs], out_type=int, num_threads=threads)
+    keep = [i for i in range(len(pairs)) if len(src[i]) <= max_pieces and len(tgt[i]) <= max_pieces]
+    dropped["too_many_pieces"] += len(pairs) - len(keep)
+    return [pairs[i] for i in keep], [src[i] for i in keep], [tgt[i] for i in keep]
+
+
 def _pack(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """Ragged lists of ids → (flat tokens, offsets); sentence i is tokens[offsets[i]:offsets[i+1]]."""
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
@@ -123,10 +139,7 @@ def _pack(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return tokens, offsets
 
 
-def _encode_split(pairs: list[tuple[str, str]], tokenizers: Tokenizers, path: Path) -> None:
-    threads = os.cpu_count() or 1
-    src_ids = tokenizers.source.encode([en for en, _ in pairs], out_type=int, num_threads=threads)
-    tgt_ids = tokenizers.target.encode([fr for _, fr in pairs], out_type=int, num_threads=threads)
+def _save_split(src_ids: list[list[int]], tgt_ids: list[list[int]], tokenizers: Tokenizers, path: Path) -> None:
     (src_tokens, src_offsets), (tgt_tokens, tgt_offsets) = _pack(src_ids), _pack(tgt_ids)
     dtype = np.uint16 if max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()) <= 65536 \
         else np.int32

@@ -112,8 +112,15 @@ class MultiHeadAttention(nn.Module):
     def project_query(self, query: torch.Tensor) -> torch.Tensor:
         return self._heads(self.q_proj(query))
 
-    def project_keys_values(self, keys_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        k, v = self.kv_proj(keys_values).chunk(2, dim=-1)
+    def project_keys_values(self, keys: torch.Tensor, values: torch.Tensor | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+        """keys (B, S, D) [, values (B, S, D)] → k, v (B, H, S, Dh); one fused matmul when they are one tensor."""
+        if values is None or values is keys:
+            k, v = self.kv_proj(keys).chunk(2, dim=-1)
+        else:
+            w_k, w_v = self.kv_proj.weight.chunk(2, dim=0)
+            b_k, b_v = self.kv_proj.bias.chunk(2, dim=0)
+            k, v = F.linear(keys, w_k, b_k), F.linear(values, w_v, b_v)
         return self._heads(k), self._heads(v)
 
     def attend(self, q, k, v, key_padding_mask=None, is_causal=False, need_weights=False):
@@ -136,6 +143,6 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1)), weights
 
     def forward(self, query, keys, values, key_padding_mask=None, is_causal=False, need_weights=False):
-        # Self- and cross-attention both pass the same tensor as keys and values.
-        k, v = self.project_keys_values(keys)
+        """The shared signature: query (B, T, D), keys/values (B, S, D) → context (B, T, D), weights (B, H, T, S)."""
+        k, v = self.project_keys_values(keys, values)
         return self.attend(self.project_query(query), k, v, key_padding_mask, is_causal, need_weights)

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.attention import AdditiveAttention
-from nmt.models.base import EncoderDecoder, Readout, State
+from nmt.models.base import AttentionChoice, EncoderDecoder, Readout, State, dense_params
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -28,13 +28,19 @@ class Bahdanau(EncoderDecoder):
         return {"memory": memory, "keys": self.attention.prepare_keys(memory), "src_mask": mask,
                 "hidden": torch.tanh(self.bridge(final)).transpose(0, 1)}
 
-    def step(self, prev_tokens, state, need_attention=False):
+    def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         hidden = state["hidden"].transpose(0, 1).contiguous()  # (L, B, H)
         embedded = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)  # (B, 1, E)
         context, weights = self.attention(hidden[-1].unsqueeze(1), state["keys"], state["memory"], state["src_mask"])
         output, hidden = self.decoder(torch.cat([embedded, context], dim=-1), hidden)
         logits = self.readout(torch.cat([output, context, embedded], dim=-1)).squeeze(1)
         new_state = {**state, "hidden": hidden.transpose(0, 1)}
-        if need_attention:
-            new_state["attention"] = weights.squeeze(1)
-        return logits, new_state
+        return logits, new_state, weights.squeeze(1) if attention is not None else None
+
+    def forward_flops(self, src_len, tgt_len):
+        attention = self.attention
+        per_src = 2 * (dense_params(self.encoder) + dense_params(attention.key_map))
+        # Additive scores: v·tanh(...) over S positions of A units, then the context over 2H memory units.
+        per_tgt = 2 * (dense_params(self.decoder, self.readout, attention.query_map)
+                       + src_len * (attention.v.in_features + self.bridge.in_features))
+        return per_src, per_tgt

@@ -1,22 +1,36 @@
 """The interface every architecture implements, for training (teacher forcing) and for search.
 
-    state = model.encode(src)                         # src (B, S) int64 → per-sentence decoder state
-    logits, state = model.step(prev_tokens, state)    # prev_tokens (B,) → logits (B, V)
-    logits = model(src, tgt_in)                       # teacher forcing: (B, S), (B, T) → (B, T, V)
+    state = model.encode(src)                                  # src (B, S) int64 → per-sentence decoder state
+    logits, state, weights = model.step(prev_tokens, state)    # prev_tokens (B,) → logits (B, V)
+    logits = model(src, tgt_in)                                # teacher forcing: (B, S), (B, T) → (B, T, V)
 
 A state is a dict of tensors whose first axis is the batch, so beam search can reorder any model's state with
-one `index_select` (see `reorder_state`). With `need_attention=True`, `step` also stores the source attention
-of the new token under state["attention"] (B, S).
+one `index_select` (see `reorder_state`). `step(..., attention=AttentionChoice(...))` also returns the source
+attention of the new token, weights (B, S); without it, weights is None.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from nmt.data.tokenizer import BOS_ID, PAD_ID
+from nmt.data.tokenizer import PAD_ID
+from nmt.errors import NMTError
 
 State = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class AttentionChoice:
+    """Which source attention `step` returns: a layer (negative counts from the last) and a head (None: the mean).
+
+    Recurrent models have one attention with one head: only the defaults apply to them.
+    """
+
+    layer: int = -1
+    head: int | None = None
 
 
 def reorder_state(state: State, index: torch.Tensor) -> State:
@@ -30,10 +44,24 @@ def padding_mask(tokens: torch.Tensor) -> torch.Tensor:
 class EncoderDecoder(nn.Module):
     has_attention = True  # False for models without source attention (seq2seq): nothing to plot
 
+    @property
+    def attention_layers_heads(self) -> tuple[int, int]:
+        """(layers, heads) an AttentionChoice may pick from."""
+        return (1, 1) if self.has_attention else (0, 0)
+
+    def check_attention_choice(self, choice: AttentionChoice) -> None:
+        layers, heads = self.attention_layers_heads
+        if not layers:
+            raise NMTError(f"a {type(self).__name__} model has no source attention")
+        if not -layers <= choice.layer < layers or (choice.head is not None and not 0 <= choice.head < heads):
+            raise NMTError(f"this model has {layers} attention layer(s) with {heads} head(s); "
+                           f"got layer {choice.layer}, head {choice.head}")
+
     def encode(self, src: torch.Tensor) -> State:
         raise NotImplementedError
 
-    def step(self, prev_tokens: torch.Tensor, state: State, need_attention: bool = False) -> tuple[torch.Tensor, State]:
+    def step(self, prev_tokens: torch.Tensor, state: State, attention: AttentionChoice | None = None
+             ) -> tuple[torch.Tensor, State, torch.Tensor | None]:
         raise NotImplementedError
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -41,25 +69,50 @@ class EncoderDecoder(nn.Module):
         state = self.encode(src)
         outputs = []
         for t in range(tgt_in.shape[1]):
-            logits, state = self.step(tgt_in[:, t], state)
+            logits, state, _ = self.step(tgt_in[:, t], state)
             outputs.append(logits)
         return torch.stack(outputs, dim=1)
 
+    def forward_flops(self, src_len: float, tgt_len: float) -> tuple[float, float]:
+        """Forward FLOPs per source token and per target token at these mean lengths (for MFU)."""
+        raise NotImplementedError
+
+
+def dense_params(*modules: nn.Module) -> int:
+    """Weights that multiply every token once (matrices), embeddings excluded: 2 FLOPs each per token forward."""
+    return sum(p.numel() for m in modules for name, p in m.named_parameters()
+               if p.dim() >= 2 and not isinstance(_owner(m, name), nn.Embedding))
+
+
+def _owner(module: nn.Module, parameter_name: str) -> nn.Module:
+    return module.get_submodule(parameter_name.rpartition(".")[0]) if "." in parameter_name else module
+
+
+class OutputHead(nn.Module):
+    """Features (…, E) → vocabulary logits (…, V); with `tied`, the matrix is that embedding's (Press & Wolf 2017)."""
+
+    def __init__(self, embed_dim: int, vocab_size: int, tied: nn.Embedding | None):
+        super().__init__()
+        self.proj = nn.Linear(embed_dim, vocab_size, bias=False)
+        if tied is not None:
+            self.proj.weight = tied.weight
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.proj.weight
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.proj(features)
+
 
 class Readout(nn.Module):
-    """Decoder features → tanh → dropout → vocabulary logits; the output matrix may be the target embedding's."""
+    """Decoder features → tanh → dropout → OutputHead (the RNN decoders' deep output layer)."""
 
     def __init__(self, in_dim: int, embed_dim: int, vocab_size: int, dropout: float, tied: nn.Embedding | None):
         super().__init__()
         self.pre = nn.Linear(in_dim, embed_dim)
         self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(embed_dim, vocab_size, bias=False)
-        if tied is not None:
-            self.out.weight = tied.weight
+        self.head = OutputHead(embed_dim, vocab_size, tied)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.out(self.dropout(torch.tanh(self.pre(features))))
-
-
-def bos_tokens(batch: int, device: torch.device) -> torch.Tensor:
-    return torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+        return self.head(self.dropout(torch.tanh(self.pre(features))))

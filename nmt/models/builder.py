@@ -1,11 +1,14 @@
-"""One builder turns a ModelConfig and vocabulary sizes into a model."""
+"""One builder turns a ModelConfig and vocabulary sizes into a model; checkpoints rebuild it from model_args."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import nn
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, model_args
 from nmt.data.tokenizer import PAD_ID
+from nmt.errors import NMTError
 from nmt.models.bahdanau import Bahdanau
 from nmt.models.base import EncoderDecoder
 from nmt.models.luong import Luong
@@ -19,11 +22,8 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: b
     tgt_embed = nn.Embedding(tgt_vocab, cfg.embed_dim, padding_idx=PAD_ID)
     src_embed = tgt_embed if tie else nn.Embedding(src_vocab, cfg.embed_dim, padding_idx=PAD_ID)
     if cfg.arch == "transformer":
-        for embed in {id(src_embed): src_embed, id(tgt_embed): tgt_embed}.values():
-            nn.init.normal_(embed.weight, mean=0.0, std=cfg.embed_dim**-0.5)
-            nn.init.zeros_(embed.weight[PAD_ID])
         return Transformer(src_embed, tgt_embed, cfg.num_layers, cfg.num_heads, cfg.ff_dim, cfg.dropout,
-                           cfg.pre_norm, tie_output=tie)
+                           cfg.pre_norm, tie_output=tie, max_positions=cfg.max_positions)
     rnn_args = dict(hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout, tie_output=tie)
     if cfg.arch == "seq2seq":
         return Seq2Seq(src_embed, tgt_embed, **rnn_args)
@@ -31,3 +31,26 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: b
         return Bahdanau(src_embed, tgt_embed, **rnn_args)
     return Luong(src_embed, tgt_embed, score=cfg.attention, window=cfg.local_window,
                  input_feeding=cfg.input_feeding, **rnn_args)
+
+
+def checkpoint_model_args(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> dict:
+    """What a checkpoint stores to rebuild its model without the YAML that trained it."""
+    return {**model_args(cfg), "src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "joint_vocab": joint_vocab}
+
+
+def build_from_args(args: dict, base: ModelConfig | None = None) -> EncoderDecoder:
+    """The model a checkpoint's model_args describe; non-shape settings (dropout, positions) come from `base`."""
+    shape = {k: v for k, v in args.items() if k not in ("src_vocab", "tgt_vocab", "joint_vocab")}
+    try:
+        cfg = dataclasses.replace(base or ModelConfig(), **shape)
+        return build_model(cfg, args["src_vocab"], args["tgt_vocab"], args["joint_vocab"])
+    except (KeyError, TypeError) as err:
+        raise NMTError(f"checkpoint model_args are incomplete or foreign: {err}") from None
+
+
+# Renamed parameters: state dicts saved before OutputHead replaced the three output projections.
+_LEGACY_KEYS = {"out.weight": "head.proj.weight", "readout.out.weight": "readout.head.proj.weight"}
+
+
+def upgrade_state_dict(state_dict: dict) -> dict:
+    return {_LEGACY_KEYS.get(k, k): v for k, v in state_dict.items()}

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.attention import AdditiveAttention, DotAttention, LocalPAttention
-from nmt.models.base import EncoderDecoder, State
+from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -30,9 +30,7 @@ class Luong(EncoderDecoder):
         self.tgt_embed, self.dropout, self.input_feeding = tgt_embed, nn.Dropout(dropout), input_feeding
         self.decoder = stacked_rnn("lstm", embed_dim * (2 if input_feeding else 1), hidden_size, num_layers, dropout)
         self.combine = nn.Linear(2 * hidden_size, embed_dim, bias=False)  # W_c; its output size allows tying W_s
-        self.out = nn.Linear(embed_dim, tgt_embed.num_embeddings, bias=False)
-        if tie_output:
-            self.out.weight = tgt_embed.weight
+        self.head = OutputHead(embed_dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
 
     def encode(self, src: torch.Tensor) -> State:
         memory, (h, c), mask = self.encoder(src)
@@ -46,9 +44,9 @@ class Luong(EncoderDecoder):
         # outputs (B, T, H) → logits (B, T, V), attentional states (B, T, E), weights (B, T, S)
         context, weights = self.attention(outputs, state["keys"], state["memory"], state["src_mask"])
         attentional = torch.tanh(self.combine(torch.cat([context, outputs], dim=-1)))
-        return self.out(self.dropout(attentional)), attentional, weights
+        return self.head(self.dropout(attentional)), attentional, weights
 
-    def step(self, prev_tokens, state, need_attention=False):
+    def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         inputs = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
         if self.input_feeding:
             inputs = torch.cat([inputs, state["feed"].unsqueeze(1)], dim=-1)
@@ -58,9 +56,7 @@ class Luong(EncoderDecoder):
         new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1)}
         if self.input_feeding:
             new_state["feed"] = attentional.squeeze(1)
-        if need_attention:
-            new_state["attention"] = weights.squeeze(1)
-        return logits.squeeze(1), new_state
+        return logits.squeeze(1), new_state, weights.squeeze(1) if attention is not None else None
 
     def forward(self, src, tgt_in):
         if self.input_feeding:  # h~_{t-1} feeds step t: inherently sequential
@@ -69,3 +65,12 @@ class Luong(EncoderDecoder):
         hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
         outputs, _ = self.decoder(self.dropout(self.tgt_embed(tgt_in)), hc)
         return self._attend(outputs, state)[0]
+
+    def forward_flops(self, src_len, tgt_len):
+        hidden = self.combine.in_features // 2
+        key_map = getattr(self.attention, "key_map", None) or getattr(self.attention, "scorer").key_map
+        per_src = 2 * (dense_params(self.encoder) + dense_params(key_map))
+        # Scores and context: 2·S·H each per target token (concat/local-p add a little more; ignored).
+        per_tgt = 2 * (dense_params(self.decoder, self.combine, self.head) + dense_params(self.attention)
+                       - dense_params(key_map)) + 4 * src_len * hidden
+        return per_src, per_tgt

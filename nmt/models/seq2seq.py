@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.models.base import EncoderDecoder, Readout, State
+from nmt.models.base import AttentionChoice, EncoderDecoder, Readout, State, dense_params
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -34,13 +34,16 @@ class Seq2Seq(EncoderDecoder):
         outputs, hidden = self.decoder(torch.cat([embedded, ctx], dim=-1), hidden)
         return self.readout(torch.cat([outputs, ctx, embedded], dim=-1)), hidden
 
-    def step(self, prev_tokens, state, need_attention=False):
+    def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         embedded = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
         logits, hidden = self._decode(embedded, state["hidden"].transpose(0, 1).contiguous(), state["context"])
-        return logits.squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}
+        return logits.squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}, None
 
     def forward(self, src, tgt_in):
         state = self.encode(src)  # no attention, so the whole target runs in one cuDNN call
         logits, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)),
                                  state["hidden"].transpose(0, 1).contiguous(), state["context"])
         return logits
+
+    def forward_flops(self, src_len, tgt_len):
+        return 2 * dense_params(self.encoder), 2 * dense_params(self.decoder, self.readout)

@@ -7,8 +7,10 @@ import math
 import torch
 from torch import nn
 
+from nmt.data.tokenizer import PAD_ID
+from nmt.errors import NMTError
 from nmt.models.attention import MultiHeadAttention
-from nmt.models.base import EncoderDecoder, State, padding_mask
+from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, padding_mask
 
 
 class PositionalEncoding(nn.Module):
@@ -24,7 +26,10 @@ class PositionalEncoding(nn.Module):
         self.dropout, self.scale = nn.Dropout(dropout), math.sqrt(dim)
 
     def forward(self, embedded: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        return self.dropout(embedded * self.scale + self.table[offset:offset + embedded.shape[1]])
+        end = offset + embedded.shape[1]
+        if end > len(self.table):  # configs are checked at load time; this guards direct library use
+            raise NMTError(f"sequence of {end} positions exceeds model.max_positions {len(self.table)}")
+        return self.dropout(embedded * self.scale + self.table[offset:end])
 
 
 class Residual(nn.Module):
@@ -91,11 +96,12 @@ class DecoderLayer(nn.Module):
 
 class Transformer(EncoderDecoder):
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, num_layers: int, num_heads: int,
-                 ff_dim: int, dropout: float, pre_norm: bool, tie_output: bool):
+                 ff_dim: int, dropout: float, pre_norm: bool, tie_output: bool, max_positions: int = 1024):
         super().__init__()
         dim = tgt_embed.embedding_dim
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
-        self.positions = PositionalEncoding(dim, dropout)
+        self._init_embeddings()  # first, so a seed gives the same weights as when the builder did this
+        self.positions = PositionalEncoding(dim, dropout, max_positions)
         self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
                                             for _ in range(num_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
@@ -103,10 +109,18 @@ class Transformer(EncoderDecoder):
         # Pre-LN stacks end with a LayerNorm; post-LN outputs are already normalized.
         self.encoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
-        self.out = nn.Linear(dim, tgt_embed.num_embeddings, bias=False)
-        if tie_output:
-            self.out.weight = tgt_embed.weight
-        self.attention_layer, self.attention_head = -1, None  # which cross-attention `need_attention` reports
+        self.head = OutputHead(dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
+
+    def _init_embeddings(self) -> None:
+        # N(0, d^-1/2) so that embeddings scaled by sqrt(d) have unit variance, like the positions they meet.
+        for embed in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
+            nn.init.normal_(embed.weight, mean=0.0, std=embed.embedding_dim**-0.5)
+            with torch.no_grad():
+                embed.weight[PAD_ID].zero_()
+
+    @property
+    def attention_layers_heads(self) -> tuple[int, int]:
+        return len(self.decoder_layers), self.decoder_layers[0].cross_attn.num_heads
 
     def encode_memory(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) → memory (B, S, D), src_mask (B, S)."""
@@ -127,20 +141,19 @@ class Transformer(EncoderDecoder):
             state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty
         return state
 
-    def step(self, prev_tokens, state, need_attention=False):
+    def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         offset = state["self_k0"].shape[2]
         x = self.positions(self.tgt_embed(prev_tokens).unsqueeze(1), offset=offset)
         new_state = dict(state)
-        chosen = self.attention_layer % len(self.decoder_layers)
+        chosen = attention.layer % len(self.decoder_layers) if attention is not None else -1
+        returned = None
         for i, layer in enumerate(self.decoder_layers):
             x, (k, v), weights = layer(x, state[f"cross_k{i}"], state[f"cross_v{i}"], state["src_mask"],
-                                       cache=(state[f"self_k{i}"], state[f"self_v{i}"]),
-                                       need_weights=need_attention and i == chosen)
+                                       cache=(state[f"self_k{i}"], state[f"self_v{i}"]), need_weights=i == chosen)
             new_state[f"self_k{i}"], new_state[f"self_v{i}"] = k, v
-            if weights is not None:
-                head = weights.mean(1) if self.attention_head is None else weights[:, self.attention_head]
-                new_state["attention"] = head.squeeze(1)
-        return self.out(self.decoder_norm(x)).squeeze(1), new_state
+            if weights is not None:  # (B, H, 1, S)
+                returned = (weights.mean(1) if attention.head is None else weights[:, attention.head]).squeeze(1)
+        return self.head(self.decoder_norm(x)).squeeze(1), new_state, returned
 
     def forward(self, src, tgt_in):
         memory, mask = self.encode_memory(src)
@@ -148,4 +161,13 @@ class Transformer(EncoderDecoder):
         for layer in self.decoder_layers:
             k, v = layer.cross_attn.project_keys_values(memory)
             x = layer(x, k, v, mask)[0]
-        return self.out(self.decoder_norm(x))
+        return self.head(self.decoder_norm(x))
+
+    def forward_flops(self, src_len, tgt_len):
+        dim, layers = self.tgt_embed.embedding_dim, len(self.decoder_layers)
+        cross_kv = sum(layer.cross_attn.kv_proj.weight.numel() for layer in self.decoder_layers)
+        # Per token: 2 FLOPs per weight, plus QK^T and AV (2·2·length·d per layer and attention).
+        per_src = 2 * (dense_params(self.encoder_layers) + cross_kv) + layers * 4 * src_len * dim
+        per_tgt = 2 * (dense_params(self.decoder_layers) - cross_kv + self.head.weight.numel()) \
+            + layers * 4 * (tgt_len + src_len) * dim
+        return per_src, per_tgt

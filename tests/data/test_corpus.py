@@ -1,5 +1,6 @@
 from conftest import toy_corpus_text
-from nmt.data.corpus import Normalizer, normalize_pairs, read_pairs
+from nmt.data.corpus import normalize_pairs, read_pairs
+from nmt.data.normalizer import Normalizer
 from nmt.data.split import group_references, split_of, split_pairs
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from nmt.data.tokenizer import EOS_ID, PAD_ID
+from nmt.models.base import AttentionChoice
 from tests_helpers import VOCAB, make_model
 ARCHS = {
     "seq2seq": dict(arch="seq2seq"),
@@ -61,10 +62,12 @@ def test_teacher_forcing_equals_incremental_steps(name):
     full = model(src, tgt)
     state, steps = model.encode(src), []
     for t in range(tgt.shape[1]):
-        logits, state = model.step(tgt[:, t], state, need_attention=name != "seq2seq")
+        logits, state, attention = model.step(tgt[:, t], state, AttentionChoice())
         steps.append(logits)
-        if name != "seq2seq":
-            attention = state["attention"]
+        assert "attention" not in state  # weights are a return value, never state that search reorders
+        if name == "seq2seq":
+            assert attention is None
+        else:
             assert attention.shape == (2, src.shape[1])
             torch.testing.assert_close(attention[1, 4:], torch.zeros(src.shape[1] - 4))  # padded keys get nothing
     torch.testing.assert_close(torch.stack(steps, 1), full, atol=1e-5, rtol=1e-4)
@@ -89,6 +92,6 @@ def test_overfits_tiny_batch(name):
 
 def test_tied_embeddings_share_one_matrix():
     model = make("transformer-pre", joint=True)
-    assert model.src_embed.weight is model.tgt_embed.weight is model.out.weight
+    assert model.src_embed.weight is model.tgt_embed.weight is model.head.weight
     untied = make("transformer-pre", joint=False)
     assert untied.src_embed.weight is not untied.tgt_embed.weight

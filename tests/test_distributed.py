@@ -1,0 +1,91 @@
+"""torchrun integration without GPUs: the collectives must only meet devices their backend serves."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from nmt import distributed
+from nmt.distributed import DistContext, setup_distributed
+
+
+def backend_device_types(backend: str) -> set[str]:
+    """Device types a backend string serves (torch.distributed's rules): NCCL moves CUDA tensors only."""
+    if ":" in backend:
+        return {part.split(":")[0].strip() for part in backend.split(",")}
+    return {"nccl": {"cuda"}, "gloo": {"cpu", "cuda"}}.get(backend, set())
+
+
+@pytest.fixture
+def fake_cuda_rank(monkeypatch):
+    """Rank 0 of 2 on a machine that claims CUDA: records the backend asked for and every collective's device."""
+    seen = {"backend": None, "devices": []}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: seen.update(backend=backend))
+
+    def collective(tensor, *args, **kwargs):
+        seen["devices"].append(tensor.device.type)
+
+    monkeypatch.setattr(dist, "all_reduce", collective)
+    monkeypatch.setattr(dist, "broadcast", collective)
+    return seen
+
+
+def test_flags_under_a_cuda_process_group_use_a_device_its_backend_serves(fake_cuda_rank):
+    """Plain NCCL with CPU flag tensors crashes at step 1 ("No backend type associated with device type cpu")."""
+    ctx = setup_distributed("auto")
+    assert ctx.enabled and ctx.world_size == 2
+    ctx.any_flags(False, True) if hasattr(ctx, "any_flags") else ctx.any_flag(False)
+    ctx.broadcast_flag(True)
+    served = backend_device_types(fake_cuda_rank["backend"])
+    assert fake_cuda_rank["devices"], "no collective ran"
+    assert set(fake_cuda_rank["devices"]) <= served, (fake_cuda_rank["backend"], fake_cuda_rank["devices"])
+    assert "cuda" in served, "CUDA tensors (DDP gradients) must still go through NCCL"
+
+
+def test_backend_device_types():
+    assert backend_device_types("nccl") == {"cuda"}
+    assert backend_device_types("cpu:gloo,cuda:nccl") == {"cpu", "cuda"}
+    assert backend_device_types(distributed.CPU_BACKEND) >= {"cpu"}
+
+
+def test_single_process_needs_no_process_group():
+    ctx = DistContext()
+    assert ctx.any_flags(True, False) == (True, False) and ctx.broadcast_flag(True) is True
+    assert ctx.gather_to_main({"a": 1}) == [{"a": 1}]
+
+
+def _gloo_worker(rank, world, port, results):
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    ctx = DistContext(rank, world, rank)
+    flags = ctx.any_flags(rank == 1, False)
+    gathered = ctx.gather_to_main({"rank": rank})
+    results.put((rank, flags, gathered))
+    dist.destroy_process_group()
+
+
+def test_flags_and_gather_over_two_real_processes():
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_gloo_worker, args=(r, 2, port, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    out = dict((rank, (flags, gathered)) for rank, flags, gathered in (results.get(timeout=120) for _ in procs))
+    for p in procs:
+        p.join(timeout=60)
+    assert out[0][0] == out[1][0] == (True, False)  # rank 1's flag reaches rank 0
+    assert out[0][1] == [{"rank": 0}, {"rank": 1}] and out[1][1] is None

@@ -1,0 +1,142 @@
+"""The whole pipeline on the toy corpus, in seconds: train, interrupt, resume exactly, translate, evaluate, plot."""
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from nmt.config import load_config
+from nmt.run_dir import Run
+from nmt.train import train
+from tests_helpers import TOY_RUN, nmt, write_config
+
+
+def toy_config(tmp_path, name="toy", **sections):
+    return load_config(write_config(tmp_path, name, base=TOY_RUN, **sections))
+
+
+def last_weights(run_dir):
+    return Run(run_dir).load(Run(run_dir).checkpoint_path("last"))["model"]
+
+
+def test_cli_trains_translates_evaluates_and_plots(tmp_path, toy_data_dir):
+    run = tmp_path / "run"
+    config = write_config(tmp_path, base=TOY_RUN)
+    trained = nmt("train", "--config", config, "--run-dir", run, data_dir=toy_data_dir)
+    assert trained.returncode == 0, trained.stderr
+    train_records, valid_records = Run(run).metrics.split()
+    assert [r["step"] for r in valid_records] == [20, 40]
+    times = [r["time_s"] for r in train_records + valid_records]
+    assert all(t > 0 for t in times) and [r["time_s"] for r in train_records] == sorted(times[:len(train_records)])
+    assert all(0 < r["mfu"] < 1 for r in train_records)
+    assert train_records[-1]["loss"] < train_records[0]["loss"]
+    state = Run(run).load(Run(run).checkpoint_path("last"))
+    assert state["model_args"]["embed_dim"] == 32 and state["model_args"]["src_vocab"] > 100
+    assert isinstance(state["rng"], list) and len(state["rng"]) == 1  # one RNG state per rank
+
+    translated = nmt("translate", "--run", run, "I have two cats.", "")
+    assert translated.returncode == 0, translated.stderr
+    assert translated.stdout.split("\n")[1] == "" and len(translated.stdout.split("\n")) == 3
+
+    evaluated = nmt("evaluate", "--run", run, "--split", "valid", data_dir=toy_data_dir)
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads((run / "eval" / "valid.beam2.report.json").read_text())
+    assert report["sentences"] > 20 and report["checkpoint"].endswith("best.pt")
+    assert "using " in evaluated.stderr
+
+    plotted = nmt("plot", "--run", run, "-o", tmp_path / "curves")  # no suffix: PNG
+    assert plotted.returncode == 0, plotted.stderr
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _signal_after_update(monkeypatch, at_step: int):
+    """SIGTERM delivered right after optimizer.step() of update `at_step`: the point where weights are new but
+    the step counter is not."""
+    original, calls = torch.optim.AdamW.step, {"n": 0}
+
+    def step(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == at_step:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+
+
+def test_interrupt_between_update_and_step_counter_resumes_exactly(tmp_path, toy_data_dir, monkeypatch):
+    # Dropout on: the RNG streams must resume exactly too.
+    cfg = toy_config(tmp_path, model={"dropout": 0.2}, train={"max_steps": 16, "save_every": 100, "eval_every": 8})
+    straight = train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)
+    assert straight.step == 16
+
+    _signal_after_update(monkeypatch, at_step=5)
+    interrupted = train(cfg, tmp_path / "stopped", toy_data_dir, log=lambda *_: None)
+    # Update 5 had already exchanged its flags when the signal came, so update 6 carries the stop request to every
+    # rank, and the loop ends after it: weights and counters of one and the same step.
+    assert interrupted.step == 6
+    monkeypatch.undo()
+    resumed = train(cfg, tmp_path / "stopped", toy_data_dir, log=lambda *_: None)
+    assert resumed.step == 16
+    a, b = last_weights(tmp_path / "straight"), last_weights(tmp_path / "stopped")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    steps = [r["step"] for r in Run(tmp_path / "stopped").metrics.records() if r["type"] == "train"]
+    assert steps == sorted(set(steps)), "no duplicate records after resume"
+
+
+def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path, toy_data_dir):
+    cfg = toy_config(tmp_path, train={"max_steps": 10, "save_every": 4, "eval_every": 100, "log_every": 1})
+    run = Run(tmp_path / "run")
+    train(cfg, run.directory, toy_data_dir, log=lambda *_: None)
+    # A kill -9 after steps 9-10 were logged (and step 10 validated) but before their save leaves 3 records past the
+    # checkpoint, and maybe a torn line: make that state.
+    state = run.load(run.checkpoint_path("last"))
+    state["progress"]["step"], state["progress"]["batch_in_epoch"] = 8, 8
+    torch.save(state, run.checkpoint_path("last"))
+    with open(run.metrics.path, "a") as handle:
+        handle.write('{"type": "train", "step": 11, "lo')  # torn last line
+    messages = []
+    train(cfg, run.directory, toy_data_dir, log=messages.append)
+    steps = [r["step"] for r in run.metrics.records() if r["type"] == "train"]
+    assert steps == list(range(1, 11)), steps
+    assert any("dropped 3 metrics records" in m for m in messages), messages
+
+
+def test_second_training_on_the_same_run_is_refused(tmp_path, toy_data_dir):
+    cfg = toy_config(tmp_path)
+    run = Run(tmp_path / "run")
+    with run.lock():
+        result = nmt("train", "--config", write_config(tmp_path, base=TOY_RUN), "--run-dir", run.directory,
+                     data_dir=toy_data_dir)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {run.directory} is in use by pid {os.getpid()}; wait for it or use " \
+                                    "another --run-dir"
+    assert not run.checkpoint_path("last").exists()
+    assert train(cfg, run.directory, toy_data_dir, log=lambda *_: None).step == 40  # free again
+
+
+def test_changed_data_order_setting_on_resume_warns(tmp_path, toy_data_dir):
+    run_dir = tmp_path / "run"
+    train(toy_config(tmp_path, train={"max_steps": 4}), run_dir, toy_data_dir, log=lambda *_: None)
+    messages = []
+    train(toy_config(tmp_path, train={"max_steps": 6, "seed": 7}), run_dir, toy_data_dir, log=messages.append)
+    assert any("train.seed changed from 1234 to 7" in m and "not exact" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("which", ["best", "last"])
+def test_translate_names_an_unvalidated_newer_last(tmp_path, toy_data_dir, which, monkeypatch):
+    run_dir = tmp_path / "run"
+    cfg = toy_config(tmp_path, train={"max_steps": 30, "eval_every": 20, "save_every": 5})
+    train(cfg, run_dir, toy_data_dir, log=lambda *_: None)  # validated at 20 and (max_steps) 30
+    _signal_after_update(monkeypatch, at_step=4)
+    cfg = toy_config(tmp_path, train={"max_steps": 100, "eval_every": 20, "save_every": 50})
+    assert train(cfg, run_dir, toy_data_dir, log=lambda *_: None).step == 35  # saved on stop, never validated
+    args = ["--checkpoint", run_dir / "checkpoints" / "last.pt"] if which == "last" else []
+    result = nmt("translate", "--run", run_dir, *args, "I have two cats.")
+    assert result.returncode == 0, result.stderr
+    if which == "best":
+        assert "last.pt (step 35) is newer and was never validated" in result.stderr
+    else:
+        assert "never validated" not in result.stderr
