@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
@@ -28,6 +27,7 @@ from nmt.config import Config, ConfigError, data_order_settings, fingerprint_set
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
+from nmt.lock import DirectoryLock
 
 DEFAULT_ROOT = Path("runs")
 
@@ -193,9 +193,10 @@ class Run:
         if not os.access(self.directory, os.W_OK):
             raise NMTError(f"run directory {self.directory} is not writable")
 
-    def lock(self) -> "RunLock":
+    def lock(self) -> DirectoryLock:
+        """Held for a whole training: a second training of this run is refused."""
         self._make_dirs()
-        return RunLock(self.directory / ".lock")
+        return DirectoryLock(self.directory)
 
     def save(self, which: str, payload: dict) -> Path:
         path = self.checkpoint_path(which)
@@ -303,33 +304,3 @@ def _saved_step(run: Run, path: Path) -> int | None:
     if isinstance(state.get(PROGRESS_KEY), dict):
         return state[PROGRESS_KEY].get("step")
     return state.get(STEP_KEY)
-
-
-class RunLock:
-    """An exclusive flock on RUN/.lock: a second training of the same run is refused; the kernel releases the
-    lock when its holder dies, so a killed run never leaves it stuck."""
-
-    def __init__(self, path: Path):
-        self.path, self.handle = path, None
-
-    def __enter__(self) -> "RunLock":
-        if self.path.is_symlink():
-            raise NMTError(f"{self.path} is a symbolic link; refusing to use it as a lock")
-        self.handle = open(self.path, "a+")
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "another process"
-            self.handle.close()
-            raise NMTError(f"{self.path.parent} is in use by {holder}; wait for it or use another --run-dir") from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(f"pid {os.getpid()}\n")
-        self.handle.flush()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.handle is not None:
-            self.handle.close()
-

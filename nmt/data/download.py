@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -15,10 +16,15 @@ from pathlib import Path, PurePosixPath
 from tqdm import tqdm
 
 from nmt.errors import NMTError
+from nmt.lock import DirectoryLock
 
 CORPUS_DIR = "fra-eng"
 CORPUS_FILE = "fra.txt"
 CHUNK = 1 << 16
+# A server that trickles (bytes, but too few) never trips a socket timeout: give up when fewer than
+# STALL_MIN_BYTES arrived in the last STALL_WINDOW_S seconds; the partial file stays for a later resume.
+STALL_WINDOW_S = 60.0
+STALL_MIN_BYTES = 16 * 1024
 
 
 def sha256_file(path: Path) -> str:
@@ -43,21 +49,31 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
     target = corpus_path(data_dir)
     if target.is_file() and not force and _is_valid(target, expected_sha256):
         return target
-    data_dir.mkdir(parents=True, exist_ok=True)
-    archive = _fetch(url, data_dir, progress)
-    staging = Path(tempfile.mkdtemp(prefix=".fra-eng.", dir=data_dir))
+    if data_dir.exists() and not data_dir.is_dir():
+        raise NMTError(f"data directory {data_dir} exists and is not a directory")
     try:
-        extracted = extract_corpus(archive, staging)
-        _verify(extracted, expected_sha256)
-        _install_dir(staging, target.parent)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise NMTError(f"cannot create data directory {data_dir}: {err.strerror}") from None
+    with DirectoryLock(data_dir, wait=True):
+        for stale in data_dir.glob(".fra-eng.*"):  # a killed extraction's staging (we hold the lock: not live)
+            shutil.rmtree(stale, ignore_errors=True)
+        archive = _fetch(url, data_dir, progress)
+        staging = Path(tempfile.mkdtemp(prefix=".fra-eng.", dir=data_dir))
+        try:
+            extracted = extract_corpus(archive, staging)
+            _verify(extracted, expected_sha256)
+            _install_dir(staging, target.parent)
+        except OSError as err:
+            raise NMTError(f"cannot install the corpus in {data_dir}: {err.strerror}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
 def _is_valid(path: Path, expected_sha256: str | None) -> bool:
     if expected_sha256 is None:
-        return path.stat().st_size > 0
+        return path.stat().st_size > 0 and _has_pairs(path)
     return sha256_file(path) == expected_sha256
 
 
@@ -69,10 +85,17 @@ def _verify(path: Path, expected_sha256: str | None) -> None:
                 f"corpus checksum mismatch: {CORPUS_FILE} has sha256 {actual}, expected {expected_sha256} "
                 "(another release? pass --no-verify or set data.verify_checksum: false to accept it)")
     else:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 if line.strip() and line.count("\t") not in (1, 2):
                     raise NMTError(f"{path.name} line {number}: expected 2 or 3 tab-separated columns")
+        if not _has_pairs(path):
+            raise NMTError(f"{CORPUS_FILE} in the archive holds no sentence pairs")
+
+
+def _has_pairs(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return any(line.strip() for line in handle)
 
 
 def _install_dir(staging: Path, final: Path) -> None:
@@ -103,32 +126,53 @@ def _fetch(url: str, data_dir: Path, progress: bool) -> Path:
     return local
 
 
+def _open_part(part: Path, append: bool):
+    """The partial download, never through a link someone planted in its place."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        return os.fdopen(os.open(part, flags, 0o644), "ab" if append else "wb")
+    except OSError as err:
+        if part.is_symlink():
+            raise NMTError(f"{part} is a symbolic link; refusing to write through it") from None
+        raise NMTError(f"cannot write {part}: {err.strerror}") from None
+
+
+def _complete_after_416(err: urllib.error.HTTPError, offset: int) -> bool:
+    """416 on a resume: the part is complete if the server's full size (Content-Range: bytes */N) equals it."""
+    content_range = err.headers.get("Content-Range", "") if err.headers else ""
+    size = content_range.rpartition("/")[2]
+    return size.isdigit() and int(size) == offset
+
+
 def _http_download(url: str, cache: Path, progress: bool) -> Path:
     """Stream into `<name>.part`, resuming with an HTTP Range request; rename when the body is complete."""
     cache.mkdir(parents=True, exist_ok=True)
     name = Path(urllib.parse.urlparse(url).path).name or "corpus.zip"
     final, part = cache / name, cache / (name + ".part")
-    offset = part.stat().st_size if part.exists() else 0
+    offset = part.stat().st_size if part.is_file() and not part.is_symlink() else 0
     request = urllib.request.Request(url, headers={"User-Agent": "nmt"})
     if offset:
         request.add_header("Range", f"bytes={offset}-")
+    total = None
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             if offset and response.status != 206:
                 offset = 0  # the server ignored the Range header: start over
-            total = response.headers.get("Content-Length")
-            total = int(total) + offset if total is not None else None
-            with open(part, "ab" if offset else "wb") as out, tqdm(
-                total=total, initial=offset, unit="B", unit_scale=True, desc=f"download {name}",
-                disable=not progress) as bar:
-                for block in iter(lambda: response.read(CHUNK), b""):
-                    out.write(block)
-                    bar.update(len(block))
+            length = response.headers.get("Content-Length")
+            total = int(length) + offset if length is not None else None
+            with _open_part(part, append=bool(offset)) as out, tqdm(
+                    total=total, initial=offset, unit="B", unit_scale=True, desc=f"download {name}",
+                    disable=not progress) as bar:
+                _stream(response, out, bar, url)
                 out.flush()
                 os.fsync(out.fileno())
     except urllib.error.HTTPError as err:
-        if err.code == 416 and offset:  # range not satisfiable: the part file is already complete
-            pass
+        if err.code == 416 and offset and _complete_after_416(err, offset):
+            total = offset  # the part file is already the whole body
+        elif err.code == 416:
+            part.unlink(missing_ok=True)  # a part larger than the file (it changed on the server): start over
+            raise NMTError(f"download of {url}: the partial file no longer fits the server's copy; removed it, "
+                           "re-run to download again") from None
         else:
             raise NMTError(f"download failed: HTTP {err.code} for {url}") from None
     except (urllib.error.URLError, OSError) as err:
@@ -138,6 +182,21 @@ def _http_download(url: str, cache: Path, progress: bool) -> Path:
         raise NMTError(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to resume)")
     os.replace(part, final)
     return final
+
+
+def _stream(response, out, bar, url: str) -> None:
+    window_start, window_bytes = time.monotonic(), 0
+    # read1: whatever one receive brings (read(n) would wait for all n bytes and never see a trickle).
+    for block in iter(lambda: response.read1(CHUNK), b""):
+        out.write(block)
+        bar.update(len(block))
+        window_bytes += len(block)
+        now = time.monotonic()
+        if now - window_start >= STALL_WINDOW_S:
+            if window_bytes < STALL_MIN_BYTES:
+                raise NMTError(f"download of {url} stalled: {window_bytes} bytes in the last {STALL_WINDOW_S:.0f} s "
+                               "(partial data kept; re-run to resume)")
+            window_start, window_bytes = now, 0
 
 
 def _check_member_path(name: str) -> None:

@@ -68,7 +68,7 @@ def test_checksum_mismatch_fails_and_keeps_good_copy(tmp_path):
         download_corpus(str(tmp_path / "bad.zip"), data, sha(good), force=True, progress=False)
     assert sha(bad) in str(err.value) and sha(good) in str(err.value)
     assert corpus_path(data).read_text() == good
-    assert sorted(p.name for p in data.iterdir()) == ["fra-eng"]
+    assert sorted(p.name for p in data.iterdir()) == [".lock", "fra-eng"]
 
 
 def test_mismatch_on_fresh_dir_leaves_nothing(tmp_path):
@@ -76,7 +76,7 @@ def test_mismatch_on_fresh_dir_leaves_nothing(tmp_path):
     data = tmp_path / "data"
     with pytest.raises(NMTError, match="checksum mismatch"):
         download_corpus(str(tmp_path / "bad.zip"), data, "0" * 64, progress=False)
-    assert not corpus_path(data).exists() and list(data.iterdir()) == []
+    assert not corpus_path(data).exists() and [p.name for p in data.iterdir()] == [".lock"]
 
 
 @pytest.mark.parametrize("evil", ["../escape.txt", "/tmp/nmt-absolute-escape.txt", "fra-eng/../../escape.txt"])
@@ -105,3 +105,104 @@ def test_missing_source_and_bad_scheme(tmp_path):
         download_corpus(str(tmp_path / "nope.zip"), tmp_path / "d", None, progress=False)
     with pytest.raises(NMTError, match="unsupported corpus URL scheme"):
         download_corpus("ftp://example.invalid/x.zip", tmp_path / "d", None, progress=False)
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    """Serves one blob with real Range support (206, and 416 with Content-Range: bytes */N past the end)."""
+
+    blob = b""
+    trickle = False
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        start = 0
+        if self.headers.get("Range"):
+            start = int(self.headers["Range"].split("=")[1].split("-")[0])
+            if start >= len(self.blob):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(self.blob)}")
+                self.end_headers()
+                return
+        self.send_response(206 if start else 200)
+        self.send_header("Content-Length", str(len(self.blob) - start))
+        self.end_headers()
+        if self.trickle:
+            import time
+
+            for byte in self.blob[start:start + 40]:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.05)
+            return
+        self.wfile.write(self.blob[start:])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def range_server():
+    handler = type("Handler", (RangeHandler,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield handler, f"http://127.0.0.1:{server.server_address[1]}/fra-eng.zip"
+    server.shutdown()
+
+
+def test_real_range_resume_appends_the_rest(range_server, tmp_path):
+    handler, url = range_server
+    text = toy_corpus_text() * 50
+    handler.blob = make_zip({"fra-eng/fra.txt": text})
+    data = tmp_path / "data"
+    (data / ".downloads").mkdir(parents=True)
+    (data / ".downloads" / "fra-eng.zip.part").write_bytes(handler.blob[:100])
+    assert download_corpus(url, data, sha(text), progress=False).read_text() == text
+
+
+def test_complete_part_answered_416_installs_instead_of_crashing(range_server, tmp_path):
+    handler, url = range_server
+    text = toy_corpus_text()
+    handler.blob = make_zip({"fra-eng/fra.txt": text})
+    data = tmp_path / "data"
+    (data / ".downloads").mkdir(parents=True)
+    (data / ".downloads" / "fra-eng.zip.part").write_bytes(handler.blob)  # complete, but never renamed
+    assert download_corpus(url, data, sha(text), progress=False).read_text() == text
+
+
+def test_trickling_server_is_a_clear_error_not_a_hang(range_server, tmp_path, monkeypatch):
+    from nmt.data import download
+
+    handler, url = range_server
+    handler.blob, handler.trickle = make_zip({"fra-eng/fra.txt": toy_corpus_text() * 50}), True
+    monkeypatch.setattr(download, "STALL_WINDOW_S", 0.5)
+    monkeypatch.setattr(download, "STALL_MIN_BYTES", 1000)
+    with pytest.raises(NMTError, match=r"stalled: \d+ bytes in the last 0 s .*re-run to resume"):
+        download_corpus(url, tmp_path / "data", None, progress=False)
+    assert (tmp_path / "data" / ".downloads" / "fra-eng.zip.part").stat().st_size > 0
+
+
+def test_download_never_writes_through_a_planted_link(range_server, tmp_path):
+    handler, url = range_server
+    handler.blob = make_zip({"fra-eng/fra.txt": toy_corpus_text()})
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / "data" / ".downloads").mkdir(parents=True)
+    (tmp_path / "data" / ".downloads" / "fra-eng.zip.part").symlink_to(victim)
+    with pytest.raises(NMTError, match="symbolic link"):
+        download_corpus(url, tmp_path / "data", None, progress=False)
+    assert victim.read_text() == "precious"
+
+
+def test_stale_staging_of_a_killed_extraction_is_removed(tmp_path):
+    data = tmp_path / "data"
+    (data / ".fra-eng.abc123").mkdir(parents=True)
+    (data / ".fra-eng.abc123" / "fra.txt").write_text("half")
+    (tmp_path / "c.zip").write_bytes(make_zip({"fra-eng/fra.txt": toy_corpus_text()}))
+    download_corpus(str(tmp_path / "c.zip"), data, None, progress=False)
+    assert not list(data.glob(".fra-eng.*"))
+
+
+def test_empty_corpus_without_checksum_is_refused(tmp_path):
+    (tmp_path / "c.zip").write_bytes(make_zip({"fra-eng/fra.txt": "\n\n"}))
+    with pytest.raises(NMTError, match="holds no sentence pairs"):
+        download_corpus(str(tmp_path / "c.zip"), tmp_path / "data", None, progress=False)

@@ -1,0 +1,40 @@
+"""Directory locks (flock): the kernel releases them when the holder dies, so a killed process never leaves one."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from nmt.errors import NMTError
+
+
+class DirectoryLock:
+    """An exclusive lock on `directory/.lock`. `wait=False` refuses at once when another process holds it."""
+
+    def __init__(self, directory: Path, wait: bool = False):
+        self.path, self.wait, self.handle = Path(directory) / ".lock", wait, None
+
+    def __enter__(self) -> "DirectoryLock":
+        if self.path.is_symlink():
+            raise NMTError(f"{self.path} is a symbolic link; refusing to use it as a lock")
+        try:
+            self.handle = open(self.path, "a+")
+        except OSError as err:
+            raise NMTError(f"cannot lock {self.path.parent}: {err.strerror}") from None
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except OSError:
+            self.handle.seek(0)
+            holder = self.handle.read().strip() or "another process"
+            self.handle.close()
+            raise NMTError(f"{self.path.parent} is in use by {holder}; wait for it or use another --run-dir") from None
+        self.handle.seek(0)
+        self.handle.truncate()
+        self.handle.write(f"pid {os.getpid()}\n")
+        self.handle.flush()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()

@@ -1,0 +1,116 @@
+"""The run directory: layout, checkpoint loading errors, metrics log, lock, and runs written by older versions."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmt.config import Config, load_config
+from nmt.errors import NMTError
+from nmt.run_dir import MetricsLog, Run
+from nmt.train import train
+from tests_helpers import TOY_RUN, nmt, write_config
+
+# What nmt 0.1.0 as first released (commit 0920a04) wrote: output projection under `out`, no model_args,
+# one RNG dict, progress without elapsed time, configs without the fields added since.
+LEGACY_RENAMES = {"head.proj.weight": "out.weight"}
+NEW_FIELDS = {"data": ("max_pieces",), "model": ("max_positions",), "train": ("peak_tflops",)}
+
+
+def make_legacy(run: Run) -> None:
+    for which in ("last", "best"):
+        path = run.checkpoint_path(which)
+        state = torch.load(path, weights_only=True)
+        state["model"] = {LEGACY_RENAMES.get(k, k): v for k, v in state["model"].items()}
+        state.pop("model_args")
+        for section, names in NEW_FIELDS.items():
+            for name in names:
+                state["config"][section].pop(name)
+        if which == "last":
+            state["rng"] = state["rng"][0]
+            state["progress"].pop("elapsed_s")
+        torch.save(state, path)
+    config = yaml.safe_load(run.config_path.read_text())
+    for section, names in NEW_FIELDS.items():
+        for name in names:
+            config[section].pop(name)
+    run.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+@pytest.fixture
+def toy_run(tmp_path, toy_data_dir) -> Run:
+    run = Run(tmp_path / "run")
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train={"max_steps": 20})), run.directory, toy_data_dir,
+          log=lambda *_: None)
+    return run
+
+
+def test_run_written_by_the_first_release_translates_and_resumes(tmp_path, toy_run, toy_data_dir):
+    before = nmt("translate", "--run", toy_run.directory, "--beam", "1", "I have two cats.", "We have six keys.")
+    make_legacy(toy_run)
+    assert "out.weight" in torch.load(toy_run.checkpoint_path("best"), weights_only=True)["model"]
+    after = nmt("translate", "--run", toy_run.directory, "--beam", "1", "I have two cats.", "We have six keys.")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout == before.stdout
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"max_steps": 24}))
+    messages = []
+    assert train(cfg, toy_run.directory, toy_data_dir, log=messages.append).step == 24
+    assert f"resuming {toy_run.directory} from step 20" in messages
+
+
+def test_paths_and_default_root(tmp_path):
+    assert Run.for_config(Config(name="demo")).directory == Path("runs") / "demo"
+    assert Run.for_config(Config(name="demo"), tmp_path).directory == tmp_path
+    run = Run(tmp_path)
+    assert run.checkpoint_path("best") == tmp_path / "checkpoints" / "best.pt"
+    assert run.metrics.path == tmp_path / "metrics.jsonl" and run.eval_dir == tmp_path / "eval"
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "the file is empty"),
+    (b"not a checkpoint", "cannot read checkpoint"),
+    ("list", "is not an nmt checkpoint (holds a list)"),
+    ("no-config", "missing config"),
+])
+def test_foreign_checkpoints_are_one_line_errors(toy_run, content, message):
+    path = toy_run.checkpoint_path("best")
+    if content == "list":
+        torch.save([1, 2], path)
+    elif content == "no-config":
+        state = torch.load(path, weights_only=True)
+        del state["config"]
+        torch.save(state, path)
+    else:
+        path.write_bytes(content)
+    result = nmt("translate", "--run", toy_run.directory, "hello")
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and str(path) in result.stderr
+
+
+def test_best_copied_over_last_cannot_resume(tmp_path, toy_run, toy_data_dir):
+    toy_run.checkpoint_path("last").write_bytes(toy_run.checkpoint_path("best").read_bytes())
+    with pytest.raises(NMTError, match="weights-only checkpoint such as best.pt cannot resume"):
+        train(load_config(write_config(tmp_path, base=TOY_RUN)), toy_run.directory, toy_data_dir,
+              log=lambda *_: None)
+
+
+def test_metrics_log_skips_torn_lines_and_trims(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    for step in (1, 2, 3):
+        log.append({"type": "train", "step": step, "loss": 1.0})
+    with open(log.path, "a") as handle:
+        handle.write('{"type": "valid", "st')
+    assert [r["step"] for r in log.records()] == [1, 2, 3]
+    assert log.trim_after(2) == 1
+    assert [json.loads(x)["step"] for x in log.path.read_text().splitlines()] == [1, 2]
+
+
+def test_metrics_log_refuses_a_planted_link(tmp_path):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("precious\n")
+    (tmp_path / "metrics.jsonl").symlink_to(target)
+    with pytest.raises(NMTError, match="symbolic link"):
+        MetricsLog(tmp_path / "metrics.jsonl").append({"type": "train", "step": 1})
+    assert target.read_text() == "precious\n"
