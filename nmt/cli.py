@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -207,21 +208,52 @@ def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (
     typer.echo(f"learning curves written to {path}")
 
 
+def _interrupt_on_sigterm(signum, frame):
+    # A scheduler's stop: unwind like Ctrl-C so temp files and staging directories are removed on the way out.
+    # (Training installs its own handler that stops at an update boundary.)
+    raise KeyboardInterrupt
+
+
+def _is_usage_error(err: Exception) -> bool:
+    """click's UsageError (typer re-exports or vendors click, depending on its version): exit code 2 and a message."""
+    return getattr(err, "exit_code", None) == 2 and callable(getattr(err, "format_message", None))
+
+
+def _usage_message(err) -> str:
+    ctx = getattr(err, "ctx", None)
+    command = f"nmt {ctx.info_name} --help" if ctx is not None and ctx.parent is not None else "nmt --help"
+    return f"{' '.join(err.format_message().split())} (see {command})"
+
+
 def main() -> None:
     debug = "--debug" in sys.argv or bool(os.environ.get("NMT_DEBUG"))
+    signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:
-        app()
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except NMTError as err:
         if debug:
             raise
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception as err:  # noqa: BLE001 - the CLI boundary: no traceback for users unless --debug
+    except OSError as err:  # a full or read-only disk, a vanished directory: the environment, not a bug
         if debug:
             raise
-        print(f"error: internal error {type(err).__name__}: {err} (re-run with --debug for the traceback)",
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"error: {err.strerror or err}{where}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as err:  # noqa: BLE001 - the CLI boundary: no traceback for users unless --debug
+        if _is_usage_error(err):
+            if not err.format_message().strip():  # `nmt` alone: the help was the answer
+                sys.exit(0)
+            print(f"error: {_usage_message(err)}", file=sys.stderr)
+            sys.exit(2)
+        if debug:
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        print(f"error: internal error {type(err).__name__}: {first} (re-run with --debug for the traceback)",
               file=sys.stderr)
         sys.exit(1)

@@ -20,6 +20,7 @@ from nmt.data.download import corpus_path, sha256_file
 from nmt.data.split import SPLITS, group_references, split_pairs
 from nmt.data.tokenizer import JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, train_sentencepiece
 from nmt.errors import NMTError
+from nmt.lock import DirectoryLock
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -69,17 +70,22 @@ def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> 
     if not force and is_prepared(target, cfg, corpus_sha256):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        started = time.perf_counter()
-        manifest = _build(cfg, corpus, staging, log)
-        manifest.update(corpus_sha256=corpus_sha256, seconds=round(time.perf_counter() - started, 2))
-        _write_json(staging / MANIFEST, manifest)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with DirectoryLock(data_dir, wait=True):
+        if not force and is_prepared(target, cfg, corpus_sha256):  # another process finished it meanwhile
+            return target
+        for stale in target.parent.glob(".*"):  # staging of a killed prepare (we hold the lock: not live)
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            started = time.perf_counter()
+            manifest = _build(cfg, corpus, staging, log)
+            manifest.update(corpus_sha256=corpus_sha256, seconds=round(time.perf_counter() - started, 2))
+            _write_json(staging / MANIFEST, manifest)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

@@ -20,19 +20,26 @@ def train_sentencepiece(sentences: Iterable[str], model_path: Path, vocab_size: 
     """Train one model; normalization is ours (identity rule), so decode(encode(s)) == s on normalized text."""
     model_path = Path(model_path)
     prefix = model_path.with_suffix("")
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_prefix=str(prefix), vocab_size=vocab_size,
-        model_type=model_type, byte_fallback=byte_fallback, character_coverage=character_coverage,
-        normalization_rule_name="identity", pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-        num_threads=os.cpu_count() or 1, input_sentence_size=2_000_000, shuffle_input_sentence=True,
-        hard_vocab_limit=False, minloglevel=2)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_prefix=str(prefix), vocab_size=vocab_size,
+            model_type=model_type, byte_fallback=byte_fallback, character_coverage=character_coverage,
+            normalization_rule_name="identity", pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+            num_threads=os.cpu_count() or 1, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            hard_vocab_limit=False, minloglevel=2)
+    except RuntimeError as err:  # e.g. a vocabulary smaller than the characters (and bytes) it must hold
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else "failed"
+        raise NMTError(f"SentencePiece training failed (data.vocab_size={vocab_size}): {first}") from None
     return model_path
 
 
 def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
     if not Path(path).is_file():
         raise NMTError(f"SentencePiece model not found: {path}")
-    return spm.SentencePieceProcessor(model_file=str(path))
+    try:
+        return spm.SentencePieceProcessor(model_file=str(path))
+    except (RuntimeError, OSError) as err:
+        raise NMTError(f"cannot load SentencePiece model {path}: {str(err).strip()[:120]}") from None
 
 
 @dataclass
