@@ -20,7 +20,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
 ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
 Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
-LengthPenalty = typer.Option(None, "--length-penalty", min=0.0,
+LengthPenalty = typer.Option(None, "--length-penalty", min=0.0, max=10.0,
                              help="Beam length penalty alpha (Wu et al. 2016); default: the run's config.")
 Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
                    help="Corpus zip: http(s)://, file:// or a local path (default: the d2l.ai copy).")
@@ -37,12 +37,14 @@ def _warn(message: str) -> None:
 def _picture_path(path: Path) -> Path:
     """A PNG path that can be written, checked before any decoding: no suffix means .png."""
     path = Path(path)
+    if path.is_dir():
+        raise NMTError(f"{path} is a directory; give a file name such as {path / 'picture.png'}")
     if path.suffix == "":
         path = path.with_suffix(".png")
     if path.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
         raise NMTError(f"{path}: picture format {path.suffix} is not supported (use .png, .pdf, .svg or .jpg)")
     if path.is_dir():
-        raise NMTError(f"{path} is a directory; give a file name such as {path / 'attention.png'}")
+        raise NMTError(f"{path} is a directory; give a file name such as {path / 'picture.png'}")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and (not parent.is_dir() or not os.access(parent, os.W_OK)):
         raise NMTError(f"cannot write {path}: {parent} is not a writable directory")

@@ -182,6 +182,14 @@ class Run:
         normalizer = Normalizer(lowercase_source=cfg.data.lowercase_source)
         write_text_atomic(self.normalizer_path, json.dumps(normalizer.__dict__) + "\n")
 
+    def check_usable(self) -> None:
+        """Fail before any work (data preparation included) when the run directory cannot be one."""
+        if self.directory.exists() and not self.directory.is_dir():
+            raise NMTError(f"{self.directory} exists and is not a directory")
+        existing = next((p for p in (self.directory, *self.directory.parents) if p.exists()), None)
+        if existing is not None and (not existing.is_dir() or not os.access(existing, os.W_OK)):
+            raise NMTError(f"cannot create the run directory {self.directory}: {existing} is not writable")
+
     def _make_dirs(self) -> None:
         for directory in (self.directory, self.checkpoint_dir):
             if directory.exists() and not directory.is_dir():

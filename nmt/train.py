@@ -350,6 +350,7 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     """Train (or resume) the model of `cfg` in `run_dir` (default runs/<name>); Ctrl-C or SIGTERM saves a
     checkpoint at the next update boundary and returns."""
     run = Run.for_config(cfg, run_dir)
+    run.check_usable()
     trainer = Trainer(cfg, run, Path(data_dir), url, log)
     lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:

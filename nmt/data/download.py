@@ -51,6 +51,7 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
         return target
     if data_dir.exists() and not data_dir.is_dir():
         raise NMTError(f"data directory {data_dir} exists and is not a directory")
+    local = _local_source(url)  # bad schemes and missing or broken local archives fail before anything is written
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -58,7 +59,7 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
     with DirectoryLock(data_dir, wait=True):
         for stale in data_dir.glob(".fra-eng.*"):  # a killed extraction's staging (we hold the lock: not live)
             shutil.rmtree(stale, ignore_errors=True)
-        archive = _fetch(url, data_dir, progress)
+        archive = local or _http_download(url, data_dir / ".downloads", progress)
         staging = Path(tempfile.mkdtemp(prefix=".fra-eng.", dir=data_dir))
         try:
             extracted = extract_corpus(archive, staging)
@@ -110,11 +111,11 @@ def _install_dir(staging: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _fetch(url: str, data_dir: Path, progress: bool) -> Path:
-    """Return a local path to the zip: local sources are used in place, HTTP(S) is downloaded resumably."""
+def _local_source(url: str) -> Path | None:
+    """The local zip a file:// URL or a path names (checked), or None for an http(s) URL."""
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in ("http", "https"):
-        return _http_download(url, data_dir / ".downloads", progress)
+        return None
     if parsed.scheme == "file":
         local = Path(urllib.request.url2pathname(parsed.path))
     elif parsed.scheme in ("",) or (len(parsed.scheme) == 1 and os.name == "nt"):
@@ -123,6 +124,8 @@ def _fetch(url: str, data_dir: Path, progress: bool) -> Path:
         raise NMTError(f"unsupported corpus URL scheme {parsed.scheme!r} in {url} (use http(s)://, file:// or a path)")
     if not local.is_file():
         raise NMTError(f"corpus archive not found: {local}")
+    if not zipfile.is_zipfile(local):
+        raise NMTError(f"{local} is not a valid zip archive")
     return local
 
 

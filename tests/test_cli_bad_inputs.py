@@ -1,0 +1,176 @@
+"""Bad input through the real CLI: exit code 2, one line on stderr, no traceback, and nothing on disk changed.
+
+Each row: (id, arguments, what to plant first). `{R}` is a copy of a trained toy run, `{T}` the case's own folder,
+`{D}` the toy data directory. Run directories a failing `train` would create must not appear either.
+"""
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config import load_config
+from nmt.train import train
+from tests_helpers import TOY_RUN, nmt, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def _plant(kinds: str | tuple, t: Path, r: Path) -> None:
+    """Create what a case needs before the command runs (one kind or a tuple of them)."""
+    for kind in (kinds,) if isinstance(kinds, str) else kinds:
+        _plant_one(kind, t, r)
+
+
+def _plant_one(kind: str, t: Path, r: Path) -> None:
+    if kind == "empty-files":
+        (t / "empty.txt").write_text("")
+    elif kind == "latin1":
+        (t / "src.txt").write_bytes("caf\xe9 .\n".encode("latin-1"))
+        (t / "ref.txt").write_text("Un café.\n")
+    elif kind == "mismatch":
+        (t / "src.txt").write_text("go .\ni lost .\n")
+        (t / "ref.txt").write_text("Va !\n")
+    elif kind == "zero-checkpoint":
+        (t / "zero.pt").write_bytes(b"")
+    elif kind == "list-checkpoint":
+        torch.save([1, 2, 3], t / "list.pt")
+    elif kind == "a-file":
+        (t / "file").write_text("x")
+    elif kind == "dir":
+        (t / "adir").mkdir()
+    elif kind == "corrupt-spm":
+        (r / "spm.model").write_bytes(b"\x00garbage")
+    elif kind == "corrupt-config":
+        (r / "config.yaml").write_text("model: [unclosed\n")
+    elif kind == "foreign-config":
+        (r / "config.yaml").write_text("model:\n  arch: lstm\n")
+    elif kind.startswith("yaml:"):
+        (t / "c.yaml").write_bytes(kind[5:].encode("latin-1"))
+    elif kind == "tiny-corpus":
+        (t / "tiny.txt").write_text("Go.\tVa !\nHi.\tSalut !\n")
+
+
+BASE = "model: {arch: transformer, embed_dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64}\n"
+CASES = [
+    # translate
+    ("translate-no-run", ["translate", "--run", "{T}/nowhere", "hi"], None, "is not a run directory"),
+    ("translate-run-is-file", ["translate", "--run", "{T}/file", "hi"], "a-file", "is not a run directory"),
+    ("translate-device", ["translate", "--run", "{R}", "--device", "foo", "hi"], None, "unknown device 'foo'"),
+    ("translate-cuda-missing", ["translate", "--run", "{R}", "--device", "cuda", "hi"], None, "no CUDA device"),
+    ("translate-beam-0", ["translate", "--run", "{R}", "--beam", "0", "hi"], None, "Invalid value for '--beam'"),
+    ("translate-lp-inf", ["translate", "--run", "{R}", "--length-penalty", "inf", "hi"], None, "--length-penalty"),
+    ("translate-layer", ["translate", "--run", "{R}", "--attention-layer", "5", "--show-attention", "hi"], None,
+     "attention layer(s)"),
+    ("translate-head", ["translate", "--run", "{R}", "--attention-head", "9", "--show-attention", "hi"], None,
+     "attention layer(s)"),
+    ("translate-heat-dir", ["translate", "--run", "{R}", "--attention", "{T}/adir", "hi"], "dir", "is a directory"),
+    ("translate-heat-under-file", ["translate", "--run", "{R}", "--attention", "{T}/file/heat.png", "hi"],
+     "a-file", "is not a writable directory"),
+    ("translate-heat-format", ["translate", "--run", "{R}", "--attention", "{T}/heat.gifx", "hi"], None,
+     "not supported"),
+    ("translate-zero-checkpoint", ["translate", "--run", "{R}", "--checkpoint", "{T}/zero.pt", "hi"],
+     "zero-checkpoint", "the file is empty"),
+    ("translate-list-checkpoint", ["translate", "--run", "{R}", "--checkpoint", "{T}/list.pt", "hi"],
+     "list-checkpoint", "is not an nmt checkpoint"),
+    ("translate-missing-checkpoint", ["translate", "--run", "{R}", "--checkpoint", "{T}/none.pt", "hi"], None,
+     "checkpoint not found"),
+    ("translate-corrupt-spm", ["translate", "--run", "{R}", "hi"], "corrupt-spm", "cannot load SentencePiece"),
+    ("translate-corrupt-config", ["translate", "--run", "{R}", "hi"], "corrupt-config", "invalid YAML"),
+    ("translate-foreign-config", ["translate", "--run", "{R}", "hi"], "foreign-config", "model.arch must be one of"),
+    # evaluate
+    ("evaluate-ref-without-src", ["evaluate", "--run", "{R}", "--ref", "{T}/r.txt"], None, "--ref needs --src"),
+    ("evaluate-empty", ["evaluate", "--run", "{R}", "--src", "{T}/empty.txt", "--ref", "{T}/empty.txt"],
+     "empty-files", "is empty: nothing to score"),
+    ("evaluate-latin1", ["evaluate", "--run", "{R}", "--src", "{T}/src.txt", "--ref", "{T}/ref.txt"], "latin1",
+     "not UTF-8"),
+    ("evaluate-line-mismatch", ["evaluate", "--run", "{R}", "--src", "{T}/src.txt", "--ref", "{T}/ref.txt"],
+     "mismatch", "has 1 lines but the source has 2"),
+    ("evaluate-split", ["evaluate", "--run", "{R}", "--split", "train"], None, "--split must be test or valid"),
+    # plot
+    ("plot-dir", ["plot", "--run", "{R}", "-o", "{T}/adir"], "dir", "is a directory"),
+    ("plot-no-run", ["plot", "--run", "{T}/nowhere"], None, "is not a run directory"),
+    # train: refused before the run directory is written
+    ("train-missing-config", ["train", "--config", "{T}/none.yaml", "--run-dir", "{T}/run"], None,
+     "config file not found"),
+    ("train-duplicate-key", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run"],
+     "yaml:" + BASE + "train: {lr: 0.1}\ntrain: {lr: 0.2}\n", "duplicate key 'train'"),
+    ("train-config-latin1", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run"],
+     "yaml:name: caf\xe9\n", "not UTF-8"),
+    ("train-heads", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "model.num_heads=3"],
+     "yaml:" + BASE, "divisible by model.num_heads 3"),
+    ("train-negative-seed", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.seed=-1"],
+     "yaml:" + BASE, "train.seed must be >= 0"),
+    ("train-absurd-size", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                           "model.embed_dim=1000000"], "yaml:" + BASE, "model.embed_dim must be <= 16384"),
+    ("train-absurd-vocab", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                            "data.vocab_size=100000000"], "yaml:" + BASE, "data.vocab_size must be <="),
+    ("train-name-escapes", ["train", "--config", "{T}/c.yaml", "--set", "name=/tmp/escape"], "yaml:" + BASE,
+     "must be a plain name"),
+    ("train-input-positions", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                               "decode.max_input_tokens=5000"], "yaml:" + BASE, "exceeds model.max_positions"),
+    ("train-output-positions", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                                "decode.max_len_b=2000"], "yaml:" + BASE, "exceeds model.max_positions"),
+    ("train-run-dir-is-file", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/file"], ("a-file", "yaml:" + BASE),
+     "exists and is not a directory"),
+    ("train-shape-change", ["train", "--config", "{T}/c.yaml", "--run-dir", "{R}", "--set", "model.embed_dim=48"],
+     "yaml:" + BASE, "was trained with model.embed_dim=32 but the config says 48"),
+    ("train-bad-override", ["train", "--config", "{T}/c.yaml", "--set", "train.nope=1"], "yaml:" + BASE,
+     "unknown key train.nope"),
+    # data
+    ("prepare-data-dir-is-file", ["prepare", "--data-dir", "{T}/file", "--url", "{T}/tiny.txt"], "a-file",
+     "exists and is not a directory"),
+    ("download-not-zip", ["download", "--url", "{T}/tiny.txt", "--data-dir", "{T}/data"], "tiny-corpus",
+     "is not a valid zip archive"),
+    ("download-scheme", ["download", "--url", "ftp://example.invalid/x.zip", "--data-dir", "{T}/data"], None,
+     "unsupported corpus URL scheme"),
+    ("download-data-dir-is-file", ["download", "--url", "{T}/tiny.txt", "--data-dir", "{T}/file"], "a-file",
+     "exists and is not a directory"),
+    ("no-such-command", ["bogus"], None, "No such command 'bogus'"),
+]
+
+
+@pytest.fixture(scope="module")
+def toy_run_dir(tmp_path_factory, toy_data_dir) -> Path:
+    tmp = tmp_path_factory.mktemp("bad-input-run")
+    cfg = load_config(write_config(tmp, base=TOY_RUN, train={"max_steps": 10, "eval_every": 10}))
+    train(cfg, tmp / "run", toy_data_dir, log=lambda *_: None)
+    return tmp / "run"
+
+
+def snapshot(*roots: Path) -> dict:
+    """Every file's content hash and every folder, under the roots; a .lock holds only its last holder's pid."""
+    state = {}
+    for root in roots:
+        for path in sorted(p for p in root.rglob("*") if p.name != ".lock"):
+            state[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+    return state
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(case, tmp_path, toy_run_dir, toy_data_dir):
+    _, args, plant, expected = case
+    run = tmp_path / "R"
+    shutil.copytree(toy_run_dir, run)
+    case_dir = tmp_path / "T"
+    case_dir.mkdir()
+    if plant:
+        _plant(plant, case_dir, run)
+    args = [a.format(R=run, T=case_dir, D=toy_data_dir) for a in args]
+    before = snapshot(tmp_path)
+    result = nmt(*args, data_dir=toy_data_dir, cwd=tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr[-500:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert expected in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    after = snapshot(tmp_path)
+    assert after == before, {k: (before.get(k), after.get(k)) for k in set(before) | set(after)
+                             if before.get(k) != after.get(k)}
+    assert not Path("/tmp/escape").exists()
+
+
+def test_table_size():
+    assert len(CASES) >= 40
