@@ -104,6 +104,24 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     assert any("dropped 3 metrics records" in m for m in messages), messages
 
 
+def test_stale_checkpoint_temp_file_of_a_killed_save_is_removed_on_resume(tmp_path, toy_data_dir):
+    run = Run(tmp_path / "run")
+    train(toy_config(tmp_path, train={"max_steps": 4}), run.directory, toy_data_dir, log=lambda *_: None)
+    stale = run.checkpoint_dir / ".last.pt.k1ll3d"
+    stale.write_bytes(b"\0" * 1000)
+    train(toy_config(tmp_path, train={"max_steps": 6}), run.directory, toy_data_dir, log=lambda *_: None)
+    assert not stale.exists()
+
+
+def test_invalid_utf8_on_stdin_keeps_every_line(tmp_path, toy_data_dir):
+    run = tmp_path / "run"
+    train(toy_config(tmp_path, train={"max_steps": 4}), run, toy_data_dir, log=lambda *_: None)
+    result = nmt("translate", "--run", run, input=b"i have two cats .\ncaf\xe9 .\n\nwe have six keys .\n",
+                 text=False)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.decode().split("\n")[:-1]) == 4
+
+
 def test_second_training_on_the_same_run_is_refused(tmp_path, toy_data_dir):
     cfg = toy_config(tmp_path)
     run = Run(tmp_path / "run")

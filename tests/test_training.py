@@ -81,6 +81,9 @@ def test_exact_resume_after_sigkill(tmp_path, real_data_dir, prepared):
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming {killed} from step {step_at_kill}" in resumed.stderr
     assert_same_weights(weights(straight), weights(killed), exact=True)
+    assert not list(killed.rglob(".*.tmp")) and not list((killed / "checkpoints").glob(".*")), "temp files left"
+    steps = [(r["type"], r["step"]) for r in map(json.loads, metrics.read_text().splitlines())]
+    assert len(steps) == len(set(steps)), "duplicate metrics records after resume"
 
 
 def test_shape_mismatch_on_resume_is_clear_error(tmp_path, real_data_dir, prepared):

@@ -60,8 +60,8 @@ def nmt(*args, data_dir=None, env_extra=None, **kwargs):
     env = {**os.environ, **(env_extra or {})}
     if data_dir is not None:
         env["NMT_DATA_DIR"] = str(data_dir)
-    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, text=True,
-                          env=env, **kwargs)
+    kwargs.setdefault("text", True)
+    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, env=env, **kwargs)
 
 
 _NUMBERS = [("one", "un"), ("two", "deux"), ("three", "trois"), ("four", "quatre"), ("five", "cinq"),

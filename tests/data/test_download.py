@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_zip, toy_corpus_text
-from nmt.data.download import corpus_path, download_corpus
+from nmt.data.download import corpus_path, download_corpus, extract_corpus
 from nmt.errors import NMTError
 
 
@@ -79,15 +79,21 @@ def test_mismatch_on_fresh_dir_leaves_nothing(tmp_path):
     assert not corpus_path(data).exists() and [p.name for p in data.iterdir()] == [".lock"]
 
 
-@pytest.mark.parametrize("evil", ["../escape.txt", "/tmp/nmt-absolute-escape.txt", "fra-eng/../../escape.txt"])
-def test_zip_slip_refused_and_nothing_written(tmp_path, evil):
+@pytest.mark.parametrize("evil", ["../escape.txt", "/tmp/nmt-absolute-escape.txt", "fra-eng/../../escape.txt",
+                                  "..\\escape.txt", "C:/escape.txt"])
+def test_zip_slip_refused_before_anything_is_extracted(tmp_path, evil):
+    """Every member is checked before the first is written: the good fra.txt, listed first, must not appear."""
     archive = tmp_path / "evil.zip"
     archive.write_bytes(make_zip({"fra-eng/fra.txt": toy_corpus_text(), evil: "pwned"}))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with pytest.raises(NMTError, match="escapes the target"):
+        extract_corpus(archive, dest)
+    assert list(dest.iterdir()) == []
     data = tmp_path / "data"
     with pytest.raises(NMTError, match="escapes the target"):
         download_corpus(str(archive), data, None, progress=False)
-    assert not (tmp_path / "escape.txt").exists() and not Path("/tmp/nmt-absolute-escape.txt").exists()
-    assert not corpus_path(data).exists()
+    assert not corpus_path(data).exists() and not list(data.glob(".fra-eng.*"))
 
 
 def test_file_url_and_three_columns_with_opt_out(tmp_path):

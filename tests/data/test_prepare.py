@@ -1,0 +1,56 @@
+"""Prepare on small corpora made here: refusals, filtering by subword pieces, stale staging."""
+
+import pytest
+
+from conftest import make_zip, toy_corpus_text
+from nmt.config import DataConfig
+from nmt.data.download import download_corpus
+from nmt.data.prepare import prepare, read_manifest
+from nmt.errors import NMTError
+from tests_helpers import TOY_DATA, toy_parallel_corpus
+
+
+def corpus_dir(tmp_path, text: str):
+    (tmp_path / "c.zip").write_bytes(make_zip({"fra-eng/fra.txt": text}))
+    data = tmp_path / "data"
+    download_corpus(str(tmp_path / "c.zip"), data, None, progress=False)
+    return data
+
+
+def test_a_corpus_too_small_for_the_splits_is_refused_at_prepare(tmp_path):
+    data = corpus_dir(tmp_path, toy_corpus_text())  # 7 pairs: valid and test would be empty
+    with pytest.raises(NMTError, match=r"the (valid|test)( and test)? split would be empty \(7 usable pairs\)"):
+        prepare(DataConfig(**{**TOY_DATA, "valid_fraction": 0.017, "test_fraction": 0.017}), data,
+                log=lambda *_: None)
+    assert not list((data / "prepared").glob("*")), "nothing half-prepared is left"
+
+
+def test_one_enormous_word_is_dropped_by_pieces_not_words(tmp_path):
+    huge = "a" * 20000  # one whitespace word: max_words lets it through, max_pieces must not
+    data = corpus_dir(tmp_path, toy_parallel_corpus() + f"I have {huge}.\tJ'ai {huge}.\n")
+    directory = prepare(DataConfig(**TOY_DATA), data, log=lambda *_: None)
+    manifest = read_manifest(directory)
+    assert manifest["dropped"]["too_many_pieces"] == 1
+    assert sum(c["pairs"] for c in manifest["counts"].values()) == 400
+
+
+def test_vocabulary_too_small_for_sentencepiece_is_a_clear_error(tmp_path):
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+    with pytest.raises(NMTError, match=r"SentencePiece training failed \(data.vocab_size=64\)"):
+        prepare(DataConfig(**{**TOY_DATA, "vocab_size": 64}), data, log=lambda *_: None)
+
+
+def test_stale_staging_of_a_killed_prepare_is_removed(tmp_path):
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+    stale = data / "prepared" / ".abc123.xyz"
+    stale.mkdir(parents=True)
+    (stale / "train.npz").write_bytes(b"half")
+    prepare(DataConfig(**TOY_DATA), data, log=lambda *_: None)
+    assert not stale.exists()
+
+
+def test_non_utf8_corpus_line_names_file_and_line(tmp_path):
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+    (data / "fra-eng" / "fra.txt").write_bytes(b"Go.\tVa !\nCaf\xe9.\tCaf\xe9.\n")
+    with pytest.raises(NMTError, match=r"fra.txt line 2: not UTF-8 text"):
+        prepare(DataConfig(**TOY_DATA), data, log=lambda *_: None)
