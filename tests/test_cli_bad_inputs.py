@@ -53,7 +53,9 @@ def _plant_one(kind: str, t: Path, r: Path) -> None:
         (t / "tiny.txt").write_text("Go.\tVa !\nHi.\tSalut !\n")
 
 
-BASE = "model: {arch: transformer, embed_dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64}\n"
+# Two steps at most: a bad input that were wrongly accepted must end the test quickly, not train for hours.
+BASE = ("model: {arch: transformer, embed_dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64}\n"
+        "train: {max_steps: 2, eval_every: 2, max_tokens: 400, threads: 1, device: cpu}\n")
 CASES = [
     # translate
     ("translate-no-run", ["translate", "--run", "{T}/nowhere", "hi"], None, "is not a run directory"),
@@ -96,7 +98,7 @@ CASES = [
     ("train-missing-config", ["train", "--config", "{T}/none.yaml", "--run-dir", "{T}/run"], None,
      "config file not found"),
     ("train-duplicate-key", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run"],
-     "yaml:" + BASE + "train: {lr: 0.1}\ntrain: {lr: 0.2}\n", "duplicate key 'train'"),
+     "yaml:" + BASE + "decode: {beam_size: 2}\ndecode: {beam_size: 3}\n", "duplicate key 'decode'"),
     ("train-config-latin1", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run"],
      "yaml:name: caf\xe9\n", "not UTF-8"),
     ("train-heads", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "model.num_heads=3"],

@@ -59,3 +59,53 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
     assert result.returncode == 2
     assert result.stderr.startswith(message), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_every_model_and_data_field_declares_what_it_fixes():
+    """A new field cannot escape the resume check or the data fingerprint by being forgotten."""
+    import dataclasses
+
+    from nmt.config import DataConfig, ModelConfig
+
+    assert all("shape" in f.metadata for f in dataclasses.fields(ModelConfig))
+    assert all("fingerprint" in f.metadata for f in dataclasses.fields(DataConfig))
+
+
+def test_model_args_hold_exactly_the_shape_fields():
+    from nmt.config import ModelConfig, model_args
+
+    args = model_args(ModelConfig())
+    assert "embed_dim" in args and "num_heads" in args and "dropout" not in args and "max_positions" not in args
+
+
+@pytest.mark.parametrize("text,message", [
+    ("model:\n  arch: transformer\n  attention: dot\n", "model.attention has no effect on a transformer"),
+    ("model:\n  arch: luong\n  num_heads: 8\n", "model.num_heads has no effect on a luong"),
+    ("model:\n  arch: luong\n  attention: general\n  local_window: 3\n", "local_window only applies"),
+])
+def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, message):
+    warnings = []
+    load_config(write(tmp_path, text), warn=warnings.append)
+    assert any(message in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("text,pattern", [
+    ("model:\n  embed_dim: 30\n  num_heads: 4\n", "divisible by model.num_heads"),
+    ("decode:\n  max_input_tokens: 2000\n", "exceeds model.max_positions 1024"),
+    ("data:\n  max_pieces: 2000\n", "data.max_pieces \\+ 1 = 2001 exceeds"),
+    ("name: ../outside\n", "must be a plain name"),
+    ("train:\n  seed: -3\n", "train.seed must be >= 0"),
+    ("train:\n  lr: 1\ntrain:\n  lr: 2\n", "duplicate key 'train'"),
+])
+def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(write(tmp_path, text))
+
+
+def test_shipped_configs_load_without_warnings():
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")):
+        warnings = []
+        load_config(path, warn=warnings.append)
+        assert warnings == [], (path.name, warnings)

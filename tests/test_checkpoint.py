@@ -1,0 +1,39 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from nmt.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from nmt.errors import NMTError
+
+
+def draws():
+    return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+
+def test_rng_state_round_trips_every_generator(tmp_path):
+    state = capture_rng_state(torch.device("cpu"))
+    save_checkpoint({"rng": state}, tmp_path / "c.pt")
+    first = draws()
+    restore_rng_state(load_checkpoint(tmp_path / "c.pt")["rng"], torch.device("cpu"))
+    assert draws() == first
+
+
+def test_failed_save_keeps_the_previous_file_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint({"a": torch.ones(2)}, path)
+    with pytest.raises(Exception):
+        save_checkpoint({"a": lambda: None}, path)  # not serializable
+    assert torch.equal(load_checkpoint(path)["a"], torch.ones(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
+
+
+class Evil:
+    """Any pickled object: weights_only=True must refuse to build it."""
+
+
+def test_pickled_objects_are_refused(tmp_path):
+    torch.save({"x": Evil()}, tmp_path / "evil.pt")
+    with pytest.raises(NMTError, match="cannot read checkpoint"):
+        load_checkpoint(tmp_path / "evil.pt")

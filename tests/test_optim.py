@@ -1,0 +1,26 @@
+import pytest
+import torch
+
+from nmt.config import TrainConfig
+from nmt.optim import inverse_sqrt, make_optimizer, make_scheduler, scheduler_steps_per_update
+
+
+def test_inverse_sqrt_warms_up_linearly_then_decays():
+    factor = inverse_sqrt(4)
+    assert [factor(s) for s in range(4)] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert factor(15) == pytest.approx(0.5)  # sqrt(4 / 16)
+
+
+def test_no_weight_decay_on_vectors_and_same_eps_on_every_device():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+    optimizer = make_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu"))
+    decays = {p.dim(): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
+    assert decays == {2: 0.1, 1: 0.0}
+    assert all(g["eps"] == 1e-9 for g in optimizer.param_groups)
+
+
+def test_plateau_steps_per_validation_others_per_update():
+    model = torch.nn.Linear(2, 2)
+    optimizer = make_optimizer(model, TrainConfig(), torch.device("cpu"))
+    assert scheduler_steps_per_update(make_scheduler(optimizer, TrainConfig(schedule="inverse_sqrt")))
+    assert not scheduler_steps_per_update(make_scheduler(optimizer, TrainConfig(schedule="plateau")))
