@@ -108,6 +108,8 @@ class TrainConfig:
     save_every: int = field(default=1000, metadata=_check(ge=1))
     log_every: int = field(default=50, metadata=_check(ge=1))
     patience: int = field(default=10, metadata=_check(ge=1))  # evaluations without dev-BLEU gain before stopping
+    # Stop (validated and saved) once training has run this many seconds over all sessions; 0: no limit.
+    time_budget_s: float = field(default=0.0, metadata=_check(ge=0.0))
     device: str = field(default="auto", metadata=_check(choices=("auto", "cpu", "cuda")))
     precision: str = field(default="auto", metadata=_check(choices=("auto", "fp32", "bf16", "fp16")))
     compile: bool = False

@@ -185,7 +185,7 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:
         cfg, p, ctx = self.cfg.train, self.progress, self.ctx
-        if p.finished or p.step >= cfg.max_steps:
+        if p.finished or p.step >= cfg.max_steps or self._out_of_time():
             self.log(f"{self.run.directory} already finished at step {p.step}")
             return p
         bar = tqdm(total=self._planned_steps(), initial=p.step, desc="train", disable=not ctx.is_main,
@@ -206,16 +206,25 @@ class Trainer:
                 bar.update(1)
                 if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
                     self._log_train(bar, window)
-                if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps:
+                out_of_time = self._out_of_time()
+                if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time:
                     p.finished = self.evaluate_and_maybe_stop()
                 if (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
-                        or p.finished or interrupted):
+                        or p.finished or interrupted or out_of_time):
                     self.save_checkpoint()
                 if interrupted:
                     self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
                     break
+                if out_of_time:
+                    self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
+                    break
         bar.close()
         return p
+
+    def _out_of_time(self) -> bool:
+        """The time budget is spent (rank 0's clock decides, so every rank stops at the same step)."""
+        budget = self.cfg.train.time_budget_s
+        return bool(budget) and self.ctx.broadcast_flag(self.progress.elapsed_s >= budget)
 
     def _updates(self) -> Iterator[list[np.ndarray]]:
         """This rank's micro-batches for each update, from where the progress says training stands."""

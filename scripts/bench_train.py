@@ -1,77 +1,85 @@
-"""Training throughput (source + target tokens/s) of each architecture on the prepared data.
+"""Training throughput and MFU of each architecture, measured on the real training step (`Trainer.train_step`).
 
     python scripts/bench_train.py --data-dir data --steps 30 [--device cuda] [--embed-dim 256 --hidden-size 256]
+    python scripts/bench_train.py --config configs/transformer.yaml --archs transformer   # a shipped config's shape
 
-Measures full training steps (forward, backward, AdamW update) on real token-bucketed batches, after warm-up steps.
+Each step is a full update (forward under autocast, backward, clipping, AdamW) on real token-bucketed batches,
+after warm-up steps. MFU is relative to the device's bf16 peak (GPU table) or a measured fp32 matmul (CPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from nmt.config import DataConfig, ModelConfig
-from nmt.data.batching import collate, token_batches
-from nmt.data.dataset import load_arrays
-from nmt.data.prepare import find_prepared
-from nmt.data.tokenizer import PAD_ID, Tokenizers
-from nmt.models import build_model
+from nmt.config import Config, load_config
+from nmt.data.batching import token_batches
+from nmt.run_dir import Run
+from nmt.throughput import update_flops
+from nmt.train import Trainer
 
-ARCHS = {"seq2seq": {}, "bahdanau": {}, "luong": {"input_feeding": False}, "luong+feed": {"input_feeding": True},
-         "transformer": {}}
+ARCHS = {"seq2seq": {"arch": "seq2seq"}, "bahdanau": {"arch": "bahdanau"},
+         "luong": {"arch": "luong", "input_feeding": False}, "luong+feed": {"arch": "luong", "input_feeding": True},
+         "transformer": {"arch": "transformer"}}
 
 
-def bench(name: str, args, data, tokenizers, device) -> float:
-    torch.manual_seed(0)
-    arch = name.split("+")[0]
-    cfg = ModelConfig(arch=arch, embed_dim=args.embed_dim, hidden_size=args.hidden_size, num_layers=args.num_layers,
-                      num_heads=4, ff_dim=4 * args.embed_dim, dropout=0.1, **ARCHS[name])
-    model = build_model(cfg, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(), True).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    dtype = torch.bfloat16 if device.type == "cuda" else None
-    batches = token_batches(data.src_lengths, data.tgt_lengths, args.max_tokens, seed=0, epoch=0)
-    tokens, started = 0, None
-    for i, indices in enumerate(batches[:args.warmup + args.steps]):
-        if i == args.warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            tokens, started = 0, time.perf_counter()
-        batch = collate(data, indices).to(device)
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = model(batch.src, batch.tgt_in)
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(),
-                                                 ignore_index=PAD_ID)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        tokens += batch.src_tokens + batch.tgt_tokens
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return tokens / (time.perf_counter() - started)
+def bench(cfg: Config, data_dir: Path, steps: int, warmup: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
+        trainer.setup()
+        batches = token_batches(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths,
+                                cfg.train.max_tokens, seed=0, epoch=0)
+        tokens, flops, started = 0, 0.0, None
+        for i, indices in enumerate(batches[:warmup + steps]):
+            if i == warmup:
+                if trainer.device.type == "cuda":
+                    torch.cuda.synchronize()
+                tokens, flops, started = 0, 0.0, time.perf_counter()
+            result = trainer.train_step([indices])  # .item() inside: each step ends synchronized
+            tokens += result.src_tokens + result.tgt_tokens
+            flops += update_flops(trainer.model, result.src_tokens, result.tgt_tokens, result.sentences)
+        elapsed = time.perf_counter() - started
+        params = sum(p.numel() for p in trainer.model.parameters())
+        return {"tokens_per_s": tokens / elapsed, "mfu": flops / elapsed / trainer.peak_flops,
+                "tflops": flops / elapsed / 1e12, "params": params, "device": str(trainer.device),
+                "peak_tflops": trainer.peak_flops / 1e12}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--config", type=Path, help="take model and training settings from this config")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--precision", default="auto")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=3000)
     parser.add_argument("--embed-dim", type=int, default=256)
     parser.add_argument("--hidden-size", type=int, default=256)
     parser.add_argument("--num-layers", type=int, default=2)
+    parser.add_argument("--compile", action="store_true")
     parser.add_argument("--archs", nargs="*", default=list(ARCHS))
     args = parser.parse_args()
-    directory = find_prepared(DataConfig(), args.data_dir)
-    data, tokenizers = load_arrays(directory, "train"), Tokenizers.from_dir(directory)
-    device = torch.device(args.device)
-    print(f"| architecture | tokens/s ({device}, {torch.get_num_threads()} threads, max_tokens {args.max_tokens}) |")
-    print("|---|---|")
+    base = load_config(args.config) if args.config else load_config(None, [
+        f"model.embed_dim={args.embed_dim}", f"model.hidden_size={args.hidden_size}",
+        f"model.num_layers={args.num_layers}", f"model.ff_dim={4 * args.embed_dim}",
+        f"train.max_tokens={args.max_tokens}"], warn=lambda *_: None)
+    train_cfg = dataclasses.replace(base.train, device=args.device, precision=args.precision, compile=args.compile,
+                                    eval_max_sentences=1)
+    print(f"| architecture | parameters | tokens/s | achieved TFLOP/s | MFU | device, threads, max_tokens |")
+    print("|---|---|---|---|---|---|")
     for name in args.archs:
-        print(f"| {name} | {bench(name, args, data, tokenizers, device):,.0f} |", flush=True)
+        model = dataclasses.replace(base.model, **ARCHS[name]) if not args.config else base.model
+        cfg = dataclasses.replace(base, model=model, train=train_cfg)
+        r = bench(cfg, args.data_dir, args.steps, args.warmup)
+        print(f"| {name} | {r['params'] / 1e6:.2f}M | {r['tokens_per_s']:,.0f} | {r['tflops']:.3f} | "
+              f"{r['mfu']:.1%} of {r['peak_tflops']:.3g} | {r['device']}, {torch.get_num_threads()}, "
+              f"{cfg.train.max_tokens} |", flush=True)
 
 
 if __name__ == "__main__":

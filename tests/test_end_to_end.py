@@ -158,3 +158,13 @@ def test_translate_names_an_unvalidated_newer_last(tmp_path, toy_data_dir, which
         assert "last.pt (step 35) is newer and was never validated" in result.stderr
     else:
         assert "never validated" not in result.stderr
+
+
+def test_time_budget_stops_with_a_validated_checkpoint(tmp_path, toy_data_dir):
+    cfg = toy_config(tmp_path, train={"max_steps": 100000, "eval_every": 100000, "time_budget_s": 0.5})
+    progress = train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    assert 0 < progress.step < 100000 and progress.elapsed_s >= 0.5
+    _, valid = Run(tmp_path / "run").metrics.split()
+    assert valid and valid[-1]["step"] == progress.step
+    again = train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    assert again.step == progress.step  # the budget is spent: nothing more to do

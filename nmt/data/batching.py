@@ -20,8 +20,12 @@ class Batch:
     tgt_tokens: int
 
     def to(self, device: torch.device) -> "Batch":
-        return Batch(self.src.to(device, non_blocking=True), self.tgt_in.to(device, non_blocking=True),
-                     self.tgt_out.to(device, non_blocking=True), self.src_tokens, self.tgt_tokens)
+        """To `device`; for a GPU through pinned memory, so that the copy really runs asynchronously
+        (non_blocking from pageable memory is a synchronous copy in disguise)."""
+        if device.type != "cuda":
+            return self
+        move = lambda t: t.pin_memory().to(device, non_blocking=True)  # noqa: E731
+        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.src_tokens, self.tgt_tokens)
 
 
 def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int, seed: int, epoch: int,

@@ -1,0 +1,91 @@
+"""What only a GPU can show: bf16 autocast, fused AdamW, compile, pinned copies, CUDA RNG and NCCL.
+
+Skipped (with a reason) without CUDA; `scripts/gpu_suite.sh` runs them on a lent GPU (`pytest -m cuda`).
+"""
+
+import os
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from nmt.checkpoint import capture_rng_state, restore_rng_state
+from nmt.config import load_config
+from nmt.data.batching import collate
+from nmt.distributed import CUDA_BACKEND, DistContext
+from nmt.run_dir import Run
+from nmt.train import Trainer, train
+from tests_helpers import TOY_RUN, write_config
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_suite.sh)")]
+
+
+def cuda_config(tmp_path, **train_settings):
+    return load_config(write_config(tmp_path, base=TOY_RUN, train={"device": "cuda", **train_settings}))
+
+
+def test_bf16_autocast_and_fused_adamw_train_like_fp32(tmp_path, toy_data_dir):
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        cfg = cuda_config(tmp_path, precision=precision, max_steps=30, eval_every=30)
+        train(cfg, tmp_path / precision, toy_data_dir, log=lambda *_: None)
+        records, _ = Run(tmp_path / precision).metrics.split()
+        losses[precision] = [r["loss"] for r in records]
+    assert losses["bf16"][-1] < losses["bf16"][0]
+    assert losses["bf16"][-1] == pytest.approx(losses["fp32"][-1], rel=0.1)
+    trainer = Trainer(cuda_config(tmp_path), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
+    assert trainer.optimizer.defaults["fused"] is True and trainer.dtype == torch.bfloat16
+
+
+def test_compiled_training_on_cuda_follows_eager(tmp_path, toy_data_dir):
+    losses = {}
+    for compiled in (False, True):
+        cfg = cuda_config(tmp_path, compile=compiled, max_steps=6, eval_every=100)
+        train(cfg, tmp_path / f"c{compiled}", toy_data_dir, log=lambda *_: None)
+        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"c{compiled}").metrics.split()[0]]
+    assert losses[True] == pytest.approx(losses[False], rel=2e-2)
+
+
+def test_resume_on_cuda_follows_the_uninterrupted_run(tmp_path, toy_data_dir):
+    cfg = cuda_config(tmp_path, max_steps=12, save_every=6, eval_every=100)
+    train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)
+    train(cuda_config(tmp_path, max_steps=6, save_every=6, eval_every=100), tmp_path / "resumed", toy_data_dir,
+          log=lambda *_: None)
+    train(cfg, tmp_path / "resumed", toy_data_dir, log=lambda *_: None)
+    a = Run(tmp_path / "straight").load(Run(tmp_path / "straight").checkpoint_path("last"))["model"]
+    b = Run(tmp_path / "resumed").load(Run(tmp_path / "resumed").checkpoint_path("last"))["model"]
+    for key in a:  # cuDNN/SDPA kernels need not be bitwise deterministic; the RNG streams must match
+        torch.testing.assert_close(a[key], b[key], atol=1e-4, rtol=1e-3, msg=key)
+
+
+def test_cuda_rng_state_round_trips_for_this_device():
+    device = torch.device("cuda", torch.cuda.current_device())
+    state = capture_rng_state(device)
+    first = torch.rand(4, device=device)
+    restore_rng_state(state, device)
+    assert torch.equal(torch.rand(4, device=device), first)
+
+
+def test_batches_reach_the_gpu_through_pinned_memory(toy_data_dir, tmp_path):
+    trainer = Trainer(cuda_config(tmp_path), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
+    batch = collate(trainer.train_data, list(range(8))).to(trainer.device)
+    assert batch.src.is_cuda and batch.tgt_out.is_cuda
+
+
+def test_flags_through_the_cuda_process_group():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group(CUDA_BACKEND, rank=0, world_size=1)
+    try:
+        ctx = DistContext(rank=0, world_size=2)  # "enabled", so the real collectives run (over one rank)
+        assert ctx.any_flags(True, False) == (True, False)
+        assert ctx.broadcast_flag(True) is True
+        grads = torch.ones(3, device="cuda")
+        dist.all_reduce(grads)  # CUDA tensors still take NCCL
+        assert grads.tolist() == [1.0, 1.0, 1.0]
+    finally:
+        dist.destroy_process_group()
