@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 TORCH_FALLBACK ?= torch==2.13.0
 CORPUS ?= $(or $(NMT_CORPUS_URL),http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip)
 
-.PHONY: install test test-fast demo clean
+.PHONY: install browser test test-fast demo clean
 
 install: $(BIN)/.installed
 
@@ -16,7 +16,16 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $@
 
-test: install
+# The page test drives a real Chromium; Debian's packages provide it and its driver (skipped where apt is missing).
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; } || \
+	  echo "note: could not install chromium; the browser test will be skipped"; \
+	else echo "note: no chromium/chromedriver and no apt-get as root; the browser test will be skipped"; fi
+
+test: install browser
 	$(BIN)/python -m pytest -q
 
 test-fast: install

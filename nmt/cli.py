@@ -120,11 +120,19 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
               length_penalty: Optional[float] = LengthPenalty,
-              device: str = typer.Option("auto", "--device", help="auto, cpu or cuda.")) -> None:
-    """Translate English to French with a trained run.
+              device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+              engine: str = typer.Option("nmt", "--engine", help="nmt (the run's checkpoint) or ctranslate2 "
+                                         "(an `nmt export` directory given with --model)."),
+              model: Optional[Path] = typer.Option(None, "--model", help="CTranslate2 export directory.")) -> None:
+    """Translate English to French with a trained run (or its CTranslate2 export).
 
     Example: nmt translate "i'm home ."   or   cat english.txt | nmt translate --beam 5 > french.txt
     """
+    if engine == "ctranslate2":
+        _translate_ctranslate2(sentences, model, beam, length_penalty, device)
+        return
+    if engine != "nmt":
+        raise NMTError(f"unknown engine {engine!r}: use nmt or ctranslate2")
     from nmt.models.base import AttentionChoice
     from nmt.translator import Translator
 
@@ -157,6 +165,61 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         _log(f"attention heatmap written to {attention}")
     elif attention is not None:
         _log("no attention to plot (empty input, or the seq2seq model has no attention)")
+
+
+def _translate_ctranslate2(sentences, model: Optional[Path], beam, length_penalty, device: str) -> None:
+    from nmt.export import CTranslate2Translator
+
+    if model is None:
+        raise NMTError("--engine ctranslate2 needs --model DIR (made by `nmt export`)")
+    translator = CTranslate2Translator(model, device="cuda" if device == "cuda" else "cpu", warn=_warn)
+    penalty = 1.0 if length_penalty is None else length_penalty
+    if sentences:
+        lines = list(sentences)
+    else:
+        lines = [line.rstrip("\n") for line in io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8",
+                                                                  errors="replace")]
+    for result in translator.translate(lines, beam, penalty):
+        typer.echo(result.text)
+
+
+@app.command()
+def export(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+           checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+           format: str = typer.Option("ctranslate2", "--format", help="Only ctranslate2 for now."),
+           quantization: str = typer.Option("float32", "--quantization",
+                                             help="float32, int8, bf16, int8_float32, float16 or int8_bfloat16."),
+           output: Path = typer.Option(..., "--output", "-o", help="Directory to write the exported model to."),
+           force: bool = typer.Option(False, "--force", help="Replace an existing output directory.")) -> None:
+    """Export a Transformer run to CTranslate2 (with its SentencePiece model and normalizer).
+
+    Example: nmt export --run runs/demo --quantization int8 -o exports/demo-int8
+    """
+    from nmt.export import export_ctranslate2
+    from nmt.translator import Translator
+
+    if format != "ctranslate2":
+        raise NMTError(f"unknown export format {format!r}: use ctranslate2")
+    translator = Translator.from_run(run, checkpoint, "cpu", warn=_warn)
+    path = export_ctranslate2(translator, output, quantization, force)
+    typer.echo(f"exported {translator.checkpoint} ({quantization}) to {path}")
+
+
+@app.command()
+def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+          checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+          host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
+          port: int = typer.Option(8000, "--port", min=1, max=65535),
+          device: str = typer.Option("auto", "--device", help="auto, cpu or cuda.")) -> None:
+    """Serve a translation API and a page that shows the attention (FastAPI + uvicorn).
+
+    Example: nmt serve --run runs/demo --port 8000   then open http://127.0.0.1:8000/
+    """
+    from nmt.serve import run_server
+    from nmt.translator import Translator
+
+    translator = Translator.from_run(run, checkpoint, device, warn=_warn)
+    run_server(translator, host, port, log=_log)
 
 
 @app.command()

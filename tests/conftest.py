@@ -87,3 +87,17 @@ def toy_data_dir(toy_zip, tmp_path_factory) -> Path:
     download_corpus(str(toy_zip), data_dir, None, progress=False)
     prepare(DataConfig(**TOY_DATA), data_dir, log=lambda *_: None)
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def toy_transformer_run(toy_data_dir, tmp_path_factory) -> Path:
+    """A 2-layer Transformer trained for 150 updates on the toy corpus (seconds): it already translates it."""
+    from nmt.config import load_config
+    from nmt.train import train
+    from tests_helpers import TOY_RUN, write_config
+
+    tmp = tmp_path_factory.mktemp("toy-transformer")
+    cfg = load_config(write_config(tmp, base=TOY_RUN, model={"num_layers": 2},
+                                   train={"max_steps": 150, "eval_every": 150, "save_every": 150}))
+    train(cfg, tmp / "run", toy_data_dir, log=lambda *_: None)
+    return tmp / "run"

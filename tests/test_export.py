@@ -1,0 +1,69 @@
+"""`nmt export` to CTranslate2 and translation with the export."""
+
+import pytest
+import sacrebleu
+
+from nmt.errors import NMTError
+from nmt.translator import Translator
+from tests_helpers import nmt, toy_parallel_corpus
+
+ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2 not installed (pip install 'nmt[export]')")
+
+from nmt.export import CTranslate2Translator, export_ctranslate2  # noqa: E402
+
+
+def toy_sources(count=200):
+    return [line.split("\t")[0] for line in toy_parallel_corpus().splitlines()][:count]
+
+
+def test_float32_export_decodes_like_nmt(toy_transformer_run, tmp_path):
+    translator = Translator.from_run(toy_transformer_run, device="cpu")
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    exported = CTranslate2Translator(tmp_path / "ct2")
+    sources = toy_sources()
+    ours = [r.target_pieces for r in translator.translate(sources, beam_size=1, attention=_pieces_only())]
+    theirs = [r.target_pieces for r in exported.translate(sources, beam_size=1)]
+    same = sum(a[:-1] == b for a, b in zip(ours, theirs))  # ours end with the </s> label
+    assert same >= 0.95 * len(sources), f"{same} of {len(sources)} identical"
+
+
+def _pieces_only():
+    from nmt.models.base import AttentionChoice
+
+    return AttentionChoice()  # asks the Translator for the pieces (and the attention) of each output
+
+
+def test_int8_export_stays_close_in_bleu(toy_transformer_run, tmp_path):
+    translator = Translator.from_run(toy_transformer_run, device="cpu")
+    pairs = [line.split("\t") for line in toy_parallel_corpus().splitlines()][:200]
+    sources, references = [p[0] for p in pairs], [[p[1] for p in pairs]]
+    scores = {}
+    for quantization in ("float32", "int8"):
+        export_ctranslate2(translator, tmp_path / quantization, quantization)
+        hyps = [r.text for r in CTranslate2Translator(tmp_path / quantization).translate(sources, beam_size=1)]
+        scores[quantization] = sacrebleu.corpus_bleu(hyps, references).score
+    assert abs(scores["int8"] - scores["float32"]) < 3.0, scores
+
+
+def test_cli_export_and_translate_with_the_engine(toy_transformer_run, tmp_path):
+    out = tmp_path / "export"
+    result = nmt("export", "--run", toy_transformer_run, "--quantization", "int8", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert {"model.bin", "spm.model", "normalizer.json", "nmt_export.json"} <= {p.name for p in out.iterdir()}
+    again = nmt("export", "--run", toy_transformer_run, "-o", out)
+    assert again.returncode == 2 and "exists; pass --force" in again.stderr
+    translated = nmt("translate", "--engine", "ctranslate2", "--model", out, "I have two cats.", "")
+    assert translated.returncode == 0, translated.stderr
+    assert len(translated.stdout.split("\n")) == 3 and translated.stdout.split("\n")[1] == ""
+
+
+def test_rnn_runs_cannot_be_exported(tmp_path, toy_data_dir):
+    from nmt.config import load_config
+    from nmt.train import train
+    from tests_helpers import TOY_RUN, write_config
+
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, model={"arch": "luong", "hidden_size": 32},
+                                   train={"max_steps": 2}), warn=lambda *_: None)
+    train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    with pytest.raises(NMTError, match="CTranslate2 export needs a Transformer; this run is a Luong"):
+        export_ctranslate2(Translator.from_run(tmp_path / "run"), tmp_path / "out")

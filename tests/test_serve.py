@@ -1,0 +1,157 @@
+"""`nmt serve`: the API through FastAPI's test client, and the page in a real headless Chromium."""
+
+import shutil
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from nmt.translator import Translator
+
+pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[serve]')")
+pytest.importorskip("httpx", reason="httpx (FastAPI's test client) not installed")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from nmt.serve import Limits, create_app  # noqa: E402
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def translator(toy_transformer_run):
+    return Translator.from_run(toy_transformer_run, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def client(translator):
+    with TestClient(create_app(translator, Limits(max_sentences=8, max_chars=200, batch_window_s=0.05))) as c:
+        yield c
+
+
+def test_translate_with_attention_matrices(client, translator):
+    response = client.post("/translate", json={"sentences": ["I have two cats.", ""], "beam": 3, "attention": True,
+                                               "layer": 0, "head": 1})
+    assert response.status_code == 200, response.text
+    first, empty = response.json()["translations"]
+    assert first["text"] == translator.translate(["I have two cats."], beam_size=3)[0].text
+    assert len(first["attention"]) == len(first["target_pieces"])
+    assert all(len(row) == len(first["source_pieces"]) and abs(sum(row) - 1) < 1e-3 for row in first["attention"])
+    assert empty["text"] == "" and "attention" not in empty
+
+
+def test_health_describes_the_model(client):
+    body = client.get("/health").json()
+    assert body["status"] == "ok" and body["architecture"] == "transformer"
+    assert body["attention_layers"] == 2 and body["attention_heads"] == 2
+
+
+@pytest.mark.parametrize("payload,status,fragment", [
+    ({}, 422, "sentences"),
+    ({"sentences": []}, 422, "at least 1"),
+    ({"sentences": ["a"] * 9}, 422, "at most 8"),
+    ({"sentences": ["x" * 201]}, 413, "longer than 200"),
+    ({"sentences": ["a\nb"]}, 422, "line breaks"),
+    ({"sentences": ["hi"], "beam": 0}, 422, "greater than or equal to 1"),
+    ({"sentences": ["hi"], "beam": 99}, 422, "less than or equal to 16"),
+    ({"sentences": ["hi"], "attention": True, "layer": 7}, 400, "attention layer(s)"),
+    ({"sentences": ["hi"], "attention": True, "head": 5}, 400, "attention layer(s)"),
+    ({"sentences": "hi"}, 422, "list"),
+    ({"sentences": [3]}, 422, "string"),
+])
+def test_bad_requests_are_4xx_with_a_reason(client, payload, status, fragment):
+    response = client.post("/translate", json=payload)
+    assert response.status_code == status, response.text
+    assert fragment in response.text
+
+
+def test_not_json_is_a_4xx(client):
+    response = client.post("/translate", content=b"\xff\xfe not json", headers={"Content-Type": "application/json"})
+    assert 400 <= response.status_code < 500
+
+
+def test_twenty_concurrent_requests_are_batched(client, translator):
+    sentences = [f"We have {n} keys." for n in ("one", "two", "three", "four", "five")] * 4
+    expected = {s: r.text for s, r in zip(sentences, translator.translate(sentences, beam_size=2))}
+    batcher = client.app.state.batcher
+    before = batcher.batches_run
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        responses = list(pool.map(lambda s: client.post("/translate", json={"sentences": [s], "beam": 2}),
+                                  sentences))
+    assert all(r.status_code == 200 for r in responses)
+    assert [r.json()["translations"][0]["text"] for r in responses] == [expected[s] for s in sentences]
+    assert batcher.batches_run - before < 20, "concurrent requests should share decoding batches"
+
+
+def test_page_is_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "<canvas id=\"heatmap\"" in page.text
+
+
+# --- the page in a real browser --------------------------------------------------------------------------------
+
+def _chromium() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+@pytest.fixture
+def live_server(translator):
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(translator), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no chromium + chromedriver (apt-get install chromium chromium-driver)")
+def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translator):
+    selenium = pytest.importorskip("selenium", reason="selenium not installed")
+    from selenium.webdriver import Chrome, ChromeOptions
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser, driver_path = _chromium()
+    options = ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,800"):
+        options.add_argument(flag)
+    driver = Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get(live_server + "/")
+        WebDriverWait(driver, 20).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#layer option")) == 2)
+        box = driver.find_element(By.ID, "source")
+        box.clear()
+        box.send_keys("I have two cats.")
+        driver.find_element(By.ID, "translate").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "output").text.strip() != "")
+        expected = translator.translate(["I have two cats."], beam_size=translator.decode.beam_size)[0].text
+        assert driver.find_element(By.ID, "output").text == expected
+        canvas = driver.find_element(By.ID, "heatmap")
+        assert int(canvas.get_attribute("data-rows")) >= 2 and int(canvas.get_attribute("data-cols")) >= 4
+        assert canvas.size["width"] > 150 and canvas.size["height"] > 100
+        # Some cells must have been painted in the heatmap's colours, not left white.
+        painted = driver.execute_script(
+            "const c = document.getElementById('heatmap'), d = c.getContext('2d')"
+            ".getImageData(110, 90, c.width - 120, c.height - 100).data; let n = 0;"
+            "for (let i = 0; i < d.length; i += 4) if (d[i] < 240 || d[i + 1] < 240) n++; return n;")
+        assert painted > 500
+        ARTIFACTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "serve-page.png"))
+    finally:
+        driver.quit()
+    assert (ARTIFACTS / "serve-page.png").stat().st_size > 5000
