@@ -37,7 +37,9 @@ def _vocabulary(processor) -> list[str]:
 
 
 def _numpy(tensor):
-    return tensor.detach().float().cpu().numpy()
+    # A copy: the converter quantizes its arrays in place, and .numpy() of a CPU float tensor shares its memory
+    # (an int8 export would otherwise rewrite the live model's weights).
+    return tensor.detach().float().cpu().numpy().copy()
 
 
 def _make_converter(model: Transformer, tokenizers: Tokenizers):

@@ -49,10 +49,10 @@ fi
 
 if ! done_marker bench; then
   need 120
-  { "$PYTHON" scripts/bench_train.py --data-dir "$NMT_DATA_DIR" --device "$DEVICE" --steps "${BENCH_STEPS:-40}" --max-tokens 8192 \
+  { "$PYTHON" scripts/bench_train.py --data-dir "$NMT_DATA_DIR" --device "$DEVICE" --steps "${BENCH_STEPS:-40}" --warmup "${BENCH_WARMUP:-5}" --max-tokens 8192 \
       --embed-dim 512 --hidden-size 512 --num-layers 2
     for arch in $ARCHS; do
-      "$PYTHON" scripts/bench_train.py --data-dir "$NMT_DATA_DIR" --device "$DEVICE" --steps "${BENCH_STEPS:-40}" \
+      "$PYTHON" scripts/bench_train.py --data-dir "$NMT_DATA_DIR" --device "$DEVICE" --steps "${BENCH_STEPS:-40}" --warmup "${BENCH_WARMUP:-5}" \
         --config "configs/$arch.yaml" --archs "$arch" | tail -n 1
     done; } | tee "$SUITE/bench.md"
   mark bench

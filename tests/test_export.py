@@ -2,6 +2,7 @@
 
 import pytest
 import sacrebleu
+import torch
 
 from nmt.errors import NMTError
 from nmt.translator import Translator
@@ -33,8 +34,9 @@ def _pieces_only():
     return AttentionChoice()  # asks the Translator for the pieces (and the attention) of each output
 
 
-def test_int8_export_stays_close_in_bleu(toy_transformer_run, tmp_path):
+def test_int8_export_stays_close_in_bleu_and_leaves_the_model_alone(toy_transformer_run, tmp_path):
     translator = Translator.from_run(toy_transformer_run, device="cpu")
+    before = {k: v.clone() for k, v in translator.model.state_dict().items()}
     pairs = [line.split("\t") for line in toy_parallel_corpus().splitlines()][:200]
     sources, references = [p[0] for p in pairs], [[p[1] for p in pairs]]
     scores = {}
@@ -43,6 +45,8 @@ def test_int8_export_stays_close_in_bleu(toy_transformer_run, tmp_path):
         hyps = [r.text for r in CTranslate2Translator(tmp_path / quantization).translate(sources, beam_size=1)]
         scores[quantization] = sacrebleu.corpus_bleu(hyps, references).score
     assert abs(scores["int8"] - scores["float32"]) < 3.0, scores
+    after = translator.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before), "export changed the model's weights"
 
 
 def test_cli_export_and_translate_with_the_engine(toy_transformer_run, tmp_path):

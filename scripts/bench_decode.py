@@ -1,0 +1,63 @@
+"""Decoding speed and BLEU on a test split: nmt's own decoder vs its CTranslate2 export (float32 and int8).
+
+    python scripts/bench_decode.py --run runs/demo [--split test] [--beams 1 5] [--threads 2]
+
+One process, one machine, the same sentences for every engine; sentences/s includes tokenization and
+detokenization for both. CTranslate2 normalizes beam scores by |Y|^α, nmt by Wu et al.'s ((5+|Y|)/6)^α.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from nmt.data.dataset import load_references
+from nmt.data.prepare import find_prepared
+from nmt.export import CTranslate2Translator, export_ctranslate2
+from nmt.metrics import corpus_bleu
+from nmt.translator import Translator
+
+
+def timed(translate, sources):
+    started = time.perf_counter()
+    hypotheses = [r.text for r in translate(sources)]
+    return hypotheses, len(sources) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, default=Path("data"))
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--beams", type=int, nargs="*", default=[1, 5])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--batch-size", type=int, default=200)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    nmt = Translator.from_run(args.run, device="cpu")
+    sources, references = load_references(find_prepared(nmt.config.data, args.data_dir), args.split)
+    print(f"| engine | beam | sentences/s | BLEU ({len(sources)} {args.split} sentences, {args.threads} threads) |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        engines = {"nmt (PyTorch, fp32)": None}
+        for quantization in ("float32", "int8"):
+            export_ctranslate2(nmt, Path(tmp) / quantization, quantization)
+            engines[f"CTranslate2 {quantization}"] = CTranslate2Translator(Path(tmp) / quantization,
+                                                                           threads=args.threads)
+        for beam in args.beams:
+            for name, engine in engines.items():
+                if engine is None:
+                    run = lambda s: nmt.translate(s, beam_size=beam)  # noqa: E731
+                else:
+                    run = lambda s, e=engine: e.translate(s, beam_size=beam, batch_size=args.batch_size)  # noqa
+                run(sources[:50])  # warm-up
+                hypotheses, speed = timed(run, sources)
+                print(f"| {name} | {beam} | {speed:,.1f} | {corpus_bleu(hypotheses, references):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
