@@ -257,6 +257,20 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
 
 
 @app.command()
+def average(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+            last: int = typer.Option(5, "--last", min=2, help="How many of the newest step checkpoints.")) -> None:
+    """Average the last N saved checkpoints into RUN/checkpoints/averaged.pt (translate/evaluate then use it).
+
+    Example: nmt average --run runs/cpu-base --last 5
+    """
+    from nmt.average import average_checkpoints
+    from nmt.run_dir import Run
+
+    path, inputs = average_checkpoints(Run.open(run), last)
+    typer.echo(f"averaged {len(inputs)} checkpoints ({inputs[0].name} … {inputs[-1].name}) into {path}")
+
+
+@app.command()
 def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
          output: Optional[Path] = typer.Option(None, "--output", "-o", help="PNG path (default: RUN/curves.png).")
          ) -> None:

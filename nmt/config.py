@@ -106,6 +106,8 @@ class TrainConfig:
     eval_every: int = field(default=1000, metadata=_check(ge=1))
     eval_max_sentences: int = field(default=0, metadata=_check(ge=0))  # 0: the whole valid split
     save_every: int = field(default=1000, metadata=_check(ge=1))
+    # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
+    keep_last: int = field(default=0, metadata=_check(ge=0, le=100))
     log_every: int = field(default=50, metadata=_check(ge=1))
     patience: int = field(default=10, metadata=_check(ge=1))  # evaluations without dev-BLEU gain before stopping
     # Stop (validated and saved) once training has run this many seconds over all sessions; 0: no limit.

@@ -211,6 +211,16 @@ class Run:
         save_checkpoint(payload, path)
         return path
 
+    def step_checkpoints(self) -> list[Path]:
+        """checkpoints/step-<step>.pt, oldest first."""
+        return sorted(self.checkpoint_dir.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+
+    def save_step(self, step: int, payload: dict, keep: int) -> None:
+        """Weights of this step, keeping only the newest `keep` such files."""
+        self.save(f"step-{step:07d}", payload)
+        for old in self.step_checkpoints()[:-keep]:
+            old.unlink(missing_ok=True)
+
     def clean_stale_temp_files(self) -> list[Path]:
         """Temp files a killed process left (a checkpoint being written, a config being replaced)."""
         stale = [p for d in (self.directory, self.checkpoint_dir) if d.is_dir() for p in d.glob(".*.tmp")]
@@ -259,7 +269,7 @@ class Run:
             if not Path(checkpoint).is_file():
                 raise NMTError(f"checkpoint not found: {checkpoint}")
             return Path(checkpoint), None
-        for which in ("best", "last"):
+        for which in ("averaged", "best", "last"):
             path = self.checkpoint_path(which)
             if path.is_file():
                 break

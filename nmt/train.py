@@ -348,6 +348,9 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Every rank's RNG state goes to rank 0, which writes `last.pt` (called by all ranks at the same step)."""
         rng = self.ctx.gather_to_main(capture_rng_state(self.device))
+        if self.ctx.is_main and self.cfg.train.keep_last:
+            self.run.save_step(self.progress.step, {**self._weights(), STEP_KEY: self.progress.step},
+                               self.cfg.train.keep_last)
         if self.ctx.is_main:
             self.run.save("last", {**self._weights(), OPTIMIZER_KEY: self.optimizer.state_dict(),
                                    SCHEDULER_KEY: self.scheduler.state_dict(), SCALER_KEY: self.scaler.state_dict(),

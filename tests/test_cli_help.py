@@ -3,7 +3,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 
-COMMANDS = ["download", "prepare", "train", "translate", "evaluate", "plot", "export", "serve"]
+COMMANDS = ["download", "prepare", "train", "translate", "evaluate", "plot", "export", "serve", "average"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

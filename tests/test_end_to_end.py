@@ -168,3 +168,22 @@ def test_time_budget_stops_with_a_validated_checkpoint(tmp_path, toy_data_dir):
     assert valid and valid[-1]["step"] == progress.step
     again = train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
     assert again.step == progress.step  # the budget is spent: nothing more to do
+
+
+def test_keep_last_and_average(tmp_path, toy_data_dir):
+    run = Run(tmp_path / "run")
+    cfg = toy_config(tmp_path, train={"max_steps": 20, "save_every": 4, "keep_last": 3})
+    train(cfg, run.directory, toy_data_dir, log=lambda *_: None)
+    assert [p.name for p in run.step_checkpoints()] == ["step-0000012.pt", "step-0000016.pt", "step-0000020.pt"]
+    result = nmt("average", "--run", run.directory, "--last", "3")
+    assert result.returncode == 0, result.stderr
+    averaged = run.load(run.checkpoint_path("averaged"))["model"]
+    inputs = [run.load(p)["model"] for p in run.step_checkpoints()]
+    for key in averaged:
+        torch.testing.assert_close(averaged[key], sum(w[key] for w in inputs) / 3)
+    translated = nmt("translate", "--run", run.directory, "I have two cats.")
+    assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr
+    cfg = toy_config(tmp_path, train={"max_steps": 4})
+    train(cfg, tmp_path / "plain", toy_data_dir, log=lambda *_: None)
+    too_few = nmt("average", "--run", tmp_path / "plain")
+    assert too_few.returncode == 2 and "has 0 step checkpoint(s)" in too_few.stderr
