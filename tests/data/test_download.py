@@ -1,3 +1,4 @@
+import contextlib
 import functools
 import hashlib
 import http.server
@@ -22,11 +23,20 @@ def http_root(tmp_path):
     root.mkdir()
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *args: None
+    with serving(handler) as base:
+        yield root, base
+
+
+@contextlib.contextmanager
+def serving(handler):
+    """An HTTP server on a free loopback port for the duration of the block; yields its base URL."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
 
 
 def test_http_download_verifies_and_installs(http_root, tmp_path):
@@ -147,12 +157,9 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def range_server():
-    handler = type("Handler", (RangeHandler,), {})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield handler, f"http://127.0.0.1:{server.server_address[1]}/fra-eng.zip"
-    server.shutdown()
+    handler = type("Handler", (RangeHandler,), {})  # a subclass per test: blob and trickle are class state
+    with serving(handler) as base:
+        yield handler, f"{base}/fra-eng.zip"
 
 
 def test_real_range_resume_appends_the_rest(range_server, tmp_path):
