@@ -15,13 +15,14 @@ import yaml
 from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.errors import NMTError
+from nmt.run_dir import Run
 from nmt.train import train
 from tests_helpers import nmt, write_config
 
 pytestmark = pytest.mark.slow
 
 def weights(run_dir: Path, which="last"):
-    return load_checkpoint(run_dir / "checkpoints" / f"{which}.pt")["model"]
+    return load_checkpoint(Run(run_dir).checkpoint_path(which))["model"]
 
 
 def assert_same_weights(a, b, exact=True):
@@ -40,12 +41,12 @@ def test_train_writes_self_contained_run(tmp_path, real_data_dir, prepared):
     for name in ("config.yaml", "env.json", "metrics.jsonl", "normalizer.json", "spm.model",
                  "checkpoints/last.pt", "checkpoints/best.pt"):
         assert (run / name).is_file(), name
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = Run(run).metrics.records()
     train_losses = [r["loss"] for r in records if r["type"] == "train"]
     assert len(train_losses) == 24 and train_losses[-1] < train_losses[0]
     assert [r["step"] for r in records if r["type"] == "valid"] == [8, 16, 24]
     assert all(r["tokens_per_s"] > 0 for r in records if r["type"] == "train")
-    checkpoint = load_checkpoint(run / "checkpoints" / "last.pt")
+    checkpoint = load_checkpoint(Run(run).checkpoint_path("last"))
     assert checkpoint["progress"]["step"] == 24 and checkpoint["config"]["model"]["embed_dim"] == 32
     env = json.loads((run / "env.json").read_text())
     assert env["torch"] == torch.__version__ and env["device"] == "cpu"
@@ -58,7 +59,7 @@ def test_train_downloads_and_prepares_when_missing(tmp_path, corpus_zip):
     assert result.returncode == 0, result.stderr
     assert (data_dir / "fra-eng" / "fra.txt").is_file()
     manifests = list(data_dir.glob("prepared/*/manifest.json"))
-    assert len(manifests) == 1 and (run / "checkpoints" / "last.pt").is_file()
+    assert len(manifests) == 1 and Run(run).checkpoint_path("last").is_file()
 
 
 def test_exact_resume_after_sigkill(tmp_path, real_data_dir, prepared):
@@ -68,20 +69,20 @@ def test_exact_resume_after_sigkill(tmp_path, real_data_dir, prepared):
     env = {**os.environ, "NMT_DATA_DIR": str(real_data_dir)}
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir", str(killed)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics, deadline = killed / "metrics.jsonl", time.time() + 120
+    metrics, deadline = Run(killed).metrics.path, time.time() + 120
     while time.time() < deadline:
         if metrics.is_file() and sum(1 for _ in metrics.open()) >= 11:  # 10+ steps done, one evaluation among them
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    step_at_kill = load_checkpoint(killed / "checkpoints" / "last.pt")["progress"]["step"]
+    step_at_kill = load_checkpoint(Run(killed).checkpoint_path("last"))["progress"]["step"]
     assert 0 < step_at_kill < 24, "the kill should land mid-run"
     resumed = nmt("train", "--config", config, "--run-dir", killed, data_dir=real_data_dir)
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming {killed} from step {step_at_kill}" in resumed.stderr
     assert_same_weights(weights(straight), weights(killed), exact=True)
-    assert not list(killed.rglob(".*.tmp")) and not list((killed / "checkpoints").glob(".*")), "temp files left"
+    assert not list(killed.rglob(".*.tmp")) and not list(Run(killed).checkpoint_dir.glob(".*")), "temp files left"
     steps = [(r["type"], r["step"]) for r in map(json.loads, metrics.read_text().splitlines())]
     assert len(steps) == len(set(steps)), "duplicate metrics records after resume"
 
@@ -108,7 +109,7 @@ def test_nonfinite_loss_skip_policy_keeps_weights_finite(tmp_path, real_data_dir
                                                      "nonfinite_loss": "skip", "max_steps": 6, "eval_every": 100}))
     progress = train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
     assert progress.step == 6
-    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    records = Run(tmp_path / "run").metrics.records()
     assert any(r["type"] == "train" and r["loss"] == 0.0 for r in records), "skipped steps contribute no loss"
     assert all(torch.isfinite(t).all() for t in weights(tmp_path / "run").values())
 
@@ -127,14 +128,14 @@ def test_interrupt_saves_checkpoint(tmp_path, real_data_dir, prepared, stop_sign
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir", str(run)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_default_signals)
-    metrics, deadline = run / "metrics.jsonl", time.time() + 120
+    metrics, deadline = Run(run).metrics.path, time.time() + 120
     while time.time() < deadline and not (metrics.is_file() and metrics.stat().st_size > 0):
         time.sleep(0.05)
     proc.send_signal(stop_signal)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "interrupted: checkpoint saved at step" in stderr and "Traceback" not in stderr
-    assert load_checkpoint(run / "checkpoints" / "last.pt")["progress"]["step"] >= 1
+    assert load_checkpoint(Run(run).checkpoint_path("last"))["progress"]["step"] >= 1
 
 
 def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepared):
@@ -177,7 +178,6 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared):
         cfg = load_config(write_config(tmp_path, model={"dropout": 0.0},
                                        train={"compile": compiled, "max_steps": 4, "eval_every": 100}))
         train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
-        records = (tmp_path / f"run-{compiled}" / "metrics.jsonl").read_text().splitlines()
-        losses[compiled] = [json.loads(r)["loss"] for r in records if json.loads(r)["type"] == "train"]
+        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
     assert len(losses[True]) == 4
     assert losses[True] == pytest.approx(losses[False], rel=1e-3)
