@@ -73,9 +73,27 @@ def _strip(row: list[int]) -> list[int]:
     return row[:row.index(EOS_ID)] if EOS_ID in row else [t for t in row if t != PAD_ID]
 
 
+@dataclass(frozen=True)
+class LengthNormalization:
+    """How ended hypotheses are compared: score / penalty(|Y|).
+
+    `wu`: Wu et al. (2016), ((5 + |Y|) / 6) ** alpha; `fairseq`: |Y| ** alpha (alpha 1 = the mean log-probability).
+    `patient`: a sentence stays open while a live beam, even at no further cost, could still beat its best ended
+    hypothesis once normalized at the length limit; otherwise it closes when beam_size hypotheses have ended.
+    """
+
+    alpha: float = 1.0
+    kind: str = "wu"
+    patient: bool = False
+
+    def penalty(self, length: torch.Tensor) -> torch.Tensor:
+        length = length.float()
+        return ((5.0 + length) / 6.0) ** self.alpha if self.kind == "wu" else length ** self.alpha
+
+
 def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
     """Wu et al. (2016): ((5 + |Y|) / 6) ** alpha."""
-    return ((5.0 + length.float()) / 6.0) ** alpha
+    return LengthNormalization(alpha).penalty(length)
 
 
 class _Ended:
@@ -87,11 +105,11 @@ class _Ended:
         self.attention = torch.zeros(batch, steps, source_len, device=device) if need_attention else None
 
     def update(self, sent_ids, top_scores, top_token, top_rows, history, attn_history, t: int, k: int,
-               alpha: float) -> torch.Tensor:
+               norm: LengthNormalization) -> torch.Tensor:
         """Set aside EOS candidates among each sentence's top K; return how many ended per running sentence."""
         ended = top_token.eq(EOS_ID) & torch.isfinite(top_scores)
         ended[:, k:] = False
-        normalized = (top_scores / length_penalty(torch.tensor(t + 1, device=top_scores.device), alpha)
+        normalized = (top_scores / norm.penalty(torch.tensor(t + 1, device=top_scores.device))
                       ).masked_fill(~ended, float("-inf"))
         cand_best, cand_pos = normalized.max(1)
         improved = (cand_best > self.scores[sent_ids]).nonzero().squeeze(1)
@@ -106,14 +124,15 @@ class _Ended:
 
 
 @torch.no_grad()
-def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha: float, max_len_a: float,
-                max_len_b: int, attention_choice: AttentionChoice | None = None) -> Hypotheses:
+def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha: float | LengthNormalization,
+                max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
     """
     batch, k, device = src.shape[0], beam_size, src.device
+    norm = alpha if isinstance(alpha, LengthNormalization) else LengthNormalization(alpha)
     need_attention = attention_choice is not None
     limit = max_lengths(src, max_len_a, max_len_b)
     steps = int(limit.max())
@@ -137,9 +156,13 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
         top_rows = torch.arange(n, device=device).unsqueeze(1) * k + top_index // vocab  # (n, 2K) rows extended
         if need_attention:
             attn_history = torch.cat([attn_history, weights.float().unsqueeze(1)], 1)
-        num_ended += ended.update(sent_ids, top_scores, top_token, top_rows, history, attn_history, t, k, alpha)
+        num_ended += ended.update(sent_ids, top_scores, top_token, top_rows, history, attn_history, t, k, norm)
         alive = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
-        running = ((num_ended < k) & torch.isfinite(alive).any(1)).nonzero().squeeze(1)
+        open_ = num_ended < k
+        if norm.patient:  # log-probabilities only fall: the best a live beam can reach is its score at the limit
+            best_live = alive.max(1).values / norm.penalty(limit[sent_ids])
+            open_ = open_ | (best_live > ended.scores[sent_ids])
+        running = (open_ & torch.isfinite(alive).any(1)).nonzero().squeeze(1)
         if len(running) == 0:
             break
         # The K best continuing candidates of each running sentence become its beams.

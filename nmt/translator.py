@@ -19,7 +19,7 @@ from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
 from nmt.run_dir import CONFIG_KEY, MODEL_ARGS_KEY, MODEL_KEY, Run
-from nmt.search import beam_search, greedy_search
+from nmt.search import LengthNormalization, beam_search, greedy_search
 
 
 @dataclass
@@ -127,7 +127,8 @@ class Translator:
         with autocast(self.device, self.autocast_dtype):
             if beam == 1:
                 return greedy_search(self.model, src, d.max_len_a, d.max_len_b, attention)
-            return beam_search(self.model, src, beam, d.length_penalty, d.max_len_a, d.max_len_b, attention)
+            norm = LengthNormalization(d.length_penalty, d.length_normalization, d.patient_stop)
+            return beam_search(self.model, src, beam, norm, d.max_len_a, d.max_len_b, attention)
 
 
 def _model_for(state: dict, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:

@@ -106,3 +106,38 @@ def test_multi_reference_bleu_matches_sacrebleu():
     assert corpus_scores(hyps, refs, with_ter=True)["ter"] == round(sacrebleu.corpus_ter(hyps, streams).score, 2)
     assert ours["bleu"] > corpus_scores(hyps, [[r[0]] for r in refs])["bleu"]
     assert "nrefs:var" in ours["bleu_signature"]
+
+
+@pytest.mark.parametrize("kind", ["wu", "fairseq"])
+@pytest.mark.parametrize("patient", [False, True])
+def test_normalizations_keep_beam_one_equal_to_greedy(kind, patient):
+    from nmt.search import LengthNormalization
+
+    model, src = make_model("transformer").eval(), random_sources()
+    norm = LengthNormalization(1.0, kind, patient)
+    assert beam_search(model, src, 1, norm, 1.5, 5).tokens == greedy_search(model, src, 1.5, 5).tokens
+
+
+class PatienceToy(MarkovToy):
+    """P(EOS|BOS)=.5 P(A|BOS)=.5; P(A|A)=.95 P(EOS|A)=.05: ending at once is likely, but a long "A A A ..."
+    has the best mean log-probability. Beam 2 sees two ended hypotheses after two steps."""
+
+    def __init__(self):
+        super().__init__()
+        table = torch.full((6, 6), 1e-9)
+        table[BOS_ID, EOS_ID], table[BOS_ID, A] = .5, .5
+        table[A, A], table[A, EOS_ID] = .95, .05
+        table[EOS_ID, EOS_ID] = table[PAD_ID, EOS_ID] = table[B, EOS_ID] = 1.0
+        self.log_table = table.log()
+
+
+def test_patient_stop_keeps_searching_while_a_live_beam_can_still_win():
+    from nmt.search import LengthNormalization
+
+    model, src = PatienceToy(), torch.tensor([[7, EOS_ID]])
+    hasty = beam_search(model, src, 2, LengthNormalization(1.0, "fairseq", False), 0.0, 10)
+    patient = beam_search(model, src, 2, LengthNormalization(1.0, "fairseq", True), 0.0, 10)
+    assert hasty.tokens == [[]]  # "EOS" at once: mean log-prob log(.5)
+    assert patient.tokens[0] == [A] * 9  # the limit: 9 A's and the (priced) forced EOS
+    expected = (math.log(.5) + 8 * math.log(.95) + math.log(.05)) / 10
+    assert patient.scores[0].item() == pytest.approx(expected, abs=1e-5) and expected > math.log(.5)
