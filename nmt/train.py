@@ -363,6 +363,8 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     checkpoint at the next update boundary and returns."""
     run = Run.for_config(cfg, run_dir)
     run.check_usable()
+    if run.checkpoint_path("last").is_file():  # a run that cannot resume with this config fails before any work
+        run.check_resumable(run.load(run.checkpoint_path("last"))[CONFIG_KEY], cfg)
     trainer = Trainer(cfg, run, Path(data_dir), url, log)
     lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:
