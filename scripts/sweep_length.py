@@ -17,7 +17,7 @@ from nmt.data.prepare import find_prepared
 from nmt.metrics import reference_streams
 from nmt.translator import Translator
 
-GRID = [("wu", a) for a in (0.6, 1.0, 1.5, 2.0)] + [("fairseq", a) for a in (0.5, 1.0, 1.5)]
+GRID = [("wu", a) for a in (1.0, 2.0, 3.0)] + [("fairseq", a) for a in (1.0, 1.5, 2.0)]
 
 
 def score(translator, sources, streams, beam):
