@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import torch
 
@@ -24,12 +25,26 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Native bf16 matrix instructions (AVX512-BF16 or AMX); elsewhere bf16 is emulated and slower than fp32."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = set(cpuinfo.split())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """`auto`: bf16 autocast on CUDA (where supported), fp32 (no autocast) on the CPU."""
+    """`auto`: bf16 autocast on CUDA (where supported) and on CPUs with native bf16, fp32 (no autocast) elsewhere."""
     if precision == "auto":
-        precision = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
-    if precision != "fp32" and device.type != "cuda":
-        raise NMTError(f"precision {precision} needs a CUDA device; use fp32 or auto on CPU")
+        if device.type == "cuda":
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        else:
+            precision = "bf16" if cpu_has_bf16() else "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        raise NMTError("precision fp16 needs a CUDA device; use bf16, fp32 or auto on CPU")
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 

@@ -187,3 +187,17 @@ def test_keep_last_and_average(tmp_path, toy_data_dir):
     train(cfg, tmp_path / "plain", toy_data_dir, log=lambda *_: None)
     too_few = nmt("average", "--run", tmp_path / "plain")
     assert too_few.returncode == 2 and "has 0 step checkpoint(s)" in too_few.stderr
+
+
+def test_bf16_autocast_on_cpu_trains_and_resumes_deterministically(tmp_path, toy_data_dir):
+    cfg = toy_config(tmp_path, model={"dropout": 0.1}, train={"precision": "bf16", "max_steps": 12,
+                                                              "save_every": 6, "eval_every": 100})
+    train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)
+    half = toy_config(tmp_path, model={"dropout": 0.1}, train={"precision": "bf16", "max_steps": 6,
+                                                               "save_every": 6, "eval_every": 100})
+    train(half, tmp_path / "resumed", toy_data_dir, log=lambda *_: None)
+    train(cfg, tmp_path / "resumed", toy_data_dir, log=lambda *_: None)
+    a, b = last_weights(tmp_path / "straight"), last_weights(tmp_path / "resumed")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = [r["loss"] for r in Run(tmp_path / "straight").metrics.split()[0]]
+    assert losses[-1] < losses[0]
