@@ -277,6 +277,11 @@ class Run:
             raise NMTError(f"no checkpoint in {self.directory}; train one with `nmt train --config configs/demo.yaml`")
         warning = None
         last = self.checkpoint_path("last")
+        if which == "averaged" and last.is_file():
+            averaged_step, last_step = _saved_step(self, path), _saved_step(self, last)
+            if averaged_step is not None and last_step is not None and last_step > averaged_step:
+                warning = (f"using averaged.pt (up to step {averaged_step}); training went on to step {last_step} "
+                           "since: run `nmt average` again to include it")
         if which == "best" and last.is_file():
             best_step = _saved_step(self, path)
             last_step = _saved_step(self, last)
