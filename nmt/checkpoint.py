@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import tempfile
@@ -14,9 +15,39 @@ import torch
 from nmt.errors import NMTError
 
 
+CHECKSUM_KEY = "content_sha256"
+
+
+def content_digest(obj: Any) -> str:
+    """sha256 over every tensor's bytes and every plain value, in a fixed order (dict keys sorted)."""
+    digest = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            digest.update(f"T{value.dtype}{tuple(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                digest.update(f"K{key!r}".encode())
+                feed(value[key])
+        elif isinstance(value, (list, tuple)):
+            digest.update(f"L{len(value)}".encode())
+            for item in value:
+                feed(item)
+        else:
+            digest.update(f"V{value!r}".encode())
+
+    feed(obj)
+    return digest.hexdigest()
+
+
 def save_checkpoint(payload: dict, path: Path) -> None:
-    """Temp file in the same directory, fsync, rename: a crash mid-write never damages the previous file."""
+    """Temp file in the same directory, fsync, rename: a crash mid-write never damages the previous file.
+
+    The payload carries a content checksum, so a flipped byte is reported on load instead of loading wrong weights.
+    """
     path = Path(path)
+    payload = {**payload, CHECKSUM_KEY: content_digest(payload)}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -37,10 +68,15 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if path.stat().st_size == 0:
         raise NMTError(f"cannot read checkpoint {path}: the file is empty")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise NMTError(f"cannot read checkpoint {path}: {type(err).__name__}: {first}"[:300]) from None
+    if isinstance(state, dict) and CHECKSUM_KEY in state:  # older checkpoints have none
+        expected = state.pop(CHECKSUM_KEY)
+        if content_digest(state) != expected:
+            raise NMTError(f"checkpoint {path} is corrupt: its contents do not match the checksum saved with them")
+    return state
 
 
 def capture_rng_state(device: torch.device | None = None) -> dict[str, Any]:

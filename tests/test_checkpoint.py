@@ -37,3 +37,19 @@ def test_pickled_objects_are_refused(tmp_path):
     torch.save({"x": Evil()}, tmp_path / "evil.pt")
     with pytest.raises(NMTError, match="cannot read checkpoint"):
         load_checkpoint(tmp_path / "evil.pt")
+
+
+def test_a_flipped_byte_is_detected_not_loaded(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint({"model": {"w": torch.randn(300, 300)}, "step": 3}, path)
+    assert load_checkpoint(path)["step"] == 3
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF  # inside the tensor data: torch.load alone would load it silently
+    path.write_bytes(bytes(blob))
+    with pytest.raises(NMTError, match="is corrupt"):
+        load_checkpoint(path)
+
+
+def test_checkpoints_without_a_checksum_still_load(tmp_path):
+    torch.save({"model": {"w": torch.ones(2)}}, tmp_path / "old.pt")
+    assert torch.equal(load_checkpoint(tmp_path / "old.pt")["model"]["w"], torch.ones(2))
