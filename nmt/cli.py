@@ -157,14 +157,18 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
             strongest = result.attention.argmax(-1).tolist()
             typer.echo("  " + "  ".join(f"{t}→{result.source_pieces[s]}"
                                         for t, s in zip(result.target_pieces, strongest)))
-    if attention is not None and results[0].attention is not None:
-        from nmt.plotting import plot_attention
+    if attention is not None:
+        _save_heatmap(results[0], attention)
 
-        first = results[0]
-        plot_attention(first.attention.numpy(), first.source_pieces, first.target_pieces, attention)
-        _log(f"attention heatmap written to {attention}")
-    elif attention is not None:
+
+def _save_heatmap(result, path: Path) -> None:
+    if result.attention is None:
         _log("no attention to plot (empty input, or the seq2seq model has no attention)")
+        return
+    from nmt.plotting import plot_attention
+
+    plot_attention(result.attention.numpy(), result.source_pieces, result.target_pieces, path)
+    _log(f"attention heatmap written to {path}")
 
 
 def _translate_ctranslate2(sentences, model: Optional[Path], beam, length_penalty, device: str) -> None:

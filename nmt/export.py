@@ -13,6 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+import torch
+
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.errors import NMTError
@@ -42,77 +44,85 @@ def _numpy(tensor):
     return tensor.detach().float().cpu().numpy().copy()
 
 
-def _make_converter(model: Transformer, tokenizers: Tokenizers):
-    ctranslate2 = _ctranslate2()
+def _set_linear(spec, weight, bias=None) -> None:
+    spec.weight = _numpy(weight)
+    if bias is not None:
+        spec.bias = _numpy(bias)
+
+
+def _set_norm(spec, norm) -> None:
+    spec.gamma, spec.beta = _numpy(norm.weight), _numpy(norm.bias)
+
+
+def _set_self_attention(spec, attention, residual) -> None:
+    # Q and the fused K;V rows of kv_proj make CTranslate2's fused Q;K;V projection.
+    _set_linear(spec.linear[0], torch.cat([attention.q_proj.weight, attention.kv_proj.weight]),
+                torch.cat([attention.q_proj.bias, attention.kv_proj.bias]))
+    _set_linear(spec.linear[1], attention.out_proj.weight, attention.out_proj.bias)
+    _set_norm(spec.layer_norm, residual.norm)
+
+
+def _set_cross_attention(spec, attention, residual) -> None:
+    _set_linear(spec.linear[0], attention.q_proj.weight, attention.q_proj.bias)
+    _set_linear(spec.linear[1], attention.kv_proj.weight, attention.kv_proj.bias)
+    _set_linear(spec.linear[2], attention.out_proj.weight, attention.out_proj.bias)
+    _set_norm(spec.layer_norm, residual.norm)
+
+
+def _set_ffn(spec, ff, residual) -> None:
+    _set_linear(spec.linear_0, ff[0].weight, ff[0].bias)  # ff: Linear, ReLU, Dropout, Linear
+    _set_linear(spec.linear_1, ff[3].weight, ff[3].bias)
+    _set_norm(spec.layer_norm, residual.norm)
+
+
+def _set_inputs(spec, embedding, positions) -> None:
+    embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    embeddings.weight = _numpy(embedding.weight)
+    spec.scale_embeddings = True  # × sqrt(d), as PositionalEncoding does
+    spec.position_encodings.encodings = _numpy(positions.table)
+
+
+def transformer_spec(model: Transformer, tokenizers: Tokenizers):
+    """Our Transformer as a ctranslate2.specs.TransformerSpec with every weight set."""
+    _ctranslate2()
+    from ctranslate2.specs import common_spec
+    from ctranslate2.specs import transformer_spec as specs
+
+    pre_norm = isinstance(model.encoder_norm, torch.nn.LayerNorm)  # post-LN stacks end in Identity
+    spec = specs.TransformerSpec.from_config((len(model.encoder_layers), len(model.decoder_layers)),
+                                             model.encoder_layers[0].self_attn.num_heads, pre_norm=pre_norm,
+                                             activation=common_spec.Activation.RELU)
+    _set_inputs(spec.encoder, model.src_embed, model.positions)
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
+        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.res_attn)
+        _set_ffn(layer_spec.ffn, layer.ff, layer.res_ff)
+    _set_inputs(spec.decoder, model.tgt_embed, model.positions)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
+        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.res_self)
+        _set_cross_attention(layer_spec.attention, layer.cross_attn, layer.res_cross)
+        _set_ffn(layer_spec.ffn, layer.ff, layer.res_ff)
+    if pre_norm:
+        _set_norm(spec.encoder.layer_norm, model.encoder_norm)
+        _set_norm(spec.decoder.layer_norm, model.decoder_norm)
+    _set_linear(spec.decoder.projection, model.head.weight)
+    spec.register_source_vocabulary(_vocabulary(tokenizers.source))
+    spec.register_target_vocabulary(_vocabulary(tokenizers.target))
+    spec.config.add_source_eos = True  # our sources end with </s>
+    spec.config.decoder_start_token = "<s>"
+    spec.config.layer_norm_epsilon = model.encoder_layers[0].res_ff.norm.eps
+    return spec
+
+
+def _converter(model: Transformer, tokenizers: Tokenizers):
+    """A ctranslate2 Converter (the documented route for custom models) that hands over our spec."""
+    _ctranslate2()
     from ctranslate2.converters.converter import Converter
-    from ctranslate2.specs import common_spec, transformer_spec
-
-    def set_linear(spec, weight, bias=None):
-        spec.weight = _numpy(weight)
-        if bias is not None:
-            spec.bias = _numpy(bias)
-
-    def set_norm(spec, norm):
-        spec.gamma, spec.beta = _numpy(norm.weight), _numpy(norm.bias)
-
-    def set_self_attention(spec, attention, residual):
-        # Q and the fused K;V rows of kv_proj make CTranslate2's fused Q;K;V projection.
-        import torch
-
-        set_linear(spec.linear[0], torch.cat([attention.q_proj.weight, attention.kv_proj.weight]),
-                   torch.cat([attention.q_proj.bias, attention.kv_proj.bias]))
-        set_linear(spec.linear[1], attention.out_proj.weight, attention.out_proj.bias)
-        set_norm(spec.layer_norm, residual.norm)
-
-    def set_cross_attention(spec, attention, residual):
-        set_linear(spec.linear[0], attention.q_proj.weight, attention.q_proj.bias)
-        set_linear(spec.linear[1], attention.kv_proj.weight, attention.kv_proj.bias)
-        set_linear(spec.linear[2], attention.out_proj.weight, attention.out_proj.bias)
-        set_norm(spec.layer_norm, residual.norm)
-
-    def set_ffn(spec, ff, residual):
-        set_linear(spec.linear_0, ff[0].weight, ff[0].bias)
-        set_linear(spec.linear_1, ff[3].weight, ff[3].bias)
-        set_norm(spec.layer_norm, residual.norm)
-
-    def set_inputs(spec, embedding):
-        embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
-        embeddings.weight = _numpy(embedding.weight)
-        spec.scale_embeddings = True  # × sqrt(d), as PositionalEncoding does
-        spec.position_encodings.encodings = _numpy(model.positions.table)
 
     class NMTConverter(Converter):
-        """nmt Transformer → TransformerSpec (ctranslate2's documented route for custom models)."""
-
         def _load(self):
-            import torch
+            return transformer_spec(model, tokenizers)
 
-            layers, heads = len(model.encoder_layers), model.encoder_layers[0].self_attn.num_heads
-            pre_norm = isinstance(model.encoder_norm, torch.nn.LayerNorm)  # post-LN stacks end in Identity
-            spec = transformer_spec.TransformerSpec.from_config(
-                (layers, len(model.decoder_layers)), heads, pre_norm=pre_norm,
-                activation=common_spec.Activation.RELU)
-            set_inputs(spec.encoder, model.src_embed)
-            for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers):
-                set_self_attention(layer_spec.self_attention, layer.self_attn, layer.res_attn)
-                set_ffn(layer_spec.ffn, layer.ff, layer.res_ff)
-            set_inputs(spec.decoder, model.tgt_embed)
-            for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers):
-                set_self_attention(layer_spec.self_attention, layer.self_attn, layer.res_self)
-                set_cross_attention(layer_spec.attention, layer.cross_attn, layer.res_cross)
-                set_ffn(layer_spec.ffn, layer.ff, layer.res_ff)
-            if pre_norm:
-                set_norm(spec.encoder.layer_norm, model.encoder_norm)
-                set_norm(spec.decoder.layer_norm, model.decoder_norm)
-            set_linear(spec.decoder.projection, model.head.weight)
-            spec.register_source_vocabulary(_vocabulary(tokenizers.source))
-            spec.register_target_vocabulary(_vocabulary(tokenizers.target))
-            spec.config.add_source_eos = True  # our sources end with </s>
-            spec.config.decoder_start_token = "<s>"
-            spec.config.layer_norm_epsilon = model.encoder_layers[0].res_ff.norm.eps
-            return spec
-
-    return ctranslate2, NMTConverter()
+    return NMTConverter()
 
 
 def export_ctranslate2(translator: Translator, output_dir: Path, quantization: str = "float32",
@@ -127,7 +137,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
     output_dir = Path(output_dir)
     if output_dir.exists() and not force:
         raise NMTError(f"{output_dir} exists; pass --force to replace it")
-    _, converter = _make_converter(model.float().cpu().eval(), translator.tokenizers)
+    converter = _converter(model.float().cpu().eval(), translator.tokenizers)
     staging = output_dir.with_name(f".{output_dir.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
