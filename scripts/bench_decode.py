@@ -28,6 +28,23 @@ def timed(translate, sources):
     return hypotheses, len(sources) / (time.perf_counter() - started)
 
 
+def profile(nmt: Translator, sources: list[str], beam: int) -> None:
+    """Where nmt's decoding time goes: torch operators by self CPU time, and Python's share of the wall clock."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    nmt.translate(sources[:50], beam_size=beam)  # warm-up
+    started = time.perf_counter()
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        nmt.translate(sources, beam_size=beam)
+    wall = time.perf_counter() - started
+    ops = prof.key_averages()
+    in_ops = sum(e.self_cpu_time_total for e in ops) / 1e6
+    print(f"{len(sources)} sentences, beam {beam}: {wall:.2f} s under the profiler; torch operators account for "
+          f"{in_ops:.2f} s of self CPU time (the rest: Python, tokenization, the profiler itself)")
+    print(ops.table(sort_by="self_cpu_time_total", row_limit=15))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True)
@@ -36,10 +53,14 @@ def main() -> None:
     parser.add_argument("--beams", type=int, nargs="*", default=[1, 5])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--profile", type=int, metavar="BEAM", help="instead: profile nmt's decoder at this beam")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     nmt = Translator.from_run(args.run, device="cpu")
     sources, references = load_references(find_prepared(nmt.config.data, args.data_dir), args.split)
+    if args.profile:
+        profile(nmt, sources[:500], args.profile)
+        return
     print(f"| engine | beam | sentences/s | BLEU ({len(sources)} {args.split} sentences, {args.threads} threads) |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
