@@ -11,6 +11,7 @@
 # itself after SLICE_S seconds and the next one continues. It prints "suite complete" at the end.
 #
 #   NMT_CORPUS_URL=/path/to/fra-eng.zip scripts/gpu_suite.sh
+#   CONCURRENT=1 ... scripts/gpu_suite.sh   # the four trainings side by side on the one GPU (each TRAIN_BUDGET_S of wall time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +44,9 @@ fi
 
 if ! done_marker tests; then
   need 120
-  "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py 2>&1 | tee "$SUITE/cuda-tests.txt"
+  # A failing CUDA test is reported, not fatal: the trainings still tell what works on this device.
+  "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py 2>&1 | tee "$SUITE/cuda-tests.txt" \
+    || echo "== CUDA tests failed: see $SUITE/cuda-tests.txt"
   mark tests
 fi
 
@@ -57,6 +60,40 @@ if ! done_marker bench; then
     done; } | tee "$SUITE/bench.md"
   mark bench
 fi
+
+train_concurrently() {
+  # All architectures share the one GPU at once (CONCURRENT=1): each training runs in its own process session, so it
+  # outlives this command; a later command finds it by its pid file and waits for it again.
+  for arch in $ARCHS; do
+    done_marker "train-$arch" && continue
+    if [ -f "$SUITE/pid.$arch" ] && kill -0 "$(cat "$SUITE/pid.$arch")" 2>/dev/null; then continue; fi
+    test -f "$SUITE/rc.$arch" && continue
+    setsid nohup bash -c '"$@" > "$0.log" 2>&1; echo $? > "$0.rc"' "$SUITE/train-$arch" \
+      "$PYTHON" -m nmt train --config "configs/$arch.yaml" --run-dir "runs/$arch" \
+      --set "train.time_budget_s=$TRAIN_BUDGET_S" --set "train.device=$DEVICE" $EXTRA_SET < /dev/null > /dev/null 2>&1 &
+    echo $! > "$SUITE/pid.$arch"
+    echo "== started $arch (pid $!)"
+  done
+  while :; do
+    running=0
+    for arch in $ARCHS; do
+      done_marker "train-$arch" && continue
+      if [ -f "$SUITE/train-$arch.rc" ]; then
+        if [ "$(cat "$SUITE/train-$arch.rc")" = 0 ]; then mark "train-$arch"
+        else tr '\r' '\n' < "$SUITE/train-$arch.log" | tail -n 20; echo "== $arch failed"; exit 1; fi
+      else running=$((running + 1)); fi
+    done
+    [ "$running" = 0 ] && break
+    if [ "$(left)" -lt 30 ]; then
+      for arch in $ARCHS; do
+        done_marker "train-$arch" || echo "   $arch: $(tr '\r' '\n' < "$SUITE/train-$arch.log" | grep -E "step|dev" | tail -n 1)"
+      done
+      echo "== slice used up with $running training(s) still running; run again to wait for them"; exit 0
+    fi
+    sleep 10
+  done
+}
+[ "${CONCURRENT:-0}" = 1 ] && train_concurrently
 
 for arch in $ARCHS; do
   done_marker "train-$arch" && continue
