@@ -85,6 +85,9 @@ class ModelConfig:
     ff_dim: int = _model(1024, shape=True, ge=1, le=65536)
     pre_norm: bool = _model(True, shape=True)
     tie_embeddings: bool = _model(True, shape=True)  # effective only with a joint vocabulary
+    # Weight initialization: "default" keeps each layer's PyTorch default; "xavier" draws every weight matrix (linear
+    # and recurrent) Xavier-uniform and zeroes the biases, as JoeyNMT does. Embeddings keep their own scheme.
+    init: str = _model("default", shape=False, choices=("default", "xavier"))
     # Rows of the sinusoidal position table: the longest source or target the Transformer can see.
     max_positions: int = _model(1024, shape=False, ge=8, le=65536)
 
@@ -97,7 +100,7 @@ class TrainConfig:
     max_tokens: int = _train(4096, data_order=True, ge=1)  # per micro-batch, padded tokens of the longer side
     accum_steps: int = _train(1, data_order=True, ge=1)
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
-    schedule: str = field(default="inverse_sqrt", metadata=_check(choices=("inverse_sqrt", "plateau", "constant")))
+    schedule: str = field(default="inverse_sqrt", metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))
     plateau_factor: float = field(default=0.5, metadata=_check(gt=0.0, lt=1.0))
     weight_decay: float = field(default=0.0001, metadata=_check(ge=0.0))
@@ -172,6 +175,10 @@ def check_consistency(cfg: Config) -> list[str]:
             if length > m.max_positions:
                 raise ConfigError(f"{what} = {length} exceeds model.max_positions {m.max_positions} "
                                   "(the Transformer's position table); lower it or raise model.max_positions")
+    t = cfg.train
+    if t.schedule == "linear" and t.warmup_steps >= t.max_steps:
+        raise ConfigError(f"train.schedule linear decays from train.warmup_steps {t.warmup_steps} to train.max_steps "
+                          f"{t.max_steps}: warmup_steps must be smaller")
     warnings = []
     defaults = ModelConfig()
     ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),

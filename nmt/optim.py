@@ -29,14 +29,27 @@ def inverse_sqrt(warmup_steps: int):
     return factor
 
 
+def linear_decay(warmup_steps: int, max_steps: int):
+    """Linear warmup to the peak lr, then a straight line to zero at `max_steps`: the schedule that suits a fixed,
+    short budget (Li et al. 2020, "Budgeted training"), where 1/sqrt(step) would stop while the lr is still high."""
+    def factor(step: int) -> float:
+        step += 1
+        if step <= warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (max_steps - step + 1) / (max_steps - warmup_steps))
+    return factor
+
+
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
-    """`inverse_sqrt` and `constant` step per update; `plateau` halves the lr when dev BLEU stops rising."""
+    """`inverse_sqrt`, `linear` and `constant` step per update; `plateau` halves the lr when dev BLEU stops rising."""
     if cfg.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=cfg.plateau_factor,
                                                           patience=max(1, cfg.patience // 3))
     if cfg.schedule == "constant":
         warmup = max(1, cfg.warmup_steps)
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+    if cfg.schedule == "linear":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(cfg.warmup_steps, cfg.max_steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
 
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from nmt.config import TrainConfig
-from nmt.optim import inverse_sqrt, make_optimizer, make_scheduler, scheduler_steps_per_update
+from nmt.config import ConfigError, TrainConfig, load_config
+from nmt.optim import inverse_sqrt, linear_decay, make_optimizer, make_scheduler, scheduler_steps_per_update
 
 
 def test_inverse_sqrt_warms_up_linearly_then_decays():
@@ -24,3 +24,14 @@ def test_plateau_steps_per_validation_others_per_update():
     optimizer = make_optimizer(model, TrainConfig(), torch.device("cpu"))
     assert scheduler_steps_per_update(make_scheduler(optimizer, TrainConfig(schedule="inverse_sqrt")))
     assert not scheduler_steps_per_update(make_scheduler(optimizer, TrainConfig(schedule="plateau")))
+
+
+def test_linear_decay_warms_up_then_falls_to_zero_after_the_last_update():
+    factor = linear_decay(warmup_steps=4, max_steps=10)
+    assert [round(factor(s), 3) for s in range(10)] == [0.25, 0.5, 0.75, 1.0, 1.0, 0.833, 0.667, 0.5, 0.333, 0.167]
+
+
+def test_linear_schedule_needs_warmup_below_max_steps():
+    with pytest.raises(ConfigError, match="warmup_steps must be smaller"):
+        load_config(None, ["train.schedule=linear", "train.warmup_steps=100", "train.max_steps=100"])
+

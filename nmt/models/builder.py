@@ -18,6 +18,29 @@ from nmt.models.transformer import Transformer
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> EncoderDecoder:
     """Source, target and output embeddings are one matrix when the vocabulary is joint and tying is on."""
+    model = _build_architecture(cfg, src_vocab, tgt_vocab, joint_vocab)
+    if cfg.init == "xavier":
+        xavier_init(model)
+    return model
+
+
+def xavier_init(model: nn.Module) -> None:
+    """Xavier-uniform weight matrices and zero biases in every linear and recurrent layer; embeddings (and output
+    projections tied to them) untouched."""
+    # A tied output projection is an nn.Linear whose weight *is* the embedding: leave it to the embedding's scheme.
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.RNNBase)):
+            for name, param in module.named_parameters(recurse=False):
+                if id(param) in embeddings:
+                    continue
+                if param.dim() >= 2:
+                    nn.init.xavier_uniform_(param)
+                elif name.startswith("bias"):
+                    nn.init.zeros_(param)
+
+
+def _build_architecture(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> EncoderDecoder:
     tie = cfg.tie_embeddings and joint_vocab
     tgt_embed = nn.Embedding(tgt_vocab, cfg.embed_dim, padding_idx=PAD_ID)
     src_embed = tgt_embed if tie else nn.Embedding(src_vocab, cfg.embed_dim, padding_idx=PAD_ID)

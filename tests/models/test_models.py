@@ -3,7 +3,9 @@
 import pytest
 import torch
 
+from nmt.config import ModelConfig
 from nmt.data.tokenizer import EOS_ID, PAD_ID
+from nmt.models import build_model
 from nmt.models.base import AttentionChoice
 from tests_helpers import VOCAB, make_model
 ARCHS = {
@@ -95,3 +97,19 @@ def test_tied_embeddings_share_one_matrix():
     assert model.src_embed.weight is model.tgt_embed.weight is model.head.weight
     untied = make("transformer-pre", joint=False)
     assert untied.src_embed.weight is not untied.tgt_embed.weight
+
+
+def test_xavier_init_zeroes_biases_and_keeps_embeddings():
+    torch.manual_seed(0)
+    default = build_model(ModelConfig(arch="bahdanau", embed_dim=16, hidden_size=16), 50, 50, True)
+    torch.manual_seed(0)
+    xavier = build_model(ModelConfig(arch="bahdanau", embed_dim=16, hidden_size=16, init="xavier"), 50, 50, True)
+    params = dict(xavier.named_parameters())
+    biases = [n for n in params if n.rsplit(".", 1)[-1].startswith("bias")]
+    assert biases and all(params[n].abs().sum() == 0 for n in biases)
+    embedding = next(n for n in params if "embed" in n)
+    assert torch.equal(params[embedding], dict(default.named_parameters())[embedding])
+    recurrent = next(n for n in params if "weight_hh" in n)
+    bound = (6 / sum(params[recurrent].shape)) ** 0.5
+    assert params[recurrent].abs().max() <= bound
+    assert not torch.equal(params[recurrent], dict(default.named_parameters())[recurrent])

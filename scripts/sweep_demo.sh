@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The demo recipe sweep (issue 9): configs/demo.yaml with one change per trial, each trained for the same wall-clock
+# share and scored by greedy BLEU on the whole **valid** split (never test). Two trials run side by side with one
+# thread each, so a pair sees the same machine; steps are scaled where a setting changes the cost of a step.
+#
+#   scripts/sweep_demo.sh            # → sweep-demo/results.md (setting → dev BLEU, steps, training seconds)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-sweep-demo}
+NMT=${NMT:-.venv/bin/nmt}
+STEPS=${STEPS:-450}
+mkdir -p "$OUT"
+# name | overrides (space separated --set values)
+TRIALS=${TRIALS:-"
+baseline|train.max_steps=$STEPS
+linear|train.max_steps=$STEPS train.schedule=linear train.warmup_steps=100
+linear-xavier|train.max_steps=$STEPS train.schedule=linear train.warmup_steps=100 model.init=xavier
+linear-lr3e-3|train.max_steps=$STEPS train.schedule=linear train.warmup_steps=100 train.lr=3e-3
+linear-2000tok|train.max_steps=$((STEPS * 3 / 2)) train.schedule=linear train.warmup_steps=150 train.max_tokens=2000
+linear-warmup10|train.max_steps=$STEPS train.schedule=linear train.warmup_steps=10
+"}
+
+trial() {  # name, overrides
+  local name=$1; shift
+  local sets=(--set train.threads=1 --set train.eval_max_sentences=0 --set train.keep_last=0)
+  for kv in "$@"; do sets+=(--set "$kv"); done
+  local steps; steps=$(printf '%s\n' "$@" | sed -n 's/^train.max_steps=//p')
+  sets+=(--set "train.eval_every=$steps" --set "train.save_every=$steps")
+  "$NMT" train --config configs/demo.yaml --run-dir "$OUT/runs/$name" "${sets[@]}" > "$OUT/$name.log" 2>&1
+}
+
+printf "%s\n" "$TRIALS" | sed "/^$/d" > "$OUT/trials.txt"
+mapfile -t lines < <(printf '%s\n' "$TRIALS" | sed '/^$/d')
+for ((i = 0; i < ${#lines[@]}; i += 2)); do
+  pids=()
+  for line in "${lines[@]:i:2}"; do
+    name=${line%%|*}; read -r -a sets <<< "${line#*|}"
+    if [ -f "$OUT/runs/$name/checkpoints/best.pt" ]; then continue; fi
+    echo "== $name: ${sets[*]}"
+    trial "$name" "${sets[@]}" & pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+done
+
+python3 - "$OUT" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+settings = dict(line.split("|", 1) for line in (out / "trials.txt").read_text().splitlines())
+rows = ["| trial | settings (on configs/demo.yaml) | steps | training s (1 thread, paired) | dev BLEU (greedy, whole valid) |",
+        "|---|---|---|---|---|"]
+for name, sets in settings.items():
+    metrics = out / "runs" / name / "metrics.jsonl"
+    valid = [r for r in map(json.loads, filter(str.strip, metrics.read_text().splitlines())) if r["type"] == "valid"][-1]
+    rows.append(f"| {name} | `{sets}` | {valid['step']} | {valid['time_s']:.0f} | {valid['dev_bleu']:.2f} |")
+(out / "results.md").write_text("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY
