@@ -135,7 +135,8 @@ for arch in archs:
     bp = report["bleu_detail"].split("BP = ")[1].split()[0]
     import torch
     weights = torch.load(run / "checkpoints" / "best.pt", weights_only=True)["model"]
-    params = sum({t.untyped_storage().data_ptr(): t.numel() for t in weights.values()}.values())  # tied: once
+    # Tied matrices share a data pointer: count them once. (Not the storage: cuDNN packs every RNN weight into one.)
+    params = sum({t.data_ptr(): t.numel() for t in weights.values()}.values())
     rows.append(f"| {arch} | {params / 1e6:.1f}M | {best['dev_bleu']:.2f} ({best['step']}) | {valid[-1]['time_s']:.0f} s "
                 f"| {report['bleu']:.2f} | {report['chrf']:.2f} | {bp} | " + " | ".join(
                     f"{buckets[b]:.2f}" if buckets[b] is not None else "-" for b in ("1-5", "6-10", "11-15", "16+")) + " |")
