@@ -10,9 +10,14 @@ CORPUS ?= $(or $(NMT_CORPUS_URL),http://d2l-data.s3-accelerate.amazonaws.com/fra
 
 install: $(BIN)/.installed
 
-$(BIN)/.installed: pyproject.toml
+# The package alone (what `make demo` needs); the test tools come on top of it.
+$(BIN)/.installed-base: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_FALLBACK)"
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-base
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $@
 
@@ -31,7 +36,7 @@ test: install browser
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
 
-demo: install
+demo: $(BIN)/.installed-base
 	$(BIN)/nmt download --url "$(CORPUS)"
 	$(BIN)/nmt prepare --config configs/demo.yaml
 	$(BIN)/nmt train --config configs/demo.yaml
