@@ -21,7 +21,13 @@ DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="
 ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
 Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
 LengthPenalty = typer.Option(None, "--length-penalty", min=0.0, max=10.0,
-                             help="Beam length penalty alpha (Wu et al. 2016); default: the run's config.")
+                             help="Length normalization alpha of beam search (the run's decode.length_normalization "
+                                  "rule: |Y|^alpha by default); default: the run's config.")
+Beam = typer.Option(None, "--beam", min=1, max=256, help="Beam size (default: the run's config; 1 = greedy).")
+Device = typer.Option("auto", "--device", help="auto, cpu or cuda.")
+Engine = typer.Option("nmt", "--engine", help="nmt (the run's checkpoint) or ctranslate2 (an `nmt export` "
+                      "directory given with --model).")
+ModelDir = typer.Option(None, "--model", help="CTranslate2 export directory (with --engine ctranslate2).")
 Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
                    help="Corpus zip: http(s)://, file:// or a local path (default: the d2l.ai copy).")
 
@@ -110,7 +116,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
 def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none: read stdin line by line."),
               run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
               checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
-              beam: Optional[int] = typer.Option(None, "--beam", min=1, help="Beam size (default: the run's config)."),
+              beam: Optional[int] = Beam,
               attention: Optional[Path] = typer.Option(None, "--attention", help="Save the attention heatmap (PNG) "
                                                        "of the first sentence here."),
               show_attention: bool = typer.Option(False, "--show-attention",
@@ -119,38 +125,33 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                   help="Transformer: cross-attention layer to show (-1: last)."),
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
-              length_penalty: Optional[float] = LengthPenalty,
-              device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-              engine: str = typer.Option("nmt", "--engine", help="nmt (the run's checkpoint) or ctranslate2 "
-                                         "(an `nmt export` directory given with --model)."),
-              model: Optional[Path] = typer.Option(None, "--model", help="CTranslate2 export directory.")) -> None:
-    """Translate English to French with a trained run (or its CTranslate2 export).
+              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
+              model: Optional[Path] = ModelDir) -> None:
+    """Translate source-language sentences with a trained run (or its CTranslate2 export).
 
-    Example: nmt translate "i'm home ."   or   cat english.txt | nmt translate --beam 5 > french.txt
+    Example: nmt translate "i'm home ."   or   cat source.txt | nmt translate --beam 5 > target.txt
     """
-    if engine == "ctranslate2":
-        _translate_ctranslate2(sentences, model, beam, length_penalty, device)
-        return
-    if engine != "nmt":
-        raise NMTError(f"unknown engine {engine!r}: use nmt or ctranslate2")
+    from nmt.engines import open_engine, translate_stream
     from nmt.models.base import AttentionChoice
-    from nmt.translator import Translator
 
     if attention is not None:
         attention = _picture_path(attention)
-    translator = Translator.from_run(run, checkpoint, device, length_penalty, warn=_warn)
+    translator = open_engine(engine, run, checkpoint, model, device,
+                             {"beam_size": beam, "length_penalty": length_penalty}, warn=_warn)
     choice = AttentionChoice(attention_layer, attention_head)
-    if translator.model.has_attention:
-        translator.model.check_attention_choice(choice)
+    if translator.has_attention:
+        translator.check_attention_choice(choice)
     if not sentences:
-        # Undecodable bytes become U+FFFD rather than ending the stream: one output line per input line, always.
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        # Undecodable bytes become U+FFFD rather than ending the stream, and only \n ends a line (a lone \r is
+        # text, as in `cut` or `wc -l`): one output line per input line, always.
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        for line in translator.translate_stream(stdin, beam, chunk_size=1 if sys.stdin.isatty() else None):
+        for line in translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None):
             typer.echo(line)
         return
-    want_attention = attention is not None or show_attention
-    results = translator.translate(list(sentences), beam_size=beam, attention=choice if want_attention else None)
+    want_attention = (attention is not None or show_attention) and translator.has_attention
+    results = translator.translate([_argument_text(s) for s in sentences],
+                                   attention=choice if want_attention else None)
     for result in results:
         typer.echo(result.text)
         if show_attention and result.attention is not None:
@@ -161,6 +162,12 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         _save_heatmap(results[0], attention)
 
 
+def _argument_text(argument: str) -> str:
+    """A command-line argument as text: bytes that were not UTF-8 (kept by Python as surrogate escapes) become
+    U+FFFD, as on stdin."""
+    return os.fsencode(argument).decode("utf-8", errors="replace")
+
+
 def _save_heatmap(result, path: Path) -> None:
     if result.attention is None:
         _log("no attention to plot (empty input, or the seq2seq model has no attention)")
@@ -169,22 +176,6 @@ def _save_heatmap(result, path: Path) -> None:
 
     plot_attention(result.attention.numpy(), result.source_pieces, result.target_pieces, path)
     _log(f"attention heatmap written to {path}")
-
-
-def _translate_ctranslate2(sentences, model: Optional[Path], beam, length_penalty, device: str) -> None:
-    from nmt.export import CTranslate2Translator
-
-    if model is None:
-        raise NMTError("--engine ctranslate2 needs --model DIR (made by `nmt export`)")
-    translator = CTranslate2Translator(model, device="cuda" if device == "cuda" else "cpu", warn=_warn)
-    penalty = 1.0 if length_penalty is None else length_penalty
-    if sentences:
-        lines = list(sentences)
-    else:
-        lines = [line.rstrip("\n") for line in io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8",
-                                                                  errors="replace")]
-    for result in translator.translate(lines, beam, penalty):
-        typer.echo(result.text)
 
 
 @app.command()
@@ -214,16 +205,20 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
           checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
           host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
           port: int = typer.Option(8000, "--port", min=1, max=65535),
-          device: str = typer.Option("auto", "--device", help="auto, cpu or cuda.")) -> None:
+          allow_host: Optional[List[str]] = typer.Option(None, "--allow-host", help="Also accept requests whose "
+                                                         "Host header names this host (repeatable); on loopback "
+                                                         "only localhost names are accepted otherwise."),
+          device: str = Device, engine: str = Engine, model: Optional[Path] = ModelDir) -> None:
     """Serve a translation API and a page that shows the attention (FastAPI + uvicorn).
 
     Example: nmt serve --run runs/demo --port 8000   then open http://127.0.0.1:8000/
     """
-    from nmt.serve import run_server
-    from nmt.translator import Translator
+    from nmt.engines import open_engine
+    from nmt.serve import check_bind_address, run_server
 
-    translator = Translator.from_run(run, checkpoint, device, warn=_warn)
-    run_server(translator, host, port, log=_log)
+    listener = check_bind_address(host, port)  # a busy port or a bad address: one line, before loading a model
+    translator = open_engine(engine, run, checkpoint, model, device, warn=_warn)
+    run_server(translator, listener, host, port, allow_host or [], log=_log)
 
 
 @app.command()
@@ -232,32 +227,34 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
              split: str = typer.Option("test", "--split", help="test or valid (of the run's prepared data)."),
              src: Optional[Path] = typer.Option(None, "--src", help="Source file instead of a split."),
              ref: Optional[List[Path]] = typer.Option(None, "--ref", help="Reference file(s) for --src (repeatable)."),
-             beam: Optional[int] = typer.Option(None, "--beam", min=1, help="Beam size (default: the run's config)."),
+             beam: Optional[int] = Beam,
              compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
                                                           "table with paired bootstrap against the first."),
-             length_penalty: Optional[float] = LengthPenalty,
-             device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-             data_dir: Path = DataDir) -> None:
+             length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
+             model: Optional[Path] = ModelDir, data_dir: Path = DataDir) -> None:
     """Score a run with sacrebleu (BLEU, chrF; multi-reference) and write hypotheses and a JSON report.
 
     Example: nmt evaluate --run runs/transformer --beam 5   or   nmt evaluate --compare runs/a --compare runs/b
     """
     from nmt import evaluate as ev
-    from nmt.translator import Translator
+    from nmt.engines import open_engine
 
     if ref and src is None:
         raise NMTError("--ref needs --src (the source sentences the references translate)")
+    overrides = {"beam_size": beam, "length_penalty": length_penalty}
     if compare:
-        typer.echo(ev.format_comparison(ev.compare_runs(compare, split, beam, device, data_dir, length_penalty)))
+        typer.echo(ev.format_comparison(ev.compare_runs(compare, split, overrides, device, data_dir)))
         return
-    translator = Translator.from_run(run, checkpoint, device, length_penalty, warn=_warn)
+    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=_warn)
+    if src is None and translator.config is None:
+        raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
     sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir)
-    _log(f"using {translator.checkpoint}")
-    beam_size = beam or translator.decode.beam_size
-    report = ev.evaluate(translator, sources, references, beam_size, translator.run.eval_dir,
-                         f"{label}.beam{beam_size}")
+    _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
+    report = ev.evaluate(translator, sources, references, translator.eval_dir,
+                         f"{label}.{translator.name}.beam{translator.decode.beam_size}"
+                         if translator.name != "nmt" else f"{label}.beam{translator.decode.beam_size}")
     typer.echo(ev.format_report(report))
-    _log(f"hypotheses and report written to {translator.run.eval_dir}")
+    _log(f"hypotheses and report written to {translator.eval_dir}")
 
 
 @app.command()

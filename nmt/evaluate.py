@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from sacrebleu.significance import PairedTest
 from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
+from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
 from nmt.run_dir import write_text_atomic
@@ -71,20 +73,18 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
     return sources, references, split
 
 
-def evaluate(translator: Translator, sources: list[str], references: list[list[str]], beam_size: int,
-             out_dir: Path, label: str) -> dict:
-    """Translate, score and write `<label>.hyp.txt` and `<label>.report.json` into `out_dir`."""
+def evaluate(engine: Engine, sources: list[str], references: list[list[str]], out_dir: Path, label: str) -> dict:
+    """Translate with the engine's decode settings, score, and write `<label>.hyp.txt` and `<label>.report.json`
+    into `out_dir`; the report records every decode setting the engine used and the engine itself."""
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
     started = time.perf_counter()
-    hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
+    hypotheses = [t.text for t in engine.translate(sources)]
     elapsed = time.perf_counter() - started
-    report = {"label": label, "checkpoint": str(translator.checkpoint), "sentences": len(sources),
+    report = {"label": label, **engine.describe(), "sentences": len(sources),
               **corpus_scores(hypotheses, references, with_ter=True),
               "buckets": length_buckets(sources, hypotheses, references),
-              "decode": {"beam_size": beam_size, "length_penalty": translator.decode.length_penalty,
-                         "max_len_a": translator.decode.max_len_a, "max_len_b": translator.decode.max_len_b,
-                         "batch_size": translator.decode.batch_size, "device": str(translator.device)},
+              "decode": dataclasses.asdict(engine.decode),
               "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1)}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / f"{label}.hyp.txt", "".join(h + "\n" for h in hypotheses))
@@ -105,17 +105,16 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_runs(runs: list[Path], split: str, beam: int | None, device: str, data_dir: Path,
-                 length_penalty: float | None) -> list[dict]:
+def compare_runs(runs: list[Path], split: str, decode_overrides: dict, device: str, data_dir: Path) -> list[dict]:
     """Translate one shared test set with every run, then `compare` them (the first is the baseline)."""
     systems, shared_refs = [], None
     for run in runs:
-        translator = Translator.from_run(run, None, device, length_penalty)
+        translator = Translator.from_run(run, None, device, decode_overrides)
         sources, references, _ = load_test_set(translator.config, split, None, None, data_dir)
         if shared_refs is not None and references != shared_refs:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
         shared_refs = references
-        hypotheses = [t.text for t in translator.translate(sources, beam_size=beam or translator.decode.beam_size)]
+        hypotheses = [t.text for t in translator.translate(sources)]
         systems.append((str(translator.run.directory), hypotheses))
     return compare(systems, shared_refs)
 

@@ -8,29 +8,20 @@ own (`nmt translate --engine ctranslate2 --model DIR`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from nmt.data.normalizer import Normalizer
+from nmt.ct2_engine import EXPORT_METADATA, import_ctranslate2 as _ctranslate2
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.errors import NMTError
 from nmt.models.transformer import Transformer
-from nmt.translator import Translation, Translator
+from nmt.translator import Translator
 
 QUANTIZATIONS = ("float32", "int8", "bf16", "int8_float32", "float16", "int8_bfloat16")
-INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
-
-
-def _ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError:
-        raise NMTError(f"CTranslate2 is not installed: {INSTALL_HINT}") from None
-    return ctranslate2
 
 
 def _vocabulary(processor) -> list[str]:
@@ -125,9 +116,27 @@ def _converter(model: Transformer, tokenizers: Tokenizers):
     return NMTConverter()
 
 
+def check_output_dir(output_dir: Path, run_dir: Path | None, force: bool) -> None:
+    """Refuse an output that would overwrite the run (it, inside it, or around it) or anything but an old export."""
+    out = Path(output_dir).resolve()
+    if run_dir is not None:
+        run = Path(run_dir).resolve()
+        if out == run or run in out.parents or out in run.parents:
+            raise NMTError(f"{output_dir} is the run directory {run_dir}, lies inside it or contains it: "
+                           "export to a directory of its own")
+    if not out.exists() and not out.is_symlink():
+        return
+    if not force:
+        raise NMTError(f"{output_dir} exists; pass --force to replace it")
+    if out.is_symlink() or not out.is_dir() or not (out / EXPORT_METADATA).is_file():
+        raise NMTError(f"{output_dir} exists and is not an nmt export (no {EXPORT_METADATA}); --force only "
+                       "replaces a previous export: choose another directory")
+
+
 def export_ctranslate2(translator: Translator, output_dir: Path, quantization: str = "float32",
                        force: bool = False) -> Path:
-    """Write the CTranslate2 model of `translator` (a Transformer run) with its tokenizer and normalizer."""
+    """Write the CTranslate2 model of `translator` (a Transformer run) with its tokenizer, normalizer and the run's
+    whole decode configuration (what the CTranslate2 engine decodes with)."""
     model = translator.model
     if not isinstance(model, Transformer):
         raise NMTError(f"CTranslate2 export needs a Transformer; this run is a {type(model).__name__} "
@@ -135,8 +144,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
     if quantization not in QUANTIZATIONS:
         raise NMTError(f"unknown quantization {quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
     output_dir = Path(output_dir)
-    if output_dir.exists() and not force:
-        raise NMTError(f"{output_dir} exists; pass --force to replace it")
+    check_output_dir(output_dir, translator.run.directory if translator.run else None, force)
     converter = _converter(model.float().cpu().eval(), translator.tokenizers)
     staging = output_dir.with_name(f".{output_dir.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -145,58 +153,13 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
         for name in Tokenizers.files(translator.tokenizers.joint):
             shutil.copyfile(translator.run.directory / name, staging / name)
         (staging / "normalizer.json").write_text(json.dumps(translator.normalizer.__dict__) + "\n")
-        (staging / "nmt_export.json").write_text(json.dumps({
+        (staging / EXPORT_METADATA).write_text(json.dumps({
             "checkpoint": str(translator.checkpoint), "quantization": quantization,
-            "decode": {"beam_size": translator.decode.beam_size, "max_len_a": translator.decode.max_len_a,
-                       "max_len_b": translator.decode.max_len_b, "max_input_tokens": translator.decode.max_input_tokens,
-                       "batch_size": translator.decode.batch_size}}, indent=2) + "\n")
+            "decode": dataclasses.asdict(translator.decode),
+            "data": dataclasses.asdict(translator.config.data) if translator.config else None}, indent=2) + "\n")
         if output_dir.exists():
             shutil.rmtree(output_dir)
         staging.rename(output_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output_dir
-
-
-class CTranslate2Translator:
-    """Text → text with an exported model: the same normalization, SentencePiece and length limits as nmt's
-    own Translator. CTranslate2 normalizes beam scores by |Y|^α (fairseq's rule), not Wu et al.'s penalty."""
-
-    def __init__(self, model_dir: Path, device: str = "cpu", compute_type: str = "default", threads: int = 0,
-                 warn: Callable[[str], None] | None = None):
-        ctranslate2 = _ctranslate2()
-        model_dir = Path(model_dir)
-        if not (model_dir / "model.bin").is_file():
-            raise NMTError(f"{model_dir} is not a CTranslate2 export (no model.bin); run `nmt export` first")
-        self.tokenizers = Tokenizers.from_dir(model_dir)
-        self.normalizer = Normalizer(**json.loads((model_dir / "normalizer.json").read_text(encoding="utf-8")))
-        self.settings = json.loads((model_dir / "nmt_export.json").read_text(encoding="utf-8"))["decode"]
-        self.warn = warn or (lambda message: None)
-        self.engine = ctranslate2.Translator(str(model_dir), device="cuda" if device == "cuda" else "cpu",
-                                             compute_type=compute_type, intra_threads=threads)
-
-    def _pieces(self, sentence: str) -> list[str]:
-        pieces = self.tokenizers.source.encode(self.normalizer.source(sentence), out_type=str)
-        limit = self.settings["max_input_tokens"] - 1
-        if len(pieces) > limit:
-            self.warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
-            pieces = pieces[:limit]
-        return pieces
-
-    def translate(self, sentences: list[str], beam_size: int | None = None, length_penalty: float = 1.0,
-                  batch_size: int | None = None) -> list[Translation]:
-        beam = beam_size or self.settings["beam_size"]
-        pieces = [self._pieces(s) for s in sentences]
-        results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
-        todo = [i for i, p in enumerate(pieces) if p]
-        if todo:
-            longest = max(len(pieces[i]) for i in todo) + 1
-            outputs = self.engine.translate_batch(
-                [pieces[i] for i in todo], beam_size=beam, length_penalty=length_penalty,
-                max_batch_size=batch_size or self.settings["batch_size"], batch_type="examples",
-                max_decoding_length=int(self.settings["max_len_a"] * longest) + self.settings["max_len_b"])
-            for i, output in zip(todo, outputs):
-                tokens = output.hypotheses[0]
-                results[i].target_pieces = tokens
-                results[i].text = self.normalizer.clean(self.tokenizers.target.decode(tokens))
-        return results

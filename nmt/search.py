@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.config import DecodeConfig
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from nmt.models.base import AttentionChoice, EncoderDecoder, reorder_state
 
@@ -82,18 +83,17 @@ class LengthNormalization:
     hypothesis once normalized at the length limit; otherwise it closes when beam_size hypotheses have ended.
     """
 
-    alpha: float = 1.0
-    kind: str = "wu"
-    patient: bool = False
+    alpha: float
+    kind: str
+    patient: bool
+
+    @classmethod
+    def from_config(cls, decode: DecodeConfig) -> "LengthNormalization":
+        return cls(decode.length_penalty, decode.length_normalization, decode.patient_stop)
 
     def penalty(self, length: torch.Tensor) -> torch.Tensor:
         length = length.float()
         return ((5.0 + length) / 6.0) ** self.alpha if self.kind == "wu" else length ** self.alpha
-
-
-def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
-    """Wu et al. (2016): ((5 + |Y|) / 6) ** alpha."""
-    return LengthNormalization(alpha).penalty(length)
 
 
 class _Ended:
@@ -124,7 +124,7 @@ class _Ended:
 
 
 @torch.no_grad()
-def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha: float | LengthNormalization,
+def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: LengthNormalization,
                 max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
 
@@ -132,7 +132,6 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
     """
     batch, k, device = src.shape[0], beam_size, src.device
-    norm = alpha if isinstance(alpha, LengthNormalization) else LengthNormalization(alpha)
     need_attention = attention_choice is not None
     limit = max_lengths(src, max_len_a, max_len_b)
     steps = int(limit.max())
@@ -180,3 +179,16 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, alpha:
     if ended.attention is not None:
         attention = [ended.attention[i, :len(r) + 1].cpu() for i, r in enumerate(result)]
     return Hypotheses(result, ended.scores, attention)
+
+
+def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
+           attention_choice: AttentionChoice | None = None) -> Hypotheses:
+    """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization.
+
+    The one entry point for every caller (translation, validation, sweeps): the settings travel whole, so there is
+    no second set of defaults below the config.
+    """
+    if decode.beam_size == 1:
+        return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice)
+    return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
+                       decode.max_len_b, attention_choice)

@@ -1,27 +1,38 @@
-"""`nmt serve`: a small HTTP service around a Translator (FastAPI + uvicorn, an optional extra).
+"""`nmt serve`: a small HTTP service around an engine (FastAPI + uvicorn, an optional extra).
 
     POST /translate  {"sentences": [...], "beam": 5, "attention": true, "layer": -1, "head": null}
-    GET  /health     model, checkpoint, attention layers and heads, limits
-    GET  /           a page: type English, read the French, see the cross-attention heatmap
+    GET  /health     engine, model, decode settings, attention layers and heads, limits
+    GET  /           a page: type a sentence, read the translation, see the cross-attention heatmap
 
-Concurrent requests are decoded together: a batcher collects what arrives within `batch_window_s` (up to
-`max_batch_sentences`) and runs one `translate` per decoding setting on a single worker thread (the model is shared,
-and one CPU translation at a time uses every core). Bad input is a 4xx with a message, never a 500.
+What keeps it standing when a client misbehaves:
+- every request is priced before it is queued (source pieces × beam) and refused with 413 past `max_request_cost`;
+- a `Scheduler` cuts requests into chunks of at most `max_chunk_cost` and fills each decoding batch round-robin
+  over the waiting requests, so a small request waits for at most one chunk of a big one, never for all of it;
+- a chunk that fails is retried alone, so one bad sentence fails its own request only (and, being text the
+  normalizer makes safe, it should not fail at all);
+- bad input is a 4xx with a reason (inf/NaN in the JSON included), never a 500; on loopback the Host header must
+  name this machine (DNS rebinding), other names only with --allow-host.
 """
 
 
 import asyncio
 import contextlib
+import ipaddress
+import math
+import socket
 import threading
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Callable
 
+from nmt.data.normalizer import replace_lone_surrogates
+from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
-from nmt.translator import Translator
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass(frozen=True)
@@ -29,73 +40,154 @@ class Limits:
     max_sentences: int = 64  # per request
     max_chars: int = 1000  # per sentence
     max_beam: int = 16
+    # Per request: sum over sentences of (source pieces + EOS) × beam. 8,192 admits the page's worst case (one
+    # 1,000-character sentence, 255 pieces, at beam 16 = 4,096) twice over, and 64 ten-piece sentences at beam 5
+    # (3,520); 64 × 1,000 characters at beam 16 (~260,000) is refused.
+    max_request_cost: int = 8192
+    max_chunk_cost: int = 1024  # per piece of a request decoded at once: bounds how long others wait behind it
     max_batch_sentences: int = 256  # decoded together across requests
-    batch_window_s: float = 0.01  # how long the batcher waits for more requests
+    batch_window_s: float = 0.01  # how long the scheduler waits for more requests
 
 
 @dataclass
 class _Job:
-    sentences: list[str]
+    """One request: its sentences cut into chunks; results fill in as chunks are decoded."""
+
+    chunks: deque  # of (start index, sentences, cost)
     beam: int
     attention: AttentionChoice | None
     future: asyncio.Future
+    results: list = field(default_factory=list)
 
 
-class Batcher:
-    """Queues jobs from concurrent requests and translates them in batches on one worker thread."""
+def chunk_sentences(sentences: list[str], costs: list[int], max_chunk_cost: int) -> deque:
+    """Consecutive runs of sentences whose cost stays within `max_chunk_cost` (at least one sentence each)."""
+    chunks, start, total = deque(), 0, 0
+    for i, cost in enumerate(costs):
+        if i > start and total + cost > max_chunk_cost:
+            chunks.append((start, sentences[start:i], total))
+            start, total = i, 0
+        total += cost
+    if start < len(sentences):
+        chunks.append((start, sentences[start:], total))
+    return chunks
 
-    def __init__(self, translator: Translator, limits: Limits):
-        self.translator, self.limits = translator, limits
-        self.queue: asyncio.Queue = asyncio.Queue()
+
+class Scheduler:
+    """Queues requests and decodes them on one worker thread in batches filled round-robin, one chunk per request
+    per turn (the model is shared, and one CPU translation at a time uses every core)."""
+
+    def __init__(self, engine: Engine, limits: Limits):
+        self.engine, self.limits = engine, limits
+        self.waiting: deque[_Job] = deque()
+        self.wakeup: asyncio.Event | None = None
         self.lock = threading.Lock()
         self.batches_run = 0  # for tests and /health: how many translate calls served the requests
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
+        self.wakeup = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def submit(self, sentences: list[str], beam: int, attention: AttentionChoice | None):
-        future = asyncio.get_running_loop().create_future()
-        await self.queue.put(_Job(sentences, beam, attention, future))
-        return await future
+    async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None):
+        job = _Job(chunk_sentences(sentences, costs, self.limits.max_chunk_cost), beam, attention,
+                   asyncio.get_running_loop().create_future(), [None] * len(sentences))
+        self.waiting.append(job)
+        self.wakeup.set()
+        return await job.future
+
+    def _next_batch(self) -> list[tuple[_Job, tuple]]:
+        """One round: the next chunk of every waiting request, in turn, until the batch is full. A request with
+        chunks left goes to the back of the line; one whose client has gone is dropped."""
+        batch, sentences = [], 0
+        for _ in range(len(self.waiting)):
+            if sentences >= self.limits.max_batch_sentences:
+                break
+            job = self.waiting.popleft()
+            if job.future.done():
+                continue
+            chunk = job.chunks.popleft()
+            batch.append((job, chunk))
+            sentences += len(chunk[1])
+            if job.chunks:
+                self.waiting.append(job)
+        return batch
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            jobs = [await self.queue.get()]
-            deadline = loop.time() + self.limits.batch_window_s
-            while sum(len(j.sentences) for j in jobs) < self.limits.max_batch_sentences:
-                try:
-                    jobs.append(await asyncio.wait_for(self.queue.get(), max(0.0, deadline - loop.time())))
-                except asyncio.TimeoutError:
-                    break
-            groups: dict[tuple, list[_Job]] = {}
-            for job in jobs:  # one translate per decoding setting
-                groups.setdefault((job.beam, job.attention), []).append(job)
-            for (beam, attention), group in groups.items():
-                sentences = [s for job in group for s in job.sentences]
-                try:
-                    results = await loop.run_in_executor(None, self._translate, sentences, beam, attention)
-                except Exception as err:  # noqa: BLE001 - handed to the waiting requests, not lost here
-                    for job in group:
-                        if not job.future.done():
-                            job.future.set_exception(err)
-                    continue
-                start = 0
-                for job in group:
-                    if not job.future.done():
-                        job.future.set_result(results[start:start + len(job.sentences)])
-                    start += len(job.sentences)
+            if not self.waiting:
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                await asyncio.sleep(self.limits.batch_window_s)  # let concurrent requests join this batch
+            batch = self._next_batch()
+            groups: dict[tuple, list] = {}
+            for job, chunk in batch:  # one translate per decoding setting
+                groups.setdefault((job.beam, job.attention), []).append((job, chunk))
+            for (beam, attention), members in groups.items():
+                await self._decode(loop, members, beam, attention)
+
+    async def _decode(self, loop, members: list, beam: int, attention: AttentionChoice | None) -> None:
+        sentences = [s for _, (_, chunk, _) in members for s in chunk]
+        try:
+            results = await loop.run_in_executor(None, self._translate, sentences, beam, attention)
+        except Exception as err:  # noqa: BLE001 - isolate: retry each chunk alone, fail only its own request
+            if len(members) > 1:
+                for member in members:
+                    await self._decode(loop, [member], beam, attention)
+                return
+            job = members[0][0]
+            self._fail(job, err)
+            return
+        offset = 0
+        for job, (start, chunk, _) in members:
+            job.results[start:start + len(chunk)] = results[offset:offset + len(chunk)]
+            offset += len(chunk)
+            if not job.chunks and not job.future.done():
+                job.future.set_result(job.results)
+
+    def _fail(self, job: _Job, err: Exception) -> None:
+        with contextlib.suppress(ValueError):
+            self.waiting.remove(job)
+        if not job.future.done():
+            job.future.set_exception(err)
 
     def _translate(self, sentences, beam, attention):
         with self.lock:
             self.batches_run += 1
-            return self.translator.translate(sentences, beam_size=beam, attention=attention)
+            return self.engine.translate(sentences, beam_size=beam, attention=attention)
 
 
-def create_app(translator: Translator, limits: Limits = Limits()):
+def host_of(header: str) -> str:
+    """The host name of a Host header, without its port ("[::1]:8000" → "::1")."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def allowed_hosts(bind_host: str, extra: list[str]) -> set[str] | None:
+    """Host names a request may address: on loopback the local names (and `extra`); elsewhere anything, unless
+    `extra` names some. None: no check."""
+    try:
+        loopback = bind_host == "localhost" or ipaddress.ip_address(bind_host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return {*LOOPBACK_NAMES, bind_host.lower(), *(h.lower() for h in extra)}
+    return {h.lower() for h in extra} or None
+
+
+def _safe_errors(errors) -> list[dict]:
+    """Validation errors without the offending input (it may be inf/NaN, which JSON cannot carry)."""
+    return [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            for e in errors]
+
+
+def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None = None):
     try:
         from fastapi import FastAPI, HTTPException, Request
+        from fastapi.exceptions import RequestValidationError
         from fastapi.responses import HTMLResponse, JSONResponse
         from pydantic import BaseModel, Field
     except ImportError:
@@ -108,43 +200,61 @@ def create_app(translator: Translator, limits: Limits = Limits()):
         layer: int = -1
         head: int | None = Field(default=None, ge=0)
 
-    model = translator.model
-    layers, heads = model.attention_layers_heads
-    batcher = Batcher(translator, limits)
+    layers, heads = engine.attention_layers_heads
+    scheduler = Scheduler(engine, limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        batcher.start()  # inside the server's event loop
+        scheduler.start()  # inside the server's event loop
         yield
 
-    app = FastAPI(title="nmt", description="English → French translation", docs_url="/docs", lifespan=lifespan)
-    app.state.batcher = batcher
+    app = FastAPI(title="nmt", description="Neural machine translation", docs_url="/docs", lifespan=lifespan)
+    app.state.scheduler = scheduler
+
+    if hosts is not None:
+        @app.middleware("http")
+        async def check_host(request: Request, call_next):
+            host = host_of(request.headers.get("host", ""))
+            if host not in hosts:
+                return JSONResponse(status_code=400, content={
+                    "detail": f"Host {host!r} is not served here (start nmt serve with --allow-host {host} "
+                              "to accept it)"})
+            return await call_next(request)
 
     @app.exception_handler(NMTError)
     async def user_error(request: Request, err: NMTError):
         return JSONResponse(status_code=400, content={"detail": str(err)})
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, err: RequestValidationError):
+        return JSONResponse(status_code=422, content={"detail": _safe_errors(err.errors())})
+
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", "architecture": type(model).__name__.lower(),
-                "checkpoint": str(translator.checkpoint) if translator.checkpoint else None,
-                "attention_layers": layers, "attention_heads": heads, "beam": translator.decode.beam_size,
-                "limits": limits.__dict__}
+        return {"status": "ok", **engine.describe(), "attention_layers": layers, "attention_heads": heads,
+                "beam": engine.decode.beam_size, "decode": engine.decode.__dict__, "limits": limits.__dict__,
+                "batches_run": scheduler.batches_run}
 
     @app.post("/translate")
     async def translate(request: TranslateRequest) -> dict:
-        too_long = [i for i, s in enumerate(request.sentences) if len(s) > limits.max_chars]
+        sentences = request.sentences
+        too_long = [i for i, s in enumerate(sentences) if len(s) > limits.max_chars]
         if too_long:
             raise HTTPException(status_code=413, detail=f"sentence {too_long[0]} is longer than "
                                                         f"{limits.max_chars} characters")
-        if any("\n" in s or "\r" in s for s in request.sentences):
+        if any("\n" in s or "\r" in s for s in sentences):
             raise HTTPException(status_code=422, detail="one sentence per list item: no line breaks inside")
         choice = None
-        if request.attention and model.has_attention:
+        if request.attention and engine.has_attention:
             choice = AttentionChoice(request.layer, request.head)
-            model.check_attention_choice(choice)  # NMTError → 400
-        beam = request.beam or translator.decode.beam_size
-        results = await batcher.submit(request.sentences, beam, choice)
+            engine.check_attention_choice(choice)  # NMTError → 400
+        beam = request.beam or engine.decode.beam_size
+        costs = [engine.count_pieces(s) * beam for s in sentences]
+        if sum(costs) > limits.max_request_cost:
+            raise HTTPException(status_code=413, detail=f"request too costly: {sum(costs)} source pieces × beam, "
+                                                        f"the limit is {limits.max_request_cost}; send fewer or "
+                                                        "shorter sentences or a smaller beam")
+        results = await scheduler.submit(sentences, costs, beam, choice)
         return {"translations": [_as_json(r, choice is not None) for r in results], "beam": beam,
                 "attention_layer": request.layer if choice else None, "attention_head": request.head}
 
@@ -156,18 +266,40 @@ def create_app(translator: Translator, limits: Limits = Limits()):
 
 
 def _as_json(result, with_attention: bool) -> dict:
-    item = {"source": result.source, "text": result.text}
+    item = {"source": replace_lone_surrogates(result.source), "text": result.text}
     if with_attention and result.attention is not None:
         item.update(source_pieces=result.source_pieces, target_pieces=result.target_pieces,
-                    attention=[[round(float(w), 4) for w in row] for row in result.attention.tolist()])
+                    attention=[[round(float(w), 4) if math.isfinite(w) else 0.0 for w in row]
+                               for row in result.attention.tolist()])
     return item
 
 
-def run_server(translator: Translator, host: str, port: int, log: Callable[[str], None] = print) -> None:
+def check_bind_address(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or one clear error (a bad address, a busy port) before any model loads."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as err:
+        raise NMTError(f"cannot serve on {host}: not an address of this machine ({err})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise NMTError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    return sock
+
+
+def run_server(engine: Engine, listener: socket.socket, host: str, port: int, allow_host: list[str],
+               log: Callable[[str], None] = print) -> None:
     try:
         import uvicorn
     except ImportError:
         raise NMTError(f"the server needs uvicorn: {INSTALL_HINT}") from None
-    app = create_app(translator)
-    log(f"serving {translator.checkpoint} on http://{host}:{port}/ (Ctrl-C stops)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    app = create_app(engine, hosts=allowed_hosts(host, allow_host))
+    described = engine.describe()
+    log(f"serving {described.get('checkpoint') or described.get('model')} ({engine.name} engine) on "
+        f"http://{host}:{port}/ (Ctrl-C stops)")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])

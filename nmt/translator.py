@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable
 
 import torch
 
@@ -14,12 +14,12 @@ from nmt.config import Config, DecodeConfig
 from nmt.data.batching import source_batch
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
-from nmt.device import autocast, autocast_dtype, pick_device
+from nmt.device import autocast, inference_dtype, pick_device
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
 from nmt.run_dir import CONFIG_KEY, MODEL_ARGS_KEY, MODEL_KEY, Run
-from nmt.search import LengthNormalization, beam_search, greedy_search
+from nmt.search import search
 
 
 @dataclass
@@ -36,8 +36,10 @@ def _warn(message: str) -> None:
 
 
 class Translator:
-    """A model with its run's tokenizer, normalization and decoding settings; `run`, `checkpoint` and `config` say
-    where it came from (None for a model built in memory)."""
+    """The PyTorch engine: a model with its run's tokenizer, normalization and decoding settings; `run`,
+    `checkpoint` and `config` say where it came from (None for a model built in memory)."""
+
+    name = "nmt"
 
     def __init__(self, model: EncoderDecoder, tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig,
                  device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = _warn,
@@ -48,9 +50,10 @@ class Translator:
 
     @classmethod
     def from_run(cls, run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
-                 length_penalty: float | None = None, warn: Callable[[str], None] = _warn) -> "Translator":
+                 decode_overrides: dict | None = None, warn: Callable[[str], None] = _warn) -> "Translator":
         """The model of a run (its best checkpoint, else its last, or `checkpoint`) with the run's own tokenizer and
-        normalization. `length_penalty` overrides the run's decode setting for this translator only."""
+        normalization. `decode_overrides` (e.g. {"beam_size": 1}) replace the run's decode settings for this
+        translator only."""
         if run_dir is None and checkpoint is not None:
             run_dir = Path(checkpoint).parent.parent
         run = Run.open(run_dir)
@@ -63,10 +66,35 @@ class Translator:
         model = _model_for(state, cfg, tokenizers, path)
         torch_device = pick_device(device)
         model.to(torch_device).eval()
-        decode = cfg.decode if length_penalty is None else dataclasses.replace(cfg.decode,
-                                                                               length_penalty=length_penalty)
+        decode = with_overrides(cfg.decode, decode_overrides)
         return cls(model, tokenizers, run.read_normalizer(), decode, torch_device,
-                   autocast_dtype("auto", torch_device), warn, run=run, checkpoint=path, config=cfg)
+                   inference_dtype(decode.precision, torch_device), warn, run=run, checkpoint=path, config=cfg)
+
+    @property
+    def eval_dir(self) -> Path | None:
+        return self.run.eval_dir if self.run else None
+
+    @property
+    def has_attention(self) -> bool:
+        return self.model.has_attention
+
+    @property
+    def attention_layers_heads(self) -> tuple[int, int]:
+        return self.model.attention_layers_heads
+
+    def check_attention_choice(self, choice: AttentionChoice) -> None:
+        self.model.check_attention_choice(choice)
+
+    def describe(self) -> dict:
+        """What `/health` and reports say about this engine."""
+        return {"engine": self.name, "architecture": type(self.model).__name__.lower(),
+                "checkpoint": str(self.checkpoint) if self.checkpoint else None, "device": str(self.device),
+                "precision": "fp32" if self.autocast_dtype is None else str(self.autocast_dtype).split(".")[-1]}
+
+    def count_pieces(self, sentence: str) -> int:
+        """Source pieces the model will read for `sentence` (EOS included, after truncation): its cost unit."""
+        return min(len(self.tokenizers.source.encode(self.normalizer.source(sentence))) + 1,
+                   self.decode.max_input_tokens)
 
     def _encode(self, sentence: str) -> list[int]:
         ids = self.tokenizers.source.encode(self.normalizer.source(sentence))
@@ -82,7 +110,7 @@ class Translator:
 
         With `attention`, each result also carries that source attention and the pieces that label its axes.
         """
-        beam = self.decode.beam_size if beam_size is None else beam_size
+        decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
         if attention is not None:
             if not self.model.has_attention:
                 attention = None
@@ -97,7 +125,9 @@ class Translator:
         self.model.eval()
         for start in range(0, len(order), self.decode.batch_size):
             chunk = order[start:start + self.decode.batch_size]
-            hyps = self._search(source_batch([encoded[i] for i in chunk]).to(self.device), beam, attention)
+            with autocast(self.device, self.autocast_dtype):
+                hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
+                              attention)
             for j, i in enumerate(chunk):
                 tokens = hyps.tokens[j]
                 # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
@@ -109,26 +139,14 @@ class Translator:
                     results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
         return results  # type: ignore[return-value]
 
-    def translate_stream(self, lines: Iterable[str], beam_size: int | None = None,
-                         chunk_size: int | None = None) -> Iterator[str]:
-        """Translate an unbounded stream in chunks (default: 4 batches), one output line per input line."""
-        chunk_size = chunk_size or self.decode.batch_size * 4
-        chunk: list[str] = []
-        for line in lines:
-            chunk.append(line.rstrip("\n"))
-            if len(chunk) >= chunk_size:
-                yield from (t.text for t in self.translate(chunk, beam_size))
-                chunk = []
-        if chunk:
-            yield from (t.text for t in self.translate(chunk, beam_size))
 
-    def _search(self, src: torch.Tensor, beam: int, attention: AttentionChoice | None):
-        d = self.decode
-        with autocast(self.device, self.autocast_dtype):
-            if beam == 1:
-                return greedy_search(self.model, src, d.max_len_a, d.max_len_b, attention)
-            norm = LengthNormalization(d.length_penalty, d.length_normalization, d.patient_stop)
-            return beam_search(self.model, src, beam, norm, d.max_len_a, d.max_len_b, attention)
+def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig:
+    """`decode` with some fields replaced (None values are ignored: "not given on the command line")."""
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = set(given) - {f.name for f in dataclasses.fields(DecodeConfig)}
+    if unknown:
+        raise NMTError(f"unknown decode setting(s): {', '.join(sorted(unknown))}")
+    return dataclasses.replace(decode, **given)
 
 
 def _model_for(state: dict, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:

@@ -1,5 +1,7 @@
 """`nmt export` to CTranslate2 and translation with the export."""
 
+import json
+
 import pytest
 import sacrebleu
 import torch
@@ -10,7 +12,8 @@ from tests_helpers import nmt, toy_parallel_corpus
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2 not installed (pip install 'nmt[export]')")
 
-from nmt.export import CTranslate2Translator, export_ctranslate2  # noqa: E402
+from nmt.ct2_engine import CTranslate2Engine  # noqa: E402
+from nmt.export import export_ctranslate2  # noqa: E402
 
 
 def toy_sources(count=200):
@@ -18,9 +21,9 @@ def toy_sources(count=200):
 
 
 def test_float32_export_decodes_like_nmt(toy_transformer_run, tmp_path):
-    translator = Translator.from_run(toy_transformer_run, device="cpu")
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
     export_ctranslate2(translator, tmp_path / "ct2", "float32")
-    exported = CTranslate2Translator(tmp_path / "ct2")
+    exported = CTranslate2Engine(tmp_path / "ct2")
     sources = toy_sources()
     ours = [r.target_pieces for r in translator.translate(sources, beam_size=1, attention=_pieces_only())]
     theirs = [r.target_pieces for r in exported.translate(sources, beam_size=1)]
@@ -35,14 +38,14 @@ def _pieces_only():
 
 
 def test_int8_export_stays_close_in_bleu_and_leaves_the_model_alone(toy_transformer_run, tmp_path):
-    translator = Translator.from_run(toy_transformer_run, device="cpu")
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
     before = {k: v.clone() for k, v in translator.model.state_dict().items()}
     pairs = [line.split("\t") for line in toy_parallel_corpus().splitlines()][:200]
     sources, references = [p[0] for p in pairs], [[p[1] for p in pairs]]
     scores = {}
     for quantization in ("float32", "int8"):
         export_ctranslate2(translator, tmp_path / quantization, quantization)
-        hyps = [r.text for r in CTranslate2Translator(tmp_path / quantization).translate(sources, beam_size=1)]
+        hyps = [r.text for r in CTranslate2Engine(tmp_path / quantization).translate(sources, beam_size=1)]
         scores[quantization] = sacrebleu.corpus_bleu(hyps, references).score
     assert abs(scores["int8"] - scores["float32"]) < 3.0, scores
     after = translator.model.state_dict()
@@ -71,3 +74,53 @@ def test_rnn_runs_cannot_be_exported(tmp_path, toy_data_dir):
     train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
     with pytest.raises(NMTError, match="CTranslate2 export needs a Transformer; this run is a Luong"):
         export_ctranslate2(Translator.from_run(tmp_path / "run"), tmp_path / "out")
+
+
+@pytest.mark.parametrize("where", ["run", "inside", "around"])
+def test_export_never_writes_over_its_run(toy_transformer_run, tmp_path, where):
+    import shutil
+
+    run = tmp_path / "parent" / "run"
+    shutil.copytree(toy_transformer_run, run)
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    target = {"run": run, "inside": run / "export", "around": tmp_path / "parent"}[where]
+    result = nmt("export", "--run", run, "-o", target, "--force")
+    assert result.returncode == 2 and "export to a directory of its own" in result.stderr, result.stderr
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+
+
+def test_force_replaces_only_a_previous_export(toy_transformer_run, tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    refused = nmt("export", "--run", toy_transformer_run, "-o", precious, "--force")
+    assert refused.returncode == 2 and "is not an nmt export" in refused.stderr
+    assert (precious / "notes.txt").read_text() == "keep me"
+    out = tmp_path / "export"
+    assert nmt("export", "--run", toy_transformer_run, "-o", out).returncode == 0
+    again = nmt("export", "--run", toy_transformer_run, "-o", out, "--force", "--quantization", "int8")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((out / "nmt_export.json").read_text())["quantization"] == "int8"
+
+
+def test_evaluate_and_serve_with_the_ctranslate2_engine(toy_transformer_run, toy_data_dir, tmp_path):
+    out = tmp_path / "export"
+    assert nmt("export", "--run", toy_transformer_run, "-o", out).returncode == 0
+    result = nmt("evaluate", "--engine", "ctranslate2", "--model", out, "--split", "test", data_dir=toy_data_dir)
+    assert result.returncode == 0, result.stderr
+    assert "BLEU" in result.stdout and "patient stop" in result.stderr
+    report = json.loads(next((out / "eval").glob("test.ctranslate2.beam*.report.json")).read_text())
+    assert report["engine"] == "ctranslate2" and report["decode"]["patient_stop"] is False
+    ours = nmt("evaluate", "--run", toy_transformer_run, "--split", "test", data_dir=toy_data_dir)
+    ours_report = json.loads(next((toy_transformer_run / "eval").glob("test.beam*.report.json")).read_text())
+    assert ours.returncode == 0 and abs(report["bleu"] - ours_report["bleu"]) < 3, (report["bleu"], ours_report)
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from nmt.serve import create_app
+
+    with TestClient(create_app(CTranslate2Engine(out))) as client:
+        health = client.get("/health").json()
+        assert health["engine"] == "ctranslate2" and health["attention_layers"] == 0
+        response = client.post("/translate", json={"sentences": ["I have two cats."], "attention": True})
+        assert response.status_code == 200 and response.json()["translations"][0]["text"]

@@ -9,7 +9,10 @@ import torch
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from nmt.metrics import corpus_scores
 from nmt.models.base import AttentionChoice, EncoderDecoder
-from nmt.search import beam_search, greedy_search
+from nmt.search import LengthNormalization, beam_search, greedy_search
+
+WU = LengthNormalization(0.6, "wu", False)
+NONE = LengthNormalization(0.0, "wu", False)
 from tests_helpers import make_model, random_sources
 
 A, B = 4, 5
@@ -42,7 +45,7 @@ def test_beam_finds_known_best_hypothesis_greedy_misses():
     model, src = MarkovToy(), torch.tensor([[7, EOS_ID], [7, EOS_ID]])
     greedy = greedy_search(model, src, max_len_a=0.0, max_len_b=4)
     assert greedy.tokens[0] == [A, A, A]  # forced to end at the length limit
-    beam = beam_search(model, src, beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=4)
+    beam = beam_search(model, src, beam_size=2, norm=NONE, max_len_a=0.0, max_len_b=4)
     assert beam.tokens == [[B], [B]]
     assert beam.scores[0].item() == pytest.approx(math.log(0.36), abs=1e-5)
 
@@ -51,7 +54,7 @@ def test_forced_eos_at_the_length_limit_costs_its_probability():
     """At the limit a hypothesis may only end, at the price the model puts on EOS: "A EOS" (.5 × .3 = .15) must not
     beat "B EOS" (.4 × .9 = .36) by getting its EOS for free."""
     model, src = MarkovToy(), torch.tensor([[7, EOS_ID]])
-    beam = beam_search(model, src, beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=2)
+    beam = beam_search(model, src, beam_size=2, norm=NONE, max_len_a=0.0, max_len_b=2)
     assert beam.tokens == [[B]]
     assert beam.scores[0].item() == pytest.approx(math.log(0.36), abs=1e-5)
     greedy = greedy_search(model, src, max_len_a=0.0, max_len_b=2)
@@ -62,7 +65,7 @@ def test_forced_eos_at_the_length_limit_costs_its_probability():
 def test_beam_one_equals_greedy(arch):
     model, src = make_model(arch).eval(), random_sources()
     greedy = greedy_search(model, src, 1.5, 5)
-    beam = beam_search(model, src, beam_size=1, alpha=0.6, max_len_a=1.5, max_len_b=5)
+    beam = beam_search(model, src, beam_size=1, norm=WU, max_len_a=1.5, max_len_b=5)
     assert beam.tokens == greedy.tokens
 
 
@@ -82,15 +85,15 @@ def test_cached_decoding_equals_uncached(arch):
 
 def test_beam_search_batched_equals_one_by_one():
     model, src = make_model("transformer").eval(), random_sources()
-    together = beam_search(model, src, 4, 0.6, 1.5, 5).tokens
-    alone = [beam_search(model, src[i:i + 1, :int(src[i].ne(PAD_ID).sum())], 4, 0.6, 1.5, 5).tokens[0]
+    together = beam_search(model, src, 4, WU, 1.5, 5).tokens
+    alone = [beam_search(model, src[i:i + 1, :int(src[i].ne(PAD_ID).sum())], 4, WU, 1.5, 5).tokens[0]
              for i in range(src.shape[0])]
     assert together == alone
 
 
 def test_beam_attention_rows_match_output_length():
     model, src = make_model("bahdanau").eval(), random_sources()
-    result = beam_search(model, src, 3, 0.6, 1.5, 5, attention_choice=AttentionChoice())
+    result = beam_search(model, src, 3, WU, 1.5, 5, attention_choice=AttentionChoice())
     for tokens, attention in zip(result.tokens, result.attention):
         assert attention.shape[0] == len(tokens) + 1
         torch.testing.assert_close(attention.sum(-1), torch.ones(len(tokens) + 1))
@@ -111,7 +114,6 @@ def test_multi_reference_bleu_matches_sacrebleu():
 @pytest.mark.parametrize("kind", ["wu", "fairseq"])
 @pytest.mark.parametrize("patient", [False, True])
 def test_normalizations_keep_beam_one_equal_to_greedy(kind, patient):
-    from nmt.search import LengthNormalization
 
     model, src = make_model("transformer").eval(), random_sources()
     norm = LengthNormalization(1.0, kind, patient)
@@ -132,7 +134,6 @@ class PatienceToy(MarkovToy):
 
 
 def test_patient_stop_keeps_searching_while_a_live_beam_can_still_win():
-    from nmt.search import LengthNormalization
 
     model, src = PatienceToy(), torch.tensor([[7, EOS_ID]])
     hasty = beam_search(model, src, 2, LengthNormalization(1.0, "fairseq", False), 0.0, 10)

@@ -22,7 +22,7 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def translator(toy_transformer_run):
-    return Translator.from_run(toy_transformer_run, device="cpu")
+    return Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_not_json_is_a_4xx(client):
 def test_twenty_concurrent_requests_are_batched(client, translator):
     sentences = [f"We have {n} keys." for n in ("one", "two", "three", "four", "five")] * 4
     expected = {s: r.text for s, r in zip(sentences, translator.translate(sentences, beam_size=2))}
-    batcher = client.app.state.batcher
+    batcher = client.app.state.scheduler
     before = batcher.batches_run
     with ThreadPoolExecutor(max_workers=20) as pool:
         responses = list(pool.map(lambda s: client.post("/translate", json={"sentences": [s], "beam": 2}),

@@ -10,8 +10,14 @@ from dataclasses import dataclass
 _SPACES = str.maketrans({"\u202f": " ", "\u00a0": " ", "\u2009": " ", "\t": " ", "\n": " ", "\r": " "})
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _WHITESPACE = re.compile(r"\s+")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # d2l.ai-style input puts a space before punctuation ("i'm home ."); English never does.
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,!?;:%)\]}])")
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """U+FFFD for each lone surrogate: what remains can be written as UTF-8 (JSON, files, SentencePiece)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)
@@ -21,7 +27,12 @@ class Normalizer:
     lowercase_source: bool = True
 
     def clean(self, text: str) -> str:
-        """NFC, unusual spaces to plain ones, zero-width and control characters removed, whitespace collapsed."""
+        """NFC, unusual spaces to plain ones, zero-width and control characters removed, whitespace collapsed.
+
+        A lone surrogate (an undecodable command-line byte, a JSON "\\ud800") is not text that SentencePiece or
+        UTF-8 can carry: it becomes U+FFFD, so such input is translated like any unknown character, never a crash.
+        """
+        text = replace_lone_surrogates(text)
         text = unicodedata.normalize("NFC", text).translate(_SPACES)
         text = _ZERO_WIDTH.sub("", text)
         text = "".join(ch for ch in text if unicodedata.category(ch) != "Cc")

@@ -1,0 +1,154 @@
+"""The CTranslate2 engine: text → text with an `nmt export` directory, behind the same interface as `Translator`.
+
+The export carries the run's whole `DecodeConfig` (nmt_export.json), so the settings a run was trained and chosen
+with travel to this engine too. What CTranslate2 cannot do is said once, at load time, and the settings it actually
+decodes with (`decode`) are what reports and `/health` record:
+- `length_normalization: wu` has no CTranslate2 equivalent (it divides by |Y|^α, fairseq's rule): refused;
+- `patient_stop`: CTranslate2 closes a sentence once beam_size hypotheses have ended (its patience factor 1), which
+  is nmt's rule without the patient stop: decoded as `patient_stop: false`, with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+from nmt.config import Config, DataConfig, DecodeConfig
+from nmt.data.normalizer import Normalizer
+from nmt.data.tokenizer import Tokenizers
+from nmt.errors import NMTError
+from nmt.models.base import AttentionChoice
+from nmt.translator import Translation, with_overrides
+
+EXPORT_METADATA = "nmt_export.json"
+INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
+# DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
+COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16"}
+
+
+def import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise NMTError(f"CTranslate2 is not installed: {INSTALL_HINT}") from None
+    return ctranslate2
+
+
+def read_export_metadata(model_dir: Path) -> dict:
+    """nmt_export.json of an export directory, checked: a clear error for anything that is not one."""
+    path = Path(model_dir) / EXPORT_METADATA
+    if not (Path(model_dir) / "model.bin").is_file() or not path.is_file():
+        raise NMTError(f"{model_dir} is not an nmt CTranslate2 export (no model.bin or {EXPORT_METADATA}); "
+                       "run `nmt export` first")
+    try:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+        decode = DecodeConfig(**metadata["decode"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise NMTError(f"{path} is damaged or from another version ({type(err).__name__}: {err}); "
+                       "export the run again") from None
+    return {**metadata, "decode": decode}
+
+
+def data_only_config(data: dict | None) -> Config | None:
+    """The run's data settings kept in the export (to find its prepared test split); None for older exports."""
+    if not isinstance(data, dict):
+        return None
+    known = {f.name for f in dataclasses.fields(DataConfig)}
+    return Config(data=DataConfig(**{k: v for k, v in data.items() if k in known}))
+
+
+def effective_decode(decode: DecodeConfig, warn: Callable[[str], None]) -> DecodeConfig:
+    """The settings CTranslate2 will really decode with (see the module docstring)."""
+    if decode.length_normalization != "fairseq":
+        raise NMTError(f"this export decodes with decode.length_normalization {decode.length_normalization}; "
+                       "CTranslate2 only normalizes by |Y|^alpha (fairseq): re-export a run with "
+                       "length_normalization fairseq, or use the nmt engine")
+    if decode.patient_stop:
+        warn("CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended "
+             "(decoding with patient_stop false)")
+        decode = dataclasses.replace(decode, patient_stop=False)
+    return decode
+
+
+def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
+    """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch)."""
+    return {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty, "patience": 1.0,
+            "max_batch_size": decode.batch_size, "batch_type": "examples",
+            "max_input_length": decode.max_input_tokens,
+            "max_decoding_length": int(decode.max_len_a * longest_source) + decode.max_len_b}
+
+
+class CTranslate2Engine:
+    """An export directory as an engine: the same normalization, SentencePiece and length limits as `Translator`."""
+
+    name = "ctranslate2"
+    has_attention = False
+    attention_layers_heads = (0, 0)
+
+    def __init__(self, model_dir: Path, device: str = "cpu", threads: int = 0, decode_overrides: dict | None = None,
+                 warn: Callable[[str], None] | None = None):
+        ctranslate2 = import_ctranslate2()
+        self.model_dir = Path(model_dir)
+        self.warn = warn or (lambda message: None)
+        metadata = read_export_metadata(self.model_dir)
+        self.decode = effective_decode(with_overrides(metadata["decode"], decode_overrides), self.warn)
+        self.checkpoint = metadata.get("checkpoint")
+        self.config = data_only_config(metadata.get("data"))
+        self.eval_dir = self.model_dir / "eval"
+        self.quantization = metadata.get("quantization")
+        try:
+            self.tokenizers = Tokenizers.from_dir(self.model_dir)
+            self.normalizer = Normalizer(**json.loads((self.model_dir / "normalizer.json").read_text("utf-8")))
+        except (OSError, ValueError, TypeError, RuntimeError) as err:
+            raise NMTError(f"{self.model_dir}: the tokenizer or normalizer.json is missing or damaged "
+                           f"({type(err).__name__}); export the run again") from None
+        gpus = ctranslate2.get_cuda_device_count()
+        if device == "cuda" and gpus == 0:
+            raise NMTError("--device cuda was requested but CTranslate2 sees no CUDA device (use cpu or auto)")
+        if device not in ("auto", "cpu", "cuda"):
+            raise NMTError(f"unknown device {device!r} for CTranslate2: use auto, cpu or cuda")
+        self.device = "cuda" if device == "cuda" or (device == "auto" and gpus) else "cpu"
+        try:
+            self.engine = ctranslate2.Translator(str(self.model_dir), device=self.device,
+                                                 compute_type=COMPUTE_TYPES[self.decode.precision],
+                                                 intra_threads=threads)
+        except (RuntimeError, ValueError) as err:
+            raise NMTError(f"{self.model_dir}/model.bin cannot be loaded by CTranslate2: "
+                           f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+
+    def describe(self) -> dict:
+        return {"engine": self.name, "architecture": "transformer", "checkpoint": self.checkpoint,
+                "model": str(self.model_dir), "quantization": self.quantization, "device": self.device,
+                "precision": COMPUTE_TYPES[self.decode.precision]}
+
+    def check_attention_choice(self, choice: AttentionChoice) -> None:
+        pass  # no attention to choose from: requests for it get translations without a matrix
+
+    def _pieces(self, sentence: str) -> list[str]:
+        pieces = self.tokenizers.source.encode(self.normalizer.source(sentence), out_type=str)
+        limit = self.decode.max_input_tokens - 1  # room for EOS
+        if len(pieces) > limit:
+            self.warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
+            pieces = pieces[:limit]
+        return pieces
+
+    def count_pieces(self, sentence: str) -> int:
+        return min(len(self.tokenizers.source.encode(self.normalizer.source(sentence))) + 1,
+                   self.decode.max_input_tokens)
+
+    def translate(self, sentences: list[str], beam_size: int | None = None,
+                  attention: AttentionChoice | None = None) -> list[Translation]:
+        decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
+        pieces = [self._pieces(s) for s in sentences]
+        results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
+        todo = [i for i, p in enumerate(pieces) if p]
+        if todo:
+            longest = max(len(pieces[i]) for i in todo) + 1
+            outputs = self.engine.translate_batch([pieces[i] for i in todo], **translate_options(decode, longest))
+            for i, output in zip(todo, outputs):
+                tokens = output.hypotheses[0]
+                results[i].target_pieces = tokens
+                results[i].text = self.normalizer.clean(self.tokenizers.target.decode(tokens))
+        return results

@@ -1,0 +1,72 @@
+"""One small interface for the two inference engines, used by `translate`, `evaluate` and `serve`.
+
+- `nmt`: `Translator`, the run's PyTorch checkpoint (attention matrices, every architecture);
+- `ctranslate2`: `CTranslate2Engine`, an `nmt export` directory (Transformers only, no attention matrices).
+
+Both carry the `DecodeConfig` they decode with (`engine.decode`: the run's, or the export's copy of it, with the
+command line's overrides and whatever the engine cannot do replaced): reports and `/health` print exactly that.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Protocol
+
+from nmt.config import DecodeConfig
+from nmt.errors import NMTError
+from nmt.models.base import AttentionChoice
+from nmt.translator import Translation, Translator
+
+ENGINES = ("nmt", "ctranslate2")
+
+
+class Engine(Protocol):
+    name: str
+    decode: DecodeConfig
+    has_attention: bool
+    attention_layers_heads: tuple[int, int]
+
+    def translate(self, sentences: list[str], beam_size: int | None = None,
+                  attention: AttentionChoice | None = None) -> list[Translation]: ...
+
+    def count_pieces(self, sentence: str) -> int: ...
+
+    def check_attention_choice(self, choice: AttentionChoice) -> None: ...
+
+    def describe(self) -> dict: ...
+
+
+def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = None, model: Path | None = None,
+                device: str = "auto", decode_overrides: dict | None = None,
+                warn: Callable[[str], None] | None = None) -> Engine:
+    """The engine named `engine`: a run (or checkpoint) for `nmt`, an export directory (`model`) for ctranslate2."""
+    if engine == "nmt":
+        if model is not None:
+            raise NMTError("--model is for --engine ctranslate2; the nmt engine takes --run or --checkpoint")
+        kwargs = {"warn": warn} if warn else {}
+        return Translator.from_run(run, checkpoint, device, decode_overrides, **kwargs)
+    if engine == "ctranslate2":
+        if model is None:
+            raise NMTError("--engine ctranslate2 needs --model DIR (made by `nmt export`)")
+        if run is not None or checkpoint is not None:
+            raise NMTError("--engine ctranslate2 takes --model DIR, not --run or --checkpoint")
+        from nmt.ct2_engine import CTranslate2Engine
+
+        return CTranslate2Engine(model, device, decode_overrides=decode_overrides, warn=warn)
+    raise NMTError(f"unknown engine {engine!r}: use {' or '.join(ENGINES)}")
+
+
+def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | None = None) -> Iterator[str]:
+    """Translate an unbounded stream in chunks (default: 4 decode batches), one output line per input line.
+
+    Only the final line feed (and a CR before it) ends a line; any other CR is text, as for `wc -l`.
+    """
+    chunk_size = chunk_size or engine.decode.batch_size * 4
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line.removesuffix("\n").removesuffix("\r"))
+        if len(chunk) >= chunk_size:
+            yield from (t.text for t in engine.translate(chunk))
+            chunk = []
+    if chunk:
+        yield from (t.text for t in engine.translate(chunk))

@@ -1,0 +1,96 @@
+"""One decoding configuration: every `DecodeConfig` field reaches the search (nmt engine) or CTranslate2's options, is
+in the export, and is recorded in evaluation reports. A new field that some engine ignores fails here."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from nmt import translator as translator_module
+from nmt.config import DecodeConfig
+from nmt.translator import Translator
+
+FIELDS = {f.name for f in dataclasses.fields(DecodeConfig)}
+# A value different from the default for each field (used to see that it travels).
+CHANGED = {"beam_size": 3, "length_penalty": 0.7, "length_normalization": "wu", "patient_stop": False,
+           "max_len_a": 0.5, "max_len_b": 3, "batch_size": 2, "max_input_tokens": 4, "precision": "bf16"}
+
+
+def test_every_field_has_a_changed_value_here():
+    assert set(CHANGED) == FIELDS, "add the new DecodeConfig field to CHANGED and check that every engine uses it"
+
+
+@pytest.fixture
+def recorded_searches(monkeypatch):
+    calls = []
+    real = translator_module.search
+
+    def recording(model, src, decode, attention=None):
+        calls.append((decode, tuple(src.shape), torch.get_autocast_dtype("cpu")
+                      if torch.is_autocast_enabled("cpu") else None))
+        return real(model, src, decode, attention)
+
+    monkeypatch.setattr(translator_module, "search", recording)
+    return calls
+
+
+@pytest.mark.parametrize("name", sorted(FIELDS))
+def test_the_nmt_engine_decodes_with_every_field(toy_transformer_run, recorded_searches, name):
+    engine = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={name: CHANGED[name]})
+    sentences = ["I have two cats.", "We have five keys and three dogs.", "She has one book.", "Go."]
+    engine.translate(sentences)
+    assert recorded_searches and all(call[0] == engine.decode for call in recorded_searches)
+    assert getattr(engine.decode, name) == CHANGED[name]  # travels whole
+    if name == "batch_size":
+        assert max(call[1][0] for call in recorded_searches) <= 2 and len(recorded_searches) == 2
+    if name == "max_input_tokens":
+        assert max(call[1][1] for call in recorded_searches) <= 4
+    if name == "precision":
+        assert {call[2] for call in recorded_searches} == {torch.bfloat16}
+    else:
+        assert {call[2] for call in recorded_searches} == {None}  # auto on CPU: fp32
+
+
+def test_ctranslate2_options_follow_every_field():
+    pytest.importorskip("ctranslate2")
+    from nmt.ct2_engine import COMPUTE_TYPES, effective_decode, translate_options
+
+    base = DecodeConfig()
+    warnings = []
+    assert effective_decode(base, warnings.append).patient_stop is False and "patient stop" in warnings[0]
+    with pytest.raises(Exception, match="only normalizes by"):
+        effective_decode(dataclasses.replace(base, length_normalization="wu"), warnings.append)
+    # Fields CTranslate2 cannot follow are declared by effective_decode; the others change its options.
+    declared = {"patient_stop", "length_normalization"}
+    for name in FIELDS - declared:
+        changed = dataclasses.replace(base, **{name: CHANGED[name]})
+        if name == "precision":
+            assert COMPUTE_TYPES[changed.precision] != COMPUTE_TYPES[base.precision]
+        else:
+            assert translate_options(changed, 12) != translate_options(base, 12), name
+
+
+def test_export_keeps_the_whole_decode_config_and_the_engine_uses_it(toy_transformer_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from nmt.ct2_engine import CTranslate2Engine
+    from nmt.export import export_ctranslate2
+
+    engine = Translator.from_run(toy_transformer_run, device="cpu",
+                                 decode_overrides={"beam_size": 3, "max_len_b": 4, "patient_stop": False})
+    export_ctranslate2(engine, tmp_path / "ct2")
+    stored = json.loads((tmp_path / "ct2" / "nmt_export.json").read_text())["decode"]
+    assert DecodeConfig(**stored) == engine.decode
+    exported = CTranslate2Engine(tmp_path / "ct2")
+    assert exported.decode == engine.decode
+
+
+def test_evaluation_reports_record_every_field_and_the_engine(toy_transformer_run, tmp_path):
+    from nmt.evaluate import evaluate
+
+    engine = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"max_len_b": 7})
+    report = evaluate(engine, ["I have two cats."], [["J'ai deux chats."]], tmp_path, "probe")
+    assert set(report["decode"]) == FIELDS and report["decode"]["max_len_b"] == 7
+    assert report["engine"] == "nmt" and report["checkpoint"]
+    on_disk = json.loads((tmp_path / "probe.report.json").read_text())
+    assert on_disk["decode"] == report["decode"]

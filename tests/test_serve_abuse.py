@@ -1,0 +1,169 @@
+"""`nmt serve` under abuse: each row is a request a careless or hostile client sends. Every case asserts the status
+and the body's shape, that `/health` still answers afterwards, and that good requests sent at the same time succeed.
+Then: fairness (a small request overtakes a big one), Host checks, and the CLI's refusals (busy port, bad address)."""
+
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from nmt.translator import Translator
+from tests_helpers import nmt
+
+pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[serve]')")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from nmt.serve import Limits, allowed_hosts, chunk_sentences, create_app, host_of  # noqa: E402
+
+GOOD = {"sentences": ["I have two cats."], "beam": 2}
+
+
+@pytest.fixture(scope="module")
+def translator(toy_transformer_run):
+    return Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+
+
+@pytest.fixture(scope="module")
+def client(translator):
+    with TestClient(create_app(translator, Limits(batch_window_s=0.02))) as c:
+        yield c
+
+
+def _raw(client, body: str):
+    return client.post("/translate", content=body.encode("utf-8"), headers={"Content-Type": "application/json"})
+
+
+def _translated(response, count: int) -> bool:
+    body = response.json()
+    return (response.status_code == 200 and len(body["translations"]) == count
+            and all(isinstance(t["text"], str) for t in body["translations"]))
+
+
+def _rejected(status: int, fragment: str):
+    def check(response) -> bool:
+        text = response.text
+        return response.status_code == status and fragment in text and "detail" in response.json()
+    return check
+
+
+# (id, raw JSON body, check of the response)
+CASES = [
+    ("lone-surrogate", '{"sentences": ["hi \\ud800 ."]}', lambda r: _translated(r, 1)),
+    ("low-surrogate-first", '{"sentences": ["\\udc00", "i am home ."]}', lambda r: _translated(r, 2)),
+    ("nul-and-controls", '{"sentences": ["i am\\u0000 home \\u0007."]}', lambda r: _translated(r, 1)),
+    ("non-characters", '{"sentences": ["\\ufffe \\uffff \\ufdd0 we have keys ."]}', lambda r: _translated(r, 1)),
+    ("only-control-chars", '{"sentences": ["\\u0000\\u0001"]}', lambda r: _translated(r, 1)),
+    ("beam-huge-float", '{"sentences": ["hi"], "beam": 1e400}', _rejected(422, "beam")),
+    ("beam-nan", '{"sentences": ["hi"], "beam": NaN}', _rejected(422, "beam")),
+    ("beam-infinity", '{"sentences": ["hi"], "beam": -Infinity}', _rejected(422, "beam")),
+    ("layer-inf", '{"sentences": ["hi"], "attention": true, "layer": Infinity}', _rejected(422, "layer")),
+    ("head-nan", '{"sentences": ["hi"], "attention": true, "head": NaN}', _rejected(422, "head")),
+    ("beam-string", '{"sentences": ["hi"], "beam": "five"}', _rejected(422, "beam")),
+    ("too-costly", json.dumps({"sentences": ["we have " * 120] * 64, "beam": 16}), _rejected(413, "too costly")),
+    ("too-long", json.dumps({"sentences": ["x" * 1001]}), _rejected(413, "longer than 1000")),
+    ("too-many", json.dumps({"sentences": ["a"] * 65}), _rejected(422, "sentences")),
+    ("line-break", json.dumps({"sentences": ["a\rb"]}), _rejected(422, "line breaks")),
+    ("bad-layer", json.dumps({"sentences": ["a"], "attention": True, "layer": 9}), _rejected(400, "layer")),
+    ("not-an-object", '[1, 2, 3]', _rejected(422, "detail")),
+    ("truncated-json", '{"sentences": ["a"', _rejected(422, "detail")),
+]
+
+
+@pytest.mark.parametrize("body,check", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_abusive_request_fails_alone(client, translator, body, check):
+    expected = translator.translate(GOOD["sentences"], beam_size=2)[0].text
+    with ThreadPoolExecutor(max_workers=13) as pool:
+        good = [pool.submit(client.post, "/translate", json=GOOD) for _ in range(12)]
+        bad = pool.submit(_raw, client, body)
+        responses = [f.result() for f in good]
+        response = bad.result()
+    assert check(response), (response.status_code, response.text)
+    assert all(r.status_code == 200 and r.json()["translations"][0]["text"] == expected for r in responses)
+    assert client.get("/health").json()["status"] == "ok"
+
+
+def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator):
+    """An engine error (a bug, not bad input) fails its own request with a 500; the batch's others succeed."""
+
+    class Fragile:
+        def __init__(self, engine):
+            self.engine = engine
+
+        def __getattr__(self, name):
+            return getattr(self.engine, name)
+
+        def translate(self, sentences, beam_size=None, attention=None):
+            if any("boom" in s for s in sentences):
+                mixed.append(len(sentences) > 1)
+                raise RuntimeError("engine failure")
+            return self.engine.translate(sentences, beam_size, attention)
+
+    mixed = []
+    with TestClient(create_app(Fragile(translator), Limits(batch_window_s=0.5)),
+                    raise_server_exceptions=False) as client:
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            good = [pool.submit(client.post, "/translate", json=GOOD) for _ in range(49)]
+            bad = pool.submit(client.post, "/translate", json={"sentences": ["boom"], "beam": 2})
+            assert bad.result().status_code == 500
+            assert [f.result().status_code for f in good] == [200] * 49
+        assert any(mixed), "the failing sentence should have been decoded together with good ones first"
+        assert client.get("/health").status_code == 200
+
+
+def test_a_small_request_overtakes_a_big_one(translator):
+    """Round-robin over chunks: a one-sentence request sent while a 64-sentence one decodes finishes first."""
+    limits = Limits(max_request_cost=10**6, max_chunk_cost=40, batch_window_s=0.0)
+    big = {"sentences": [f"We have {n} keys and {n} cats and {n} dogs." for n in ("two", "five", "nine", "ten")] * 16,
+           "beam": 4}
+    finished = {}
+    with TestClient(create_app(translator, limits)) as client:
+        def send(name, payload, delay):
+            time.sleep(delay)
+            response = client.post("/translate", json=payload)
+            finished[name] = time.perf_counter()
+            assert response.status_code == 200
+
+        threads = [threading.Thread(target=send, args=("big", big, 0.0)),
+                   threading.Thread(target=send, args=("small", GOOD, 0.2))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert finished["small"] < finished["big"]
+
+
+def test_chunks_respect_the_cost_and_keep_every_sentence():
+    sentences = [f"s{i}" for i in range(7)]
+    chunks = chunk_sentences(sentences, [5, 5, 5, 50, 1, 1, 1], max_chunk_cost=10)
+    assert [c[1] for c in chunks] == [["s0", "s1"], ["s2"], ["s3"], ["s4", "s5", "s6"]]
+    assert [c[0] for c in chunks] == [0, 2, 3, 4]
+
+
+def test_host_header_is_checked_on_loopback(translator):
+    assert host_of("[::1]:8000") == "::1" and host_of("LocalHost:80") == "localhost" and host_of("evil.example") \
+        == "evil.example"
+    assert allowed_hosts("0.0.0.0", []) is None and allowed_hosts("0.0.0.0", ["mt.example"]) == {"mt.example"}
+    hosts = allowed_hosts("127.0.0.1", ["mt.internal"])
+    with TestClient(create_app(translator, hosts=hosts)) as client:
+        for host, status in (("evil.example", 400), ("evil.example:8000", 400), ("127.0.0.1:8000", 200),
+                             ("localhost", 200), ("[::1]:8000", 200), ("mt.internal:8000", 200)):
+            response = client.get("/health", headers={"Host": host})
+            assert response.status_code == status, (host, response.text)
+        refused = client.post("/translate", json=GOOD, headers={"Host": "evil.example"})
+        assert refused.status_code == 400 and "--allow-host evil.example" in refused.json()["detail"]
+
+
+@pytest.mark.slow
+def test_serve_refuses_a_busy_port_and_a_bad_address(toy_transformer_run):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = nmt("serve", "--run", toy_transformer_run, "--port", port, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    bad = nmt("serve", "--run", toy_transformer_run, "--host", "256.1.1.1", timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: cannot serve on 256.1.1.1"), bad.stderr
