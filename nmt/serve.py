@@ -40,10 +40,11 @@ class Limits:
     max_sentences: int = 64  # per request
     max_chars: int = 1000  # per sentence
     max_beam: int = 16
-    # Per request: sum over sentences of (source pieces + EOS) × beam. 8,192 admits the page's worst case (one
-    # 1,000-character sentence, 255 pieces, at beam 16 = 4,096) twice over, and 64 ten-piece sentences at beam 5
-    # (3,520); 64 × 1,000 characters at beam 16 (~260,000) is refused.
-    max_request_cost: int = 8192
+    # Per request: sum over sentences of (source pieces + EOS) × beam. 4,096 admits the page's worst case (one
+    # 1,000-character sentence, at most 256 pieces, at beam 16) and 64 ten-piece sentences at beam 5 (3,520);
+    # 64 × 1,000 characters at beam 16 (~260,000) is refused (scripts/bench_serve.py measures the rest).
+    max_request_cost: int = 4096
+    refusal_delay_s: float = 1.0  # before a 413 for cost: slows a client that resends the same refused request
     max_chunk_cost: int = 1024  # per piece of a request decoded at once: bounds how long others wait behind it
     max_batch_sentences: int = 256  # decoded together across requests
     batch_window_s: float = 0.01  # how long the scheduler waits for more requests
@@ -158,6 +159,18 @@ class Scheduler:
             return self.engine.translate(sentences, beam_size=beam, attention=attention)
 
 
+def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int) -> list[int] | None:
+    """Each sentence's cost (source pieces × beam), or None as soon as the total passes `budget`: a refused request
+    costs the server a few tokenizations, not one per sentence (a client looping on refusals must stay cheap)."""
+    costs, total = [], 0
+    for sentence in sentences:
+        costs.append(engine.count_pieces(sentence) * beam)
+        total += costs[-1]
+        if total > budget:
+            return None
+    return costs
+
+
 def host_of(header: str) -> str:
     """The host name of a Host header, without its port ("[::1]:8000" → "::1")."""
     header = header.strip().lower()
@@ -249,11 +262,12 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             choice = AttentionChoice(request.layer, request.head)
             engine.check_attention_choice(choice)  # NMTError → 400
         beam = request.beam or engine.decode.beam_size
-        costs = [engine.count_pieces(s) * beam for s in sentences]
-        if sum(costs) > limits.max_request_cost:
-            raise HTTPException(status_code=413, detail=f"request too costly: {sum(costs)} source pieces × beam, "
-                                                        f"the limit is {limits.max_request_cost}; send fewer or "
-                                                        "shorter sentences or a smaller beam")
+        costs = request_costs(engine, sentences, beam, limits.max_request_cost)
+        if costs is None:
+            await asyncio.sleep(limits.refusal_delay_s)  # a client looping on refusals waits, instead of flooding
+            raise HTTPException(status_code=413, detail=f"request too costly: over {limits.max_request_cost} source "
+                                                        "pieces × beam; send fewer or shorter sentences or a "
+                                                        "smaller beam")
         results = await scheduler.submit(sentences, costs, beam, choice)
         return {"translations": [_as_json(r, choice is not None) for r in results], "beam": beam,
                 "attention_layer": request.layer if choice else None, "attention_head": request.head}

@@ -3,7 +3,7 @@
     python scripts/bench_decode.py --run runs/demo [--split test] [--beams 1 5] [--threads 2]
 
 One process, one machine, the same sentences for every engine; sentences/s includes tokenization and
-detokenization for both. CTranslate2 normalizes beam scores by |Y|^α, nmt by Wu et al.'s ((5+|Y|)/6)^α.
+detokenization for both, and the run's decode settings for both (CTranslate2 has no patient stop: see nmt/ct2_engine.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import torch
 
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
-from nmt.export import CTranslate2Translator, export_ctranslate2
+from nmt.ct2_engine import CTranslate2Engine
+from nmt.export import export_ctranslate2
 from nmt.metrics import corpus_bleu
 from nmt.translator import Translator
 
@@ -67,14 +68,14 @@ def main() -> None:
         engines = {"nmt (PyTorch, fp32)": None}
         for quantization in ("float32", "int8"):
             export_ctranslate2(nmt, Path(tmp) / quantization, quantization)
-            engines[f"CTranslate2 {quantization}"] = CTranslate2Translator(Path(tmp) / quantization,
-                                                                           threads=args.threads)
+            engines[f"CTranslate2 {quantization}"] = CTranslate2Engine(
+                Path(tmp) / quantization, threads=args.threads, decode_overrides={"batch_size": args.batch_size})
         for beam in args.beams:
             for name, engine in engines.items():
                 if engine is None:
                     run = lambda s: nmt.translate(s, beam_size=beam)  # noqa: E731
                 else:
-                    run = lambda s, e=engine: e.translate(s, beam_size=beam, batch_size=args.batch_size)  # noqa
+                    run = lambda s, e=engine: e.translate(s, beam_size=beam)  # noqa: E731
                 run(sources[:50])  # warm-up
                 hypotheses, speed = timed(run, sources)
                 print(f"| {name} | {beam} | {speed:,.1f} | {corpus_bleu(hypotheses, references):.2f} |", flush=True)
