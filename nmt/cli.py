@@ -15,7 +15,8 @@ import typer
 from nmt.errors import NMTError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Neural machine translation English→French: download, prepare, train, translate, evaluate.")
+                  help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
+                       "train, translate, evaluate.")
 
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
 ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
@@ -67,7 +68,7 @@ def download(url: Optional[str] = Url, data_dir: Path = DataDir,
              force: bool = typer.Option(False, "--force", help="Download again even if a valid copy exists."),
              no_verify: bool = typer.Option(False, "--no-verify",
                                             help="Accept a corpus whose sha256 differs (another release).")) -> None:
-    """Download, verify and extract the Tatoeba English–French corpus.
+    """Download, verify and extract the built-in corpus (Tatoeba English–French); your own data needs no download.
 
     Example: nmt download --url ../shared/data/fra-eng.zip
     """

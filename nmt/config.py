@@ -18,6 +18,7 @@ import yaml
 
 from nmt.errors import ConfigError
 
+BUILTIN_CORPUS = "tatoeba-fra-eng"
 D2L_CORPUS_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 # sha256 of fra.txt in the manythings.org release of 2019-04-07 (the d2l.ai copy); the content hash is the one
 # to trust because mirrors repack the zip.
@@ -52,14 +53,39 @@ def _train(default: Any, data_order: bool = False, **rules: Any):
 class DataConfig:
     """Corpus, normalization, split and tokenizer: shared by every model config."""
 
+    # What to train on: `tatoeba-fra-eng` (the built-in English–French pairs, downloaded from corpus_url), or a path or
+    # URL to a tab-separated file (.tsv or .tsv.gz: source, target, extra columns ignored). Or, instead, two
+    # line-aligned plain-text files (source_file + target_file, optionally gzipped). nmt/data/sources.py.
+    corpus: str = _data(BUILTIN_CORPUS, fingerprint=False)
+    source_file: str = _data("", fingerprint=False)
+    target_file: str = _data("", fingerprint=False)
+    # Your own valid/test sets (line-aligned files; a source repeated on several lines gathers several references)
+    # instead of the hashed split; training pairs whose source is in them are dropped (no leakage).
+    valid_source_file: str = _data("", fingerprint=False)
+    valid_target_file: str = _data("", fingerprint=False)
+    test_source_file: str = _data("", fingerprint=False)
+    test_target_file: str = _data("", fingerprint=False)
+    # Language codes (ISO 639, e.g. en, fr, de, pt-BR): names in reports, the page, /health and the export. Empty: the
+    # built-in corpus's own (en → fr, or fr → en with reverse); a corpus of your own must name them.
+    source_lang: str = _data("", fingerprint=False)
+    target_lang: str = _data("", fingerprint=False)
+    reverse: bool = _data(False)  # swap the two sides: French→English from the built-in corpus
     corpus_url: str = _data(D2L_CORPUS_URL, fingerprint=False)
     corpus_sha256: str = _data(FRA_TXT_SHA256, fingerprint=False)
     verify_checksum: bool = _data(True, fingerprint=False)  # False accepts another release (e.g. a newer 3-column manythings.org zip)
-    lowercase_source: bool = _data(True)  # English case carries little signal here; makes "i'm home ." == "I'm home."
+    # Normalization per side; empty (null) = the corpus's default: for the built-in corpus the English side is
+    # lowercased with the space d2l.ai puts before punctuation removed (so "i'm home ." == "I'm home."), the French
+    # side kept as it is, whichever side each is on; for a corpus of your own, neither.
+    lowercase_source: bool | None = _data(None)
+    lowercase_target: bool | None = _data(None)
+    join_punctuation_source: bool | None = _data(None)  # "home ." → "home."
+    join_punctuation_target: bool | None = _data(None)
+    unicode_nfc: bool = _data(True)
+    remove_control_chars: bool = _data(True)  # and zero-width characters
     max_words: int = _data(50, ge=1)  # pairs longer than this (either side) are dropped
     # ... and so are pairs longer than this in subword pieces (a 1 MB "word" is one word but a million pieces).
     max_pieces: int = _data(256, ge=4, le=4096)
-    valid_fraction: float = _data(0.017, gt=0.0, lt=0.5)  # of distinct English sentences
+    valid_fraction: float = _data(0.017, gt=0.0, lt=0.5)  # of distinct source sentences
     test_fraction: float = _data(0.017, gt=0.0, lt=0.5)
     split_salt: str = _data("nmt-split-v1")
     vocab_size: int = _data(8000, ge=64, le=1_000_000)
@@ -150,9 +176,19 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
+# Settings added after the first release, with the value that release always used: they enter the fingerprint only
+# when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
+_LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
+                        "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True}
+
+
 def fingerprint_settings(cfg: DataConfig) -> dict:
-    """The data settings that decide the prepared data (and so its directory name)."""
-    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata["fingerprint"]}
+    """The data settings that decide the prepared data (and so its directory name), normalization resolved."""
+    from nmt.data.sources import resolve_normalizer  # the corpus decides what "default" normalization means
+
+    resolved = {**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata["fingerprint"]},
+                **dataclasses.asdict(resolve_normalizer(cfg))}
+    return {k: v for k, v in resolved.items() if _LATER_DATA_SETTINGS.get(k, object()) != v}
 
 
 def model_args(cfg: ModelConfig) -> dict:
@@ -162,6 +198,9 @@ def model_args(cfg: ModelConfig) -> dict:
 
 def data_order_settings(cfg: TrainConfig) -> dict:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata.get("data_order")}
+
+
+_LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 
 
 def check_consistency(cfg: Config) -> list[str]:
@@ -179,6 +218,10 @@ def check_consistency(cfg: Config) -> list[str]:
             if length > m.max_positions:
                 raise ConfigError(f"{what} = {length} exceeds model.max_positions {m.max_positions} "
                                   "(the Transformer's position table); lower it or raise model.max_positions")
+    for key in ("source_lang", "target_lang"):
+        code = getattr(cfg.data, key)
+        if code and not _LANGUAGE_CODE.fullmatch(code):
+            raise ConfigError(f"data.{key} {code!r} is not a language code (ISO 639, e.g. en, fr, de, pt-BR)")
     t = cfg.train
     if t.schedule == "linear" and t.warmup_steps >= t.max_steps:
         raise ConfigError(f"train.schedule linear decays from train.warmup_steps {t.warmup_steps} to train.max_steps "
@@ -230,6 +273,11 @@ def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
 
 
 def _coerce(value: Any, typ: Any, path: str) -> Any:
+    args = typing.get_args(typ)
+    if type(None) in args:  # `X | None`: null means "the default of the context"
+        if value is None:
+            return None
+        typ = next(a for a in args if a is not type(None))
     if dataclasses.is_dataclass(typ):
         return from_dict(value if value is not None else {}, typ, path)
     if typ is bool:

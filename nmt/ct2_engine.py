@@ -96,6 +96,7 @@ class CTranslate2Engine:
         self.decode = effective_decode(with_overrides(metadata["decode"], decode_overrides), self.warn)
         self.checkpoint = metadata.get("checkpoint")
         self.config = data_only_config(metadata.get("data"))
+        self.source_lang, self.target_lang = metadata.get("languages") or ("", "")
         self.eval_dir = self.model_dir / "eval"
         self.quantization = metadata.get("quantization")
         try:
@@ -119,7 +120,8 @@ class CTranslate2Engine:
                            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
 
     def describe(self) -> dict:
-        return {"engine": self.name, "architecture": "transformer", "checkpoint": self.checkpoint,
+        return {"engine": self.name, "source_lang": self.source_lang, "target_lang": self.target_lang,
+                "architecture": "transformer", "checkpoint": self.checkpoint,
                 "model": str(self.model_dir), "quantization": self.quantization, "device": self.device,
                 "precision": COMPUTE_TYPES[self.decode.precision]}
 

@@ -155,6 +155,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
         (staging / "normalizer.json").write_text(json.dumps(translator.normalizer.__dict__) + "\n")
         (staging / EXPORT_METADATA).write_text(json.dumps({
             "checkpoint": str(translator.checkpoint), "quantization": quantization,
+            "languages": [translator.source_lang, translator.target_lang],
             "decode": dataclasses.asdict(translator.decode),
             "data": dataclasses.asdict(translator.config.data) if translator.config else None}, indent=2) + "\n")
         if output_dir.exists():

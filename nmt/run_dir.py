@@ -25,6 +25,7 @@ from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
     read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
+from nmt.data.sources import resolve_normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
@@ -179,7 +180,7 @@ class Run:
         write_text_atomic(self.env_path, json.dumps(env, indent=2) + "\n")
         for name in Tokenizers.files(cfg.data.joint_vocab):
             copy_file_atomic(prepared / name, self.directory / name)
-        normalizer = Normalizer(lowercase_source=cfg.data.lowercase_source)
+        normalizer = resolve_normalizer(cfg.data)
         write_text_atomic(self.normalizer_path, json.dumps(normalizer.__dict__) + "\n")
 
     def check_usable(self) -> None:
@@ -304,10 +305,10 @@ class Run:
         pairs = [("model", model_args(saved_cfg.model), model_args(cfg.model)),
                  ("data", fingerprint_settings(saved_cfg.data), fingerprint_settings(cfg.data))]
         for section, old, new in pairs:
-            for key in old:
-                if old[key] != new[key]:
-                    raise NMTError(f"{self.directory} was trained with {section}.{key}={old[key]!r} but the config "
-                                   f"says {new[key]!r}; use another --run-dir or the original setting")
+            for key in sorted(set(old) | set(new)):
+                if old.get(key) != new.get(key):
+                    raise NMTError(f"{self.directory} was trained with {section}.{key}={old.get(key)!r} but the "
+                                   f"config says {new.get(key)!r}; use another --run-dir or the original setting")
         warnings = []
         old_order, new_order = data_order_settings(saved_cfg.train), data_order_settings(cfg.train)
         for key in old_order:

@@ -244,7 +244,8 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
 
     @app.get("/health")
     def health() -> dict:
-        return {"status": "ok", **engine.describe(), "attention_layers": layers, "attention_heads": heads,
+        return {"status": "ok", **engine.describe(), "has_attention": engine.has_attention,
+                "attention_layers": layers, "attention_heads": heads,
                 "beam": engine.decode.beam_size, "decode": engine.decode.__dict__, "limits": limits.__dict__,
                 "batches_run": scheduler.batches_run}
 

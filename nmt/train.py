@@ -28,7 +28,7 @@ from nmt.checkpoint import capture_rng_state, restore_rng_state
 from nmt.config import Config, to_dict
 from nmt.data.batching import collate, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
-from nmt.data.normalizer import Normalizer
+from nmt.data.sources import resolve_normalizer
 from nmt.data.prepare import ensure_prepared
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device
@@ -151,7 +151,7 @@ class Trainer:
         sources, references = load_references(self.prepared, "valid")
         limit = self.cfg.train.eval_max_sentences or len(sources)
         self.valid_sources, self.valid_references = sources[:limit], references[:limit]
-        self.translator = Translator(self.model, self.tokenizers, Normalizer(self.cfg.data.lowercase_source),
+        self.translator = Translator(self.model, self.tokenizers, resolve_normalizer(self.cfg.data),
                                      self.cfg.decode, self.device, self.dtype)
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops)
         self.peak_flops = peak * 1e12

@@ -13,6 +13,7 @@ import torch
 from nmt.config import Config, DecodeConfig
 from nmt.data.batching import source_batch
 from nmt.data.normalizer import Normalizer
+from nmt.data.sources import languages
 from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, inference_dtype, pick_device
 from nmt.errors import NMTError
@@ -47,6 +48,7 @@ class Translator:
         self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
         self.run, self.checkpoint, self.config = run, checkpoint, config
+        self.source_lang, self.target_lang = languages(config.data) if config else ("", "")
 
     @classmethod
     def from_run(cls, run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
@@ -87,7 +89,8 @@ class Translator:
 
     def describe(self) -> dict:
         """What `/health` and reports say about this engine."""
-        return {"engine": self.name, "architecture": type(self.model).__name__.lower(),
+        return {"engine": self.name, "source_lang": self.source_lang, "target_lang": self.target_lang,
+                "architecture": type(self.model).__name__.lower(),
                 "checkpoint": str(self.checkpoint) if self.checkpoint else None, "device": str(self.device),
                 "precision": "fp32" if self.autocast_dtype is None else str(self.autocast_dtype).split(".")[-1]}
 

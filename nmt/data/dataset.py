@@ -38,16 +38,68 @@ class ParallelArrays:
         return self.tgt_tokens[self.tgt_offsets[i]:self.tgt_offsets[i + 1]]
 
 
-def load_arrays(directory: Path, split: str) -> ParallelArrays:
-    path = Path(directory) / f"{split}.npz"
-    if not path.is_file():
-        raise NMTError(f"prepared split not found: {path}; run `nmt prepare`")
-    with np.load(path) as data:
-        return ParallelArrays(**{key: data[key] for key in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")})
+class ShardedArrays:
+    """Several `ParallelArrays` shards seen as one (index i lies in the shard whose range holds it)."""
+
+    def __init__(self, shards: list[ParallelArrays]):
+        self.shards = shards
+        self.starts = np.cumsum([0] + [len(s) for s in shards])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        return np.concatenate([s.src_lengths for s in self.shards])
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.concatenate([s.tgt_lengths for s in self.shards])
+
+    def _locate(self, i: int) -> tuple[ParallelArrays, int]:
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return self.shards[k], int(i - self.starts[k])
+
+    def source(self, i: int) -> np.ndarray:
+        shard, j = self._locate(i)
+        return shard.source(j)
+
+    def target(self, i: int) -> np.ndarray:
+        shard, j = self._locate(i)
+        return shard.target(j)
+
+
+def load_arrays(directory: Path, split: str) -> ParallelArrays | ShardedArrays:
+    """A split's token shards, memory-mapped: the corpus is read from disk as batches need it, so training's memory
+    does not grow with the corpus (only the offsets, 16 bytes a pair, are read whole)."""
+    directory = Path(directory)
+    try:
+        shards = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))["shards"][split]
+        arrays = [_load_shard(directory, shard) for shard in shards]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise NMTError(f"prepared split {split} in {directory} is missing or damaged ({type(err).__name__}: "
+                       f"{err}); run `nmt prepare --force`") from None
+    return arrays[0] if len(arrays) == 1 else ShardedArrays(arrays)
+
+
+def _load_shard(directory: Path, shard: dict) -> ParallelArrays:
+    dtype = np.dtype(shard["dtype"])
+    if dtype not in (np.uint16, np.int32):
+        raise ValueError(f"unexpected token type {dtype}")
+    sides = {}
+    for side in ("src", "tgt"):
+        offsets = np.load(directory / shard[f"{side}_offsets"], allow_pickle=False)
+        path = directory / shard[side]
+        if offsets.ndim != 1 or len(offsets) != shard["pairs"] + 1 or offsets[-1] * dtype.itemsize != \
+                path.stat().st_size:
+            raise ValueError(f"{shard[side]} does not match its offsets")
+        tokens = np.memmap(path, dtype=dtype, mode="r") if offsets[-1] else np.zeros(0, dtype=dtype)
+        sides[side] = (tokens, offsets)
+    return ParallelArrays(sides["src"][0], sides["src"][1], sides["tgt"][0], sides["tgt"][1])
 
 
 def load_references(directory: Path, split: str) -> tuple[list[str], list[list[str]]]:
-    """Sources and their reference lists (every French translation of each English sentence)."""
+    """Sources and their reference lists (every target translation of each source sentence)."""
     path = Path(directory) / f"{split}.jsonl"
     if not path.is_file():
         raise NMTError(f"references not found: {path}; run `nmt prepare`")

@@ -187,6 +187,11 @@ def _http_download(url: str, cache: Path, progress: bool) -> Path:
     return final
 
 
+def fetch_file(url: str, cache: Path, progress: bool = True) -> Path:
+    """A corpus file of the user's (not the built-in zip) fetched over HTTP(S) into `cache`: resumed, atomic."""
+    return _http_download(url, cache, progress)
+
+
 def _stream(response, out, bar, url: str) -> None:
     window_start, window_bytes = time.monotonic(), 0
     # read1: whatever one receive brings (read(n) would wait for all n bytes and never see a trickle).

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 _SPACES = str.maketrans({"\u202f": " ", "\u00a0": " ", "\u2009": " ", "\t": " ", "\n": " ", "\r": " "})
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _WHITESPACE = re.compile(r"\s+")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # exactly Unicode's category Cc
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # d2l.ai-style input puts a space before punctuation ("i'm home ."); English never does.
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,!?;:%)\]}])")
@@ -22,9 +23,18 @@ def replace_lone_surrogates(text: str) -> str:
 
 @dataclass(frozen=True)
 class Normalizer:
-    """Normalization settings; saved in every run directory so translation matches training."""
+    """Normalization settings per side; saved in every run directory so translation matches training.
+
+    The defaults are the first release's (English source lowercased with punctuation joined, French target kept), so
+    a normalizer.json written then, {"lowercase_source": ...}, still loads to the same behaviour.
+    """
 
     lowercase_source: bool = True
+    lowercase_target: bool = False
+    join_punctuation_source: bool = True
+    join_punctuation_target: bool = False
+    unicode_nfc: bool = True
+    remove_control_chars: bool = True
 
     def clean(self, text: str) -> str:
         """NFC, unusual spaces to plain ones, zero-width and control characters removed, whitespace collapsed.
@@ -33,14 +43,22 @@ class Normalizer:
         UTF-8 can carry: it becomes U+FFFD, so such input is translated like any unknown character, never a crash.
         """
         text = replace_lone_surrogates(text)
-        text = unicodedata.normalize("NFC", text).translate(_SPACES)
-        text = _ZERO_WIDTH.sub("", text)
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cc")
+        if self.unicode_nfc:
+            text = unicodedata.normalize("NFC", text)
+        text = text.translate(_SPACES)
+        if self.remove_control_chars:
+            text = _ZERO_WIDTH.sub("", text)
+            text = _CONTROL.sub("", text)
         return _WHITESPACE.sub(" ", text).strip()
 
+    def _side(self, text: str, lowercase: bool, join_punctuation: bool) -> str:
+        text = self.clean(text)
+        if join_punctuation:
+            text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+        return text.lower() if lowercase else text
+
     def source(self, text: str) -> str:
-        text = _SPACE_BEFORE_PUNCT.sub(r"\1", self.clean(text))
-        return text.lower() if self.lowercase_source else text
+        return self._side(text, self.lowercase_source, self.join_punctuation_source)
 
     def target(self, text: str) -> str:
-        return self.clean(text)
+        return self._side(text, self.lowercase_target, self.join_punctuation_target)

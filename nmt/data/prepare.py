@@ -11,19 +11,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from nmt.config import DataConfig, fingerprint_settings
-from nmt.data.corpus import normalize_pairs, read_pairs
-from nmt.data.normalizer import Normalizer
-from nmt.data.download import corpus_path, sha256_file
-from nmt.data.split import SPLITS, group_references, split_pairs
+from nmt.data import stream
+from nmt.data.corpus import normalize_pairs
+from nmt.data.download import sha256_file
+from nmt.data.sources import CorpusSpec, aligned_pairs, corpus_fingerprint, corpus_spec, read_pairs
+from nmt.data.split import SPLITS
 from nmt.data.tokenizer import JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, train_sentencepiece
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+# 2: streamed preparation, token shards that training memory-maps (1: one .npz per split, read whole).
+FORMAT_VERSION = 2
 
 
 def data_settings(cfg: DataConfig) -> dict:
@@ -31,16 +31,24 @@ def data_settings(cfg: DataConfig) -> dict:
 
 
 def prepared_dir(cfg: DataConfig, data_dir: Path, corpus_sha256: str) -> Path:
-    blob = json.dumps({"format": FORMAT_VERSION, "corpus": corpus_sha256, **data_settings(cfg)}, sort_keys=True)
+    # The name keeps the first format's number: the same settings and text name the same directory in every release
+    # (a directory of an older format is rebuilt in place, to identical splits and ids).
+    blob = json.dumps({"format": 1, "corpus": corpus_sha256, **data_settings(cfg)}, sort_keys=True)
     return Path(data_dir) / "prepared" / hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _identity(cfg: DataConfig, data_dir: Path) -> tuple[CorpusSpec, str]:
+    """The resolved corpus and the hash that names its text (the built-in corpus: fra.txt's sha256, as before)."""
+    spec = corpus_spec(cfg, data_dir)
+    if spec.kind == "builtin" and not spec.files[0].is_file():
+        raise NMTError(f"corpus not found at {spec.files[0]}; run `nmt download` (or pass --data-dir)")
+    builtin_sha = sha256_file(spec.files[0]) if spec.kind == "builtin" else None
+    return spec, corpus_fingerprint(spec, builtin_sha)
 
 
 def find_prepared(cfg: DataConfig, data_dir: Path) -> Path:
     """The prepared directory for `cfg`, which must exist (translate/evaluate never prepare data themselves)."""
-    corpus = corpus_path(data_dir)
-    if not corpus.is_file():
-        raise NMTError(f"corpus not found at {corpus}; run `nmt download` (or pass --data-dir)")
-    corpus_sha256 = sha256_file(corpus)
+    _, corpus_sha256 = _identity(cfg, data_dir)
     directory = prepared_dir(cfg, data_dir, corpus_sha256)
     if not is_prepared(directory, cfg, corpus_sha256):
         raise NMTError(f"no prepared data for these settings under {data_dir}; run `nmt prepare`")
@@ -62,10 +70,7 @@ def is_prepared(directory: Path, cfg: DataConfig, corpus_sha256: str) -> bool:
 
 def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> Path:
     """Prepare the data for `cfg` (skipped when an up-to-date manifest exists); return its directory."""
-    corpus = corpus_path(data_dir)
-    if not corpus.is_file():
-        raise NMTError(f"corpus not found at {corpus}; run `nmt download` first")
-    corpus_sha256 = sha256_file(corpus)
+    spec, corpus_sha256 = _identity(cfg, data_dir)
     target = prepared_dir(cfg, data_dir, corpus_sha256)
     if not force and is_prepared(target, cfg, corpus_sha256):
         return target
@@ -78,7 +83,7 @@ def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> 
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
             started = time.perf_counter()
-            manifest = _build(cfg, corpus, staging, log)
+            manifest = _build(cfg, spec, staging, log)
             manifest.update(corpus_sha256=corpus_sha256, seconds=round(time.perf_counter() - started, 2))
             _write_json(staging / MANIFEST, manifest)
             if target.exists():
@@ -89,74 +94,52 @@ def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> 
     return target
 
 
-def _build(cfg: DataConfig, corpus: Path, out: Path, log) -> dict:
-    normalizer = Normalizer(lowercase_source=cfg.lowercase_source)
-    pairs, dropped = normalize_pairs(read_pairs(corpus), normalizer, cfg.max_words)
-    splits = split_pairs(pairs, cfg.split_salt, cfg.valid_fraction, cfg.test_fraction)
-    empty = [name for name, split in splits.items() if not split]
+def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
+    """Stream the corpus through three passes in bounded memory (nmt/data/stream.py): normalized, deduplicated text
+    per split; SentencePiece on (a sample of) the training text; encoded shards."""
+    workers = os.cpu_count() or 1
+    heldout = {name: normalize_pairs(aligned_pairs(*files), spec.normalizer, cfg.max_words)[0]
+               for name, files in spec.heldout.items()}
+    for name, pairs in heldout.items():
+        if not pairs:
+            raise NMTError(f"{spec.heldout[name][0]}: no {name} pairs left after normalization and filtering")
+    text, dropped, counts = stream.write_split_text(read_pairs(spec), spec.normalizer, cfg, heldout, out, workers)
+    if not sum(counts.values()):
+        raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
+                       f"filtering (dropped {dropped})")
+    empty = [name for name in SPLITS if not counts[name]]
     if empty:
-        raise NMTError(f"the {' and '.join(empty)} split would be empty ({len(pairs)} usable pairs): use a larger "
-                       "corpus or raise data.valid_fraction / data.test_fraction")
-    tokenizers = _train_tokenizers(cfg, splits["train"], out)
-    counts = {}
+        raise NMTError(f"the {' and '.join(empty)} split would be empty ({sum(counts.values())} usable pairs): use "
+                       "a larger corpus or raise data.valid_fraction / data.test_fraction")
+    tokenizers = _train_tokenizers(cfg, text["train"], out)
     dropped["too_many_pieces"] = 0
-    for name in splits:
-        splits[name], src_ids, tgt_ids = _encode_and_filter(splits[name], tokenizers, cfg.max_pieces, dropped)
-        _save_split(src_ids, tgt_ids, tokenizers, out / f"{name}.npz")
-    log(f"pairs kept {sum(map(len, splits.values()))} (dropped {dropped}); "
-        + ", ".join(f"{name} {len(p)}" for name, p in splits.items()))
-    for name, split in splits.items():
-        counts[name] = {"pairs": len(split), "sources": len({en for en, _ in split})}
-        if name != "train":
-            _write_references(group_references(split), out / f"{name}.jsonl")
-    return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": counts,
+    split_counts, shards = {}, {}
+    for name in SPLITS:
+        kept, sources, shards[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers)
+        dropped["too_many_pieces"] += counts[name] - kept
+        split_counts[name] = {"pairs": kept, "sources": sources}
+    for files in text.values():
+        for path in files:
+            path.unlink()
+    log(f"pairs kept {sum(c['pairs'] for c in split_counts.values())} (dropped {dropped}); "
+        + ", ".join(f"{name} {c['pairs']}" for name, c in split_counts.items()))
+    return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
+            "source_lang": spec.source_lang, "target_lang": spec.target_lang, "shards": shards,
             "tokenizer_files": Tokenizers.files(cfg.joint_vocab),
-            "normalizer": dataclasses.asdict(normalizer)}
+            "normalizer": dataclasses.asdict(spec.normalizer)}
 
 
-def _train_tokenizers(cfg: DataConfig, train: list[tuple[str, str]], out: Path) -> Tokenizers:
+def _train_tokenizers(cfg: DataConfig, train: tuple[Path, Path], out: Path) -> Tokenizers:
+    """SentencePiece on the training text (sampled down to input_sentence_size sentences by SentencePiece itself)."""
     options = dict(vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, byte_fallback=cfg.byte_fallback,
                    character_coverage=cfg.character_coverage)
+    source_text, target_text = train
     if cfg.joint_vocab:
-        sentences = [en for en, _ in train] + [fr for _, fr in train]
-        train_sentencepiece(sentences, out / JOINT_MODEL, **options)
+        train_sentencepiece([source_text, target_text], out / JOINT_MODEL, **options)
     else:
-        train_sentencepiece([en for en, _ in train], out / SOURCE_MODEL, **options)
-        train_sentencepiece([fr for _, fr in train], out / TARGET_MODEL, **options)
+        train_sentencepiece([source_text], out / SOURCE_MODEL, **options)
+        train_sentencepiece([target_text], out / TARGET_MODEL, **options)
     return Tokenizers.from_dir(out)
-
-
-def _encode_and_filter(pairs: list[tuple[str, str]], tokenizers: Tokenizers, max_pieces: int, dropped: dict):
-    """Encode both sides; pairs with more than `max_pieces` pieces on a side go (positions and memory are bounded)."""
-    threads = os.cpu_count() or 1
-    src = tokenizers.source.encode([en for en, _ in pairs], out_type=int, num_threads=threads)
-    tgt = tokenizers.target.encode([fr for _, fr in pairs], out_type=int, num_threads=threads)
-    keep = [i for i in range(len(pairs)) if len(src[i]) <= max_pieces and len(tgt[i]) <= max_pieces]
-    dropped["too_many_pieces"] += len(pairs) - len(keep)
-    return [pairs[i] for i in keep], [src[i] for i in keep], [tgt[i] for i in keep]
-
-
-def _pack(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Ragged lists of ids → (flat tokens, offsets); sentence i is tokens[offsets[i]:offsets[i+1]]."""
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    tokens = np.fromiter((t for x in ids for t in x), dtype=np.int32, count=int(offsets[-1]))
-    return tokens, offsets
-
-
-def _save_split(src_ids: list[list[int]], tgt_ids: list[list[int]], tokenizers: Tokenizers, path: Path) -> None:
-    (src_tokens, src_offsets), (tgt_tokens, tgt_offsets) = _pack(src_ids), _pack(tgt_ids)
-    dtype = np.uint16 if max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()) <= 65536 \
-        else np.int32
-    np.savez(path, src_tokens=src_tokens.astype(dtype), src_offsets=src_offsets,
-             tgt_tokens=tgt_tokens.astype(dtype), tgt_offsets=tgt_offsets)
-
-
-def _write_references(groups: list[tuple[str, list[str]]], path: Path) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        for source, refs in groups:
-            handle.write(json.dumps({"source": source, "references": refs}, ensure_ascii=False) + "\n")
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -173,6 +156,9 @@ def ensure_prepared(cfg: DataConfig, data_dir: Path, url: str | None = None, log
     """Download and prepare whatever is missing (what `nmt train` runs first); return the prepared directory."""
     from nmt.data.download import download_corpus  # local import: only this entry point downloads
 
-    if not corpus_path(data_dir).is_file():
+    from nmt.data.download import corpus_path
+    from nmt.data.sources import BUILTIN
+
+    if cfg.corpus in BUILTIN and not cfg.source_file and not corpus_path(data_dir).is_file():
         download_corpus(url or cfg.corpus_url, data_dir, cfg.corpus_sha256 if cfg.verify_checksum else None)
     return prepare(cfg, data_dir, force=force, log=log)

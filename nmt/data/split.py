@@ -1,4 +1,4 @@
-"""Leakage-free train/valid/test split: every pair sharing an English sentence lands in the same split."""
+"""Leakage-free train/valid/test split: every pair sharing a source sentence lands in the same split."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ def split_of(source: str, salt: str, valid_fraction: float, test_fraction: float
 def split_pairs(pairs: list[tuple[str, str]], salt: str, valid_fraction: float,
                 test_fraction: float) -> dict[str, list[tuple[str, str]]]:
     splits: dict[str, list[tuple[str, str]]] = {name: [] for name in SPLITS}
-    for en, fr in pairs:
-        splits[split_of(en, salt, valid_fraction, test_fraction)].append((en, fr))
+    for src, tgt in pairs:
+        splits[split_of(src, salt, valid_fraction, test_fraction)].append((src, tgt))
     return splits
 
 
 def group_references(pairs: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
     """(source, [all its translations]) in first-seen order: the multi-reference form of valid/test."""
     refs: dict[str, list[str]] = defaultdict(list)
-    for en, fr in pairs:
-        refs[en].append(fr)
+    for src, tgt in pairs:
+        refs[src].append(tgt)
     return list(refs.items())

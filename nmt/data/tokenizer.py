@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import sentencepiece as spm
 
@@ -15,17 +14,22 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL = "spm.model", "spm.src.model", "spm.tgt.model"
 
 
-def train_sentencepiece(sentences: Iterable[str], model_path: Path, vocab_size: int, model_type: str,
+# SentencePiece reads at most this many sentences (a uniform sample of a larger corpus): its memory stays bounded.
+INPUT_SENTENCE_SIZE = 2_000_000
+
+
+def train_sentencepiece(text_files: list[Path], model_path: Path, vocab_size: int, model_type: str,
                         byte_fallback: bool, character_coverage: float) -> Path:
-    """Train one model; normalization is ours (identity rule), so decode(encode(s)) == s on normalized text."""
+    """Train one model on text files (one sentence a line, read in order and sampled by SentencePiece itself);
+    normalization is ours (identity rule), so decode(encode(s)) == s on normalized text."""
     model_path = Path(model_path)
     prefix = model_path.with_suffix("")
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_prefix=str(prefix), vocab_size=vocab_size,
+            input=[str(p) for p in text_files], model_prefix=str(prefix), vocab_size=vocab_size,
             model_type=model_type, byte_fallback=byte_fallback, character_coverage=character_coverage,
             normalization_rule_name="identity", pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-            num_threads=os.cpu_count() or 1, input_sentence_size=2_000_000, shuffle_input_sentence=True,
+            num_threads=os.cpu_count() or 1, input_sentence_size=INPUT_SENTENCE_SIZE, shuffle_input_sentence=True,
             hard_vocab_limit=False, minloglevel=2)
     except RuntimeError as err:  # e.g. a vocabulary smaller than the characters (and bytes) it must hold
         first = str(err).strip().splitlines()[-1] if str(err).strip() else "failed"

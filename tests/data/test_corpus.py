@@ -1,5 +1,6 @@
 from conftest import toy_corpus_text
-from nmt.data.corpus import normalize_pairs, read_pairs
+from nmt.data.corpus import normalize_pairs
+from nmt.data.sources import CorpusSpec, read_pairs
 from nmt.data.normalizer import Normalizer
 from nmt.data.split import group_references, split_of, split_pairs
 
@@ -18,7 +19,7 @@ def test_read_two_and_three_columns(tmp_path):
     for columns in (2, 3):
         path = tmp_path / f"c{columns}.txt"
         path.write_text(toy_corpus_text(columns))
-        pairs = read_pairs(path)
+        pairs = list(read_pairs(CorpusSpec("builtin", (path,), "en", "fr", False, Normalizer(), {})))
         assert pairs[0] == ("Go.", "Va !") and len(pairs) == 7
 
 

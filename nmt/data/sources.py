@@ -1,0 +1,194 @@
+"""Where the parallel text comes from: the built-in Tatoeba corpus, a TSV file of your own, or two line-aligned files.
+
+`corpus_spec(cfg, data_dir)` resolves a `DataConfig` into a `CorpusSpec` (files, languages, direction, normalizer);
+`read_pairs(spec)` yields raw (source, target) pairs from it, with one-line errors that name the file and line.
+Nothing here knows English or French except the built-in corpus's own settings (`BUILTIN`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import hashlib
+import re
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from nmt.config import BUILTIN_CORPUS, DataConfig
+from nmt.data.download import corpus_path
+from nmt.data.normalizer import Normalizer
+from nmt.errors import NMTError
+
+
+@dataclass(frozen=True)
+class BuiltinCorpus:
+    """A corpus `nmt` knows by name: its languages (file column order) and each language's normalization."""
+
+    languages: tuple[str, str]
+    lowercase: tuple[str, ...]  # languages whose case is folded by default
+    join_punctuation: tuple[str, ...]  # languages whose "word ." spacing is undone by default
+
+
+BUILTIN = {BUILTIN_CORPUS: BuiltinCorpus(("en", "fr"), lowercase=("en",), join_punctuation=("en",))}
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    kind: str  # builtin | tsv | files
+    files: tuple[Path, ...]  # the training text: one TSV, or source + target
+    source_lang: str
+    target_lang: str
+    reverse: bool
+    normalizer: Normalizer
+    heldout: dict[str, tuple[Path, Path]]  # split → (source file, target file) of the user's own valid/test
+
+    @property
+    def direction(self) -> str:
+        return f"{self.source_lang}→{self.target_lang}"
+
+
+def resolve_normalizer(cfg: DataConfig) -> Normalizer:
+    """Per-side normalization: explicit settings win; unset ones follow the built-in corpus's languages (through
+    `reverse`), and are off for a corpus of your own."""
+    builtin = BUILTIN.get(cfg.corpus) if not cfg.source_file else None
+    source, target = _builtin_languages(builtin, cfg.reverse) if builtin else ("", "")
+
+    def choose(explicit: bool | None, language: str, defaults: tuple[str, ...]) -> bool:
+        return explicit if explicit is not None else bool(builtin) and language in defaults
+
+    return Normalizer(
+        lowercase_source=choose(cfg.lowercase_source, source, builtin.lowercase if builtin else ()),
+        lowercase_target=choose(cfg.lowercase_target, target, builtin.lowercase if builtin else ()),
+        join_punctuation_source=choose(cfg.join_punctuation_source, source,
+                                       builtin.join_punctuation if builtin else ()),
+        join_punctuation_target=choose(cfg.join_punctuation_target, target,
+                                       builtin.join_punctuation if builtin else ()),
+        unicode_nfc=cfg.unicode_nfc, remove_control_chars=cfg.remove_control_chars)
+
+
+def _builtin_languages(builtin: BuiltinCorpus, reverse: bool) -> tuple[str, str]:
+    first, second = builtin.languages
+    return (second, first) if reverse else (first, second)
+
+
+def languages(cfg: DataConfig) -> tuple[str, str]:
+    """(source, target) language codes of `cfg`: its own, else the built-in corpus's."""
+    builtin = BUILTIN.get(cfg.corpus) if not cfg.source_file else None
+    if builtin is not None:
+        default_source, default_target = _builtin_languages(builtin, cfg.reverse)
+        return cfg.source_lang or default_source, cfg.target_lang or default_target
+    if not cfg.source_lang or not cfg.target_lang:
+        raise NMTError("a corpus of your own needs its languages: set data.source_lang and data.target_lang "
+                       "(e.g. de and en)")
+    return (cfg.target_lang, cfg.source_lang) if cfg.reverse else (cfg.source_lang, cfg.target_lang)
+
+
+def _is_url(text: str) -> bool:
+    return urllib.parse.urlparse(text).scheme in ("http", "https")
+
+
+def _local(text: str, what: str) -> Path:
+    parsed = urllib.parse.urlparse(text)
+    path = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else Path(text).expanduser()
+    if not path.is_file():
+        raise NMTError(f"{what} not found: {path}")
+    return path
+
+
+def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
+    """Resolve `cfg` into files, languages and normalization; errors for what cannot work, before any work."""
+    source_lang, target_lang = languages(cfg)
+    heldout = {}
+    for split in ("valid", "test"):
+        src, tgt = getattr(cfg, f"{split}_source_file"), getattr(cfg, f"{split}_target_file")
+        if bool(src) != bool(tgt):
+            raise NMTError(f"data.{split}_source_file and data.{split}_target_file go together: set both or neither")
+        if src:
+            pair = (_local(src, f"data.{split}_source_file"), _local(tgt, f"data.{split}_target_file"))
+            heldout[split] = pair[::-1] if cfg.reverse else pair
+    normalizer = resolve_normalizer(cfg)
+    common = dict(source_lang=source_lang, target_lang=target_lang, reverse=cfg.reverse, normalizer=normalizer,
+                  heldout=heldout)
+    if cfg.source_file or cfg.target_file:
+        if not (cfg.source_file and cfg.target_file):
+            raise NMTError("data.source_file and data.target_file go together: set both")
+        return CorpusSpec("files", (_local(cfg.source_file, "data.source_file"),
+                                    _local(cfg.target_file, "data.target_file")), **common)
+    if cfg.corpus in BUILTIN:
+        return CorpusSpec("builtin", (corpus_path(data_dir),), **common)
+    if _is_url(cfg.corpus):
+        from nmt.data.download import fetch_file  # only this branch downloads
+
+        return CorpusSpec("tsv", (fetch_file(cfg.corpus, Path(data_dir) / ".downloads"),), **common)
+    name = cfg.corpus
+    looks_like_file = re.search(r"\.tsv(\.gz)?$|/", name) or name.startswith("file:")
+    if not looks_like_file and not Path(name).expanduser().exists():
+        raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv or "
+                       ".tsv.gz file (or data.source_file + data.target_file)")
+    return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common)
+
+
+def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
+    """What identifies the text: the built-in corpus's sha256 (as before), else a hash over every input file."""
+    if spec.kind == "builtin" and not spec.heldout:
+        return builtin_sha256
+    digest = hashlib.sha256()
+    for path in (*spec.files, *(p for pair in spec.heldout.values() for p in pair)):
+        digest.update(_sha256(path).encode())
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line ending) of a UTF-8 file, gzipped or not; one error per bad line."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    yield number, raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+                except UnicodeDecodeError as err:
+                    raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
+    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+        raise NMTError(f"cannot read {path}: {err}") from None
+
+
+def _tsv_pairs(path: Path, builtin: bool) -> Iterator[tuple[str, str]]:
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        if len(columns) < 2 or (builtin and len(columns) > 3):
+            raise NMTError(f"{path} line {number}: expected tab-separated source and target columns, "
+                           f"got {len(columns)} column{'s' if len(columns) != 1 else ''}")
+        yield columns[0], columns[1]
+
+
+def aligned_pairs(source: Path, target: Path) -> Iterator[tuple[str, str]]:
+    """Pairs from two line-aligned files; different line counts are an error naming both."""
+    count = 0
+    for source_line, target_line in itertools.zip_longest(_lines(source), _lines(target)):
+        if source_line is None or target_line is None:
+            longer = source if target_line is None else target
+            total = sum(1 for _ in _lines(longer))  # counted again from the start: the error names both counts
+            counts = (total, count) if target_line is None else (count, total)
+            raise NMTError(f"{source} has {counts[0]} lines but {target} has {counts[1]}: the two files must be "
+                           "line-aligned")
+        count += 1
+        yield source_line[1], target_line[1]
+
+
+def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
+    """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
+    pairs = aligned_pairs(*spec.files) if spec.kind == "files" else _tsv_pairs(spec.files[0], spec.kind == "builtin")
+    return ((t, s) for s, t in pairs) if spec.reverse else pairs

@@ -1,0 +1,217 @@
+"""The streaming passes of `nmt prepare`: memory stays bounded whatever the corpus size (WMT14 En–Fr: ~36M pairs).
+
+1. `write_split_text`: raw pairs → normalized and filtered in worker processes (chunks, in order, a bounded number in
+   flight) → exact duplicates dropped by 64-bit hash (`SeenHashes`) → the hashed split → one text file per split
+   and side.
+2. (prepare.py) SentencePiece reads the training text files itself, sampling `input_sentence_size` sentences.
+3. `encode_split`: text → SentencePiece ids over all cores, chunk by chunk → shards of raw token arrays and their
+   offsets (`{split}.{k}.src.bin` ...), which training memory-maps; valid/test also get their references (.jsonl).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+from collections import deque
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from nmt.config import DataConfig
+from nmt.data.dedup import SeenHashes, hash64
+from nmt.data.normalizer import Normalizer
+from nmt.data.split import SPLITS, group_references, split_of
+from nmt.data.tokenizer import Tokenizers
+
+CHUNK_PAIRS = 20_000  # per worker task: large enough to amortize pickling, small enough to stay bounded
+SHARD_PAIRS = 4_000_000  # pairs per token shard
+
+
+def _normalize_chunk(args) -> tuple[list[tuple[str, str]], list[int], list[str], dict[str, int]]:
+    """A worker's task: normalized pairs that pass the filters, their pair hashes, their splits, drop counts."""
+    pairs, normalizer, max_words, salt, valid_fraction, test_fraction = args
+    kept, hashes, splits, dropped = [], [], [], {"empty": 0, "too_long": 0}
+    for source, target in pairs:
+        source, target = normalizer.source(source), normalizer.target(target)
+        if not source or not target:
+            dropped["empty"] += 1
+        elif len(source.split()) > max_words or len(target.split()) > max_words:
+            dropped["too_long"] += 1
+        else:
+            kept.append((source, target))
+            hashes.append(hash64(f"{source}\t{target}"))  # tabs never survive normalization: unambiguous
+            splits.append(split_of(source, salt, valid_fraction, test_fraction))
+    return kept, hashes, splits, dropped
+
+
+def _chunks(pairs: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(pairs)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+def _normalized_chunks(pairs: Iterable, normalizer: Normalizer, cfg: DataConfig, workers: int) -> Iterator[tuple]:
+    """`_normalize_chunk` over the corpus, in order; in `workers` processes with at most 2 tasks each in flight (the
+    reader waits for them rather than queueing the whole corpus in memory)."""
+    settings = (normalizer, cfg.max_words, cfg.split_salt, cfg.valid_fraction, cfg.test_fraction)
+    chunks = _chunks(pairs, CHUNK_PAIRS)
+    first = next(chunks, None)
+    if first is None:
+        return
+    second = next(chunks, None)
+    if second is None or workers < 2:  # a small corpus: no processes to start
+        for chunk in itertools.chain([first], [second] if second else [], chunks):
+            yield _normalize_chunk((chunk, *settings))
+        return
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        in_flight: deque = deque()
+        for chunk in itertools.chain([first, second], chunks):
+            in_flight.append(pool.apply_async(_normalize_chunk, ((chunk, *settings),)))
+            if len(in_flight) >= 2 * workers:
+                yield in_flight.popleft().get()
+        while in_flight:
+            yield in_flight.popleft().get()
+
+
+def write_split_text(pairs: Iterable[tuple[str, str]], normalizer: Normalizer, cfg: DataConfig,
+                     heldout: dict[str, list[tuple[str, str]]], out: Path, workers: int):
+    """Pass 1. Returns ({split: (source text, target text)}, drop counts, {split: pairs}).
+
+    `heldout`: the user's own valid/test pairs (already normalized); they replace those hashed splits, whose pairs
+    go to training, and training pairs whose source is held out are dropped.
+    """
+    text = {name: (out / f"{name}.src.txt", out / f"{name}.tgt.txt") for name in SPLITS}
+    handles = {name: tuple(open(p, "w", encoding="utf-8") for p in paths) for name, paths in text.items()}
+    dropped = {"empty": 0, "too_long": 0, "duplicate": 0}
+    counts = dict.fromkeys(SPLITS, 0)
+    heldout_sources = {hash64(source) for pairs_ in heldout.values() for source, _ in pairs_}
+    if heldout:
+        dropped["source_in_heldout"] = 0
+    seen = SeenHashes()
+    try:
+        for name, held in heldout.items():
+            for source, target in held:
+                _write(handles[name], source, target)
+            counts[name] = len(held)
+        for kept, hashes, splits, chunk_dropped in _normalized_chunks(pairs, normalizer, cfg, workers):
+            for key, value in chunk_dropped.items():
+                dropped[key] += value
+            new = seen.first_seen(np.array(hashes, dtype=np.uint64))
+            dropped["duplicate"] += int(len(new) - new.sum())
+            for (source, target), split, is_new in zip(kept, splits, new.tolist()):
+                if not is_new:
+                    continue
+                if heldout:
+                    if hash64(source) in heldout_sources:
+                        dropped["source_in_heldout"] += 1
+                        continue
+                    split = "train" if split in heldout else split
+                _write(handles[split], source, target)
+                counts[split] += 1
+    finally:
+        for pair in handles.values():
+            for handle in pair:
+                handle.close()
+    return text, dropped, counts
+
+
+def _write(handles, source: str, target: str) -> None:
+    handles[0].write(source + "\n")
+    handles[1].write(target + "\n")
+
+
+def _text_chunks(paths: tuple[Path, Path], size: int) -> Iterator[tuple[list[str], list[str]]]:
+    with open(paths[0], encoding="utf-8") as sources, open(paths[1], encoding="utf-8") as targets:
+        while True:
+            source = [line.rstrip("\n") for line in itertools.islice(sources, size)]
+            target = [line.rstrip("\n") for line in itertools.islice(targets, size)]
+            if not source:
+                return
+            yield source, target
+
+
+class _ShardWriter:
+    """Appends encoded pairs to raw token files; a new shard every SHARD_PAIRS pairs."""
+
+    def __init__(self, out: Path, split: str, dtype: np.dtype):
+        self.out, self.split, self.dtype = out, split, dtype
+        self.shards: list[dict] = []
+        self._open()
+
+    def _open(self) -> None:
+        stem = f"{self.split}.{len(self.shards):03d}"
+        self.current = {"pairs": 0, "src": f"{stem}.src.bin", "tgt": f"{stem}.tgt.bin",
+                        "src_offsets": f"{stem}.src.offsets.npy", "tgt_offsets": f"{stem}.tgt.offsets.npy",
+                        "dtype": np.dtype(self.dtype).name}
+        self.files = {side: open(self.out / self.current[side], "wb") for side in ("src", "tgt")}
+        self.lengths = {"src": [], "tgt": []}
+
+    def add(self, source_ids: list[list[int]], target_ids: list[list[int]]) -> None:
+        for side, rows in (("src", source_ids), ("tgt", target_ids)):
+            if rows:
+                flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=self.dtype)
+                self.files[side].write(flat.tobytes())
+                self.lengths[side].append(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)))
+        self.current["pairs"] += len(source_ids)
+        if self.current["pairs"] >= SHARD_PAIRS:
+            self._close()
+            self._open()
+
+    def _close(self) -> None:
+        for side in ("src", "tgt"):
+            self.files[side].close()
+            lengths = np.concatenate(self.lengths[side]) if self.lengths[side] else np.zeros(0, dtype=np.int64)
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            np.save(self.out / self.current[f"{side}_offsets"], offsets)
+        self.shards.append(self.current)
+
+    def finish(self) -> list[dict]:
+        self._close()
+        if len(self.shards) > 1 and self.shards[-1]["pairs"] == 0:  # an empty last shard (count was a multiple)
+            for key in ("src", "tgt", "src_offsets", "tgt_offsets"):
+                (self.out / self.shards[-1][key]).unlink()
+            self.shards.pop()
+        return self.shards
+
+
+def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: int, out: Path, split: str,
+                 workers: int) -> tuple[int, int, list[dict]]:
+    """Pass 3 for one split: (pairs kept, distinct sources kept, shard descriptions). Pairs with more than
+    `max_pieces` pieces on a side are dropped (positions and memory are bounded)."""
+    vocab = max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
+    writer = _ShardWriter(out, split, np.uint16 if vocab <= 65536 else np.int32)
+    sources_seen, distinct, kept = SeenHashes(), 0, 0
+    references = open(out / f"{split}.jsonl.pairs", "w", encoding="utf-8") if split != "train" else None
+    try:
+        for source_text, target_text in _text_chunks(text, 100_000):
+            source_ids = tokenizers.source.encode(source_text, out_type=int, num_threads=workers)
+            target_ids = tokenizers.target.encode(target_text, out_type=int, num_threads=workers)
+            keep = [i for i in range(len(source_ids))
+                    if len(source_ids[i]) <= max_pieces and len(target_ids[i]) <= max_pieces]
+            writer.add([source_ids[i] for i in keep], [target_ids[i] for i in keep])
+            kept += len(keep)
+            new = sources_seen.first_seen(np.array([hash64(source_text[i]) for i in keep], dtype=np.uint64))
+            distinct += int(new.sum())
+            if references is not None:
+                for i in keep:
+                    references.write(json.dumps([source_text[i], target_text[i]], ensure_ascii=False) + "\n")
+    finally:
+        shards = writer.finish()
+        if references is not None:
+            references.close()
+    if references is not None:
+        _write_references(out / f"{split}.jsonl.pairs", out / f"{split}.jsonl")
+    return kept, distinct, shards
+
+
+def _write_references(pairs_path: Path, path: Path) -> None:
+    """valid/test (small by construction): every translation of a source gathered, in first-seen order."""
+    with open(pairs_path, encoding="utf-8") as handle:
+        pairs = [tuple(json.loads(line)) for line in handle]
+    with open(path, "w", encoding="utf-8") as handle:
+        for source, refs in group_references(pairs):
+            handle.write(json.dumps({"source": source, "references": refs}, ensure_ascii=False) + "\n")
+    pairs_path.unlink()

@@ -1,0 +1,131 @@
+"""Any parallel corpus: a TSV of your own, two line-aligned files, the built-in corpus reversed, your own valid/test;
+and the one-line errors for what cannot be used."""
+
+import gzip
+import json
+
+import pytest
+
+from nmt.config import DataConfig, fingerprint_settings, load_config
+from nmt.data.prepare import prepare, read_manifest
+from nmt.data.sources import corpus_spec, languages, read_pairs, resolve_normalizer
+from nmt.errors import NMTError
+from nmt.evaluate import evaluate, load_test_set
+from nmt.train import train
+from nmt.translator import Translator
+from tests_helpers import TOY_RUN, nmt, toy_parallel_corpus, write_config
+
+SMALL = {"vocab_size": 300, "valid_fraction": 0.1, "test_fraction": 0.1}
+
+
+def _pairs():
+    return [line.split("\t") for line in toy_parallel_corpus().splitlines()]
+
+
+def test_the_builtin_fingerprint_is_unchanged():
+    # The first release's settings, exactly: English→French data prepared before keeps its directory.
+    assert fingerprint_settings(DataConfig()) == {
+        "lowercase_source": True, "max_words": 50, "max_pieces": 256, "valid_fraction": 0.017,
+        "test_fraction": 0.017, "split_salt": "nmt-split-v1", "vocab_size": 8000, "joint_vocab": True,
+        "tokenizer_type": "unigram", "byte_fallback": True, "character_coverage": 0.9999}
+
+
+def test_reverse_follows_the_languages_of_the_builtin_corpus(toy_zip, tmp_path):
+    cfg = DataConfig(reverse=True)
+    assert languages(cfg) == ("fr", "en")
+    normalizer = resolve_normalizer(cfg)
+    assert normalizer.target("I'm Home .") == "i'm home." and normalizer.source("Je Suis\u202f!") == "Je Suis !"
+    assert "reverse" in fingerprint_settings(cfg)
+    (tmp_path / "fra-eng").mkdir()
+    (tmp_path / "fra-eng" / "fra.txt").write_text("Go.\tVa !\nHi.\tSalut !\n")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Va !", "Go."), ("Salut !", "Hi.")]
+
+
+def _train_translate_evaluate(tmp_path, data: dict, data_dir):
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, data={**SMALL, **data}, model={"num_layers": 2},
+                                   train={"max_steps": 300, "eval_every": 300, "save_every": 300}))
+    train(cfg, tmp_path / "run", data_dir, log=lambda *_: None)
+    engine = Translator.from_run(tmp_path / "run", device="cpu", decode_overrides={"precision": "fp32"})
+    sources, references, _ = load_test_set(engine.config, "test", None, None, data_dir)
+    report = evaluate(engine, sources, references, tmp_path / "eval", "test")
+    return engine, report
+
+
+def test_a_tsv_of_your_own_trains_translates_and_evaluates(tmp_path):
+    # German-style codes and gzip, with a third attribution column: only the first two count.
+    tsv = tmp_path / "pairs.tsv.gz"
+    with gzip.open(tsv, "wt", encoding="utf-8") as handle:
+        handle.writelines(f"{fr}\t{en}\tCC-BY #{i}\n" for i, (en, fr) in enumerate(_pairs()))
+    engine, report = _train_translate_evaluate(
+        tmp_path, {"corpus": str(tsv), "source_lang": "fr", "target_lang": "en"}, tmp_path / "data")
+    assert (engine.source_lang, engine.target_lang) == ("fr", "en")
+    assert report["source_lang"] == "fr" and report["target_lang"] == "en" and report["bleu"] > 20
+    assert engine.translate(["J'ai deux chats."])[0].text.startswith("I have")  # case kept: a corpus of your own
+    manifest = read_manifest(next((tmp_path / "data" / "prepared").iterdir()))
+    assert manifest["source_lang"] == "fr" and manifest["target_lang"] == "en"
+
+
+def test_two_plain_files_with_your_own_test_set(tmp_path):
+    pairs = _pairs()
+    (tmp_path / "train.en").write_text("".join(en + "\n" for en, _ in pairs))
+    (tmp_path / "train.fr").write_text("".join(fr + "\n" for _, fr in pairs))
+    held = pairs[::13][:30]  # spread over the grammar: every word is still seen in training
+    (tmp_path / "test.en").write_text("".join(en + "\n" for en, _ in held))
+    (tmp_path / "test.fr").write_text("".join(fr + "\n" for _, fr in held))
+    data = {"source_file": str(tmp_path / "train.en"), "target_file": str(tmp_path / "train.fr"),
+            "test_source_file": str(tmp_path / "test.en"), "test_target_file": str(tmp_path / "test.fr"),
+            "source_lang": "en", "target_lang": "fr"}
+    engine, report = _train_translate_evaluate(tmp_path, data, tmp_path / "data")
+    assert report["sentences"] == 30 and report["bleu"] > 20
+    prepared = next((tmp_path / "data" / "prepared").iterdir())
+    test_sources = [json.loads(line)["source"] for line in (prepared / "test.jsonl").open()]
+    assert test_sources == [en for en, _ in held]  # your own test set, in your order, not the hashed split
+    assert read_manifest(prepared)["dropped"]["source_in_heldout"] >= 30  # each was a training pair too
+    translated = nmt("translate", "--run", tmp_path / "run", "We have two cats.")
+    assert translated.returncode == 0 and translated.stdout.strip(), translated.stderr
+
+
+def _plant(kind: str, t):
+    if kind == "one-column":
+        (t / "c.tsv").write_text("Hello\tBonjour\nno tab here\n")
+    elif kind == "counts":
+        (t / "a.txt").write_text("one\ntwo\nthree\n")
+        (t / "b.txt").write_text("un\ndeux\n")
+    elif kind == "latin1":
+        (t / "c.tsv").write_bytes("Hello\tBonjour\ncaf\xe9\tcaf\xe9\n".encode("latin-1"))
+    elif kind == "empty-after":
+        (t / "c.tsv").write_text("\u200b\t\x07\n \t \n")
+
+
+BAD = [
+    ("one-column", ["--set", "data.corpus={T}/c.tsv"], "c.tsv line 2: expected tab-separated source and target"),
+    ("counts", ["--set", "data.source_file={T}/a.txt", "--set", "data.target_file={T}/b.txt"],
+     "a.txt has 3 lines but {T}/b.txt has 2"),
+    ("latin1", ["--set", "data.corpus={T}/c.tsv"], "c.tsv line 2: not UTF-8 text"),
+    ("empty-after", ["--set", "data.corpus={T}/c.tsv"], "no sentence pairs left"),
+    (None, ["--set", "data.corpus=wmt14-en-fr"], "unknown data.corpus 'wmt14-en-fr'"),
+    (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
+    (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
+    ("one-column", ["--set", "data.corpus={T}/c.tsv", "--set", "data.source_lang="], "needs its languages"),
+    ("counts", ["--set", "data.source_file={T}/a.txt"], "data.source_file and data.target_file go together"),
+]
+
+
+@pytest.mark.parametrize("plant,args,message", BAD, ids=[b[2][:30] for b in BAD])
+def test_unusable_corpora_are_one_line_errors_and_write_nothing(tmp_path, plant, args, message):
+    if plant:
+        _plant(plant, tmp_path)
+    langs = ["--set", "data.source_lang=en", "--set", "data.target_lang=fr"]
+    given = [a.replace("{T}", str(tmp_path)) for a in args]
+    if not any("lang" in a for a in given):
+        given = langs + given
+    result = nmt("prepare", "--data-dir", tmp_path / "data", *given, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message.replace("{T}", str(tmp_path)) in result.stderr, result.stderr
+    assert not (tmp_path / "data" / "prepared").exists() or not any((tmp_path / "data" / "prepared").iterdir())
+
+
+def test_builtin_reversed_needs_no_languages_and_custom_does():
+    assert languages(DataConfig()) == ("en", "fr")
+    with pytest.raises(NMTError, match="needs its languages"):
+        languages(DataConfig(corpus="x.tsv"))
