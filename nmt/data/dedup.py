@@ -35,7 +35,7 @@ class SeenHashes:
         _, first = np.unique(hashes, return_index=True)  # duplicates inside the chunk: the first one counts
         candidates = np.sort(first)
         if 2 * (self.count + len(candidates)) > len(self.table):
-            self._grow(2 * (self.count + len(candidates)))
+            self._grow(self.count + len(candidates))
         inserted = self._insert(hashes[candidates])
         new[candidates[inserted]] = True
         return new
@@ -64,6 +64,7 @@ class SeenHashes:
         return inserted
 
     def _grow(self, needed: int) -> None:
+        """A table of at least twice `needed` slots (load ≤ 1/2), the old keys inserted again."""
         old = self.table[self.table != _EMPTY]
         self.table = np.zeros(_power_of_two(2 * needed), dtype=np.uint64)
         self.count = 0

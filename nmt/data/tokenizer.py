@@ -14,8 +14,9 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL = "spm.model", "spm.src.model", "spm.tgt.model"
 
 
-# SentencePiece reads at most this many sentences (a uniform sample of a larger corpus): its memory stays bounded.
-INPUT_SENTENCE_SIZE = 2_000_000
+# SentencePiece reads at most this many sentences (a uniform sample of a larger corpus): its memory stays bounded
+# (its suffix array over 2M sentences peaked above 2 GiB; 1M stays near 1 GiB — scripts/bench_prepare.py).
+INPUT_SENTENCE_SIZE = 1_000_000
 
 
 def train_sentencepiece(text_files: list[Path], model_path: Path, vocab_size: int, model_type: str,
