@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from nmt.atomic import atomic_file
 from nmt.errors import NMTError
 
 
@@ -49,16 +48,12 @@ def save_checkpoint(payload: dict, path: Path) -> None:
     path = Path(path)
     payload = {**payload, CHECKSUM_KEY: content_digest(payload)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with atomic_file(path) as handle:
             torch.save(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except RuntimeError as err:  # torch's writer reports a failed write (a full disk, a quota) as RuntimeError
+        raise NMTError(f"cannot write checkpoint {path}: {str(err).strip().splitlines()[0][:120]} (is the disk "
+                       f"full?); {path.name} was left as it was") from None
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:

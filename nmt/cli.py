@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
@@ -35,10 +35,6 @@ Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
 
 def _log(message: str) -> None:
     typer.echo(message, err=True)
-
-
-def _warn(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
 
 
 def _picture_path(path: Path) -> Path:
@@ -138,7 +134,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     if attention is not None:
         attention = _picture_path(attention)
     translator = open_engine(engine, run, checkpoint, model, device,
-                             {"beam_size": beam, "length_penalty": length_penalty}, warn=_warn)
+                             {"beam_size": beam, "length_penalty": length_penalty}, warn=warn)
     choice = AttentionChoice(attention_layer, attention_head)
     if translator.has_attention:
         translator.check_attention_choice(choice)
@@ -196,7 +192,7 @@ def export(run: Optional[Path] = typer.Option(None, "--run", help="Run directory
 
     if format != "ctranslate2":
         raise NMTError(f"unknown export format {format!r}: use ctranslate2")
-    translator = Translator.from_run(run, checkpoint, "cpu", warn=_warn)
+    translator = Translator.from_run(run, checkpoint, "cpu", warn=warn)
     path = export_ctranslate2(translator, output, quantization, force)
     typer.echo(f"exported {translator.checkpoint} ({quantization}) to {path}")
 
@@ -218,7 +214,7 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
     from nmt.serve import check_bind_address, run_server
 
     listener = check_bind_address(host, port)  # a busy port or a bad address: one line, before loading a model
-    translator = open_engine(engine, run, checkpoint, model, device, warn=_warn)
+    translator = open_engine(engine, run, checkpoint, model, device, warn=warn)
     run_server(translator, listener, host, port, allow_host or [], log=_log)
 
 
@@ -246,7 +242,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     if compare:
         typer.echo(ev.format_comparison(ev.compare_runs(compare, split, overrides, device, data_dir)))
         return
-    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=_warn)
+    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
     sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir)

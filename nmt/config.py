@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
-import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, warn
 
 BUILTIN_CORPUS = "tatoeba-fra-eng"
 D2L_CORPUS_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
@@ -288,13 +288,18 @@ def _coerce(value: Any, typ: Any, path: str) -> Any:
             return value
     elif typ is float:
         # PyYAML reads "3e-4" as a string (YAML 1.1), so numeric strings are accepted for floats.
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+        if number is not None:
+            if not math.isfinite(number):  # YAML's .inf/.nan, or "inf": no setting means infinity
+                raise ConfigError(f"{path} must be a finite number, got {value!r}")
+            return number
     elif typ is str:
         if isinstance(value, str):
             return value
@@ -367,11 +372,7 @@ def read_yaml(path: Path) -> Any:
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
-
-
-def load_config(path: str | Path | None, overrides: list[str] | None = None, warn=_warn) -> Config:
+def load_config(path: str | Path | None, overrides: list[str] | None = None, warn=warn) -> Config:
     """Read a YAML config (or the defaults when `path` is None), apply overrides, validate."""
     raw: Any = {}
     if path is not None:

@@ -59,17 +59,17 @@ def data_only_config(data: dict | None) -> Config | None:
     return Config(data=DataConfig(**{k: v for k, v in data.items() if k in known}))
 
 
-def effective_decode(decode: DecodeConfig, warn: Callable[[str], None]) -> DecodeConfig:
-    """The settings CTranslate2 will really decode with (see the module docstring)."""
+def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
+    """The settings CTranslate2 will really decode with (see the module docstring), and what changed."""
     if decode.length_normalization != "fairseq":
         raise NMTError(f"this export decodes with decode.length_normalization {decode.length_normalization}; "
                        "CTranslate2 only normalizes by |Y|^alpha (fairseq): re-export a run with "
                        "length_normalization fairseq, or use the nmt engine")
     if decode.patient_stop:
-        warn("CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended "
-             "(decoding with patient_stop false)")
-        decode = dataclasses.replace(decode, patient_stop=False)
-    return decode
+        return dataclasses.replace(decode, patient_stop=False), [
+            "CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended (decoding with "
+            "patient_stop false)"]
+    return decode, []
 
 
 def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
@@ -93,7 +93,7 @@ class CTranslate2Engine:
         self.model_dir = Path(model_dir)
         self.warn = warn or (lambda message: None)
         metadata = read_export_metadata(self.model_dir)
-        self.decode = effective_decode(with_overrides(metadata["decode"], decode_overrides), self.warn)
+        self.decode, notes = effective_decode(with_overrides(metadata["decode"], decode_overrides))
         self.checkpoint = metadata.get("checkpoint")
         self.config = data_only_config(metadata.get("data"))
         self.source_lang, self.target_lang = metadata.get("languages") or ("", "")
@@ -118,6 +118,8 @@ class CTranslate2Engine:
         except (RuntimeError, ValueError) as err:
             raise NMTError(f"{self.model_dir}/model.bin cannot be loaded by CTranslate2: "
                            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+        for note in notes:  # said once the engine is known to work
+            self.warn(note)
 
     def describe(self) -> dict:
         return {"engine": self.name, "source_lang": self.source_lang, "target_lang": self.target_lang,

@@ -59,14 +59,6 @@ class DistContext:
         dist.gather_object(obj, gathered, dst=0)
         return gathered
 
-    def scatter_from_main(self, objs: list[Any] | None) -> Any:
-        """Rank r receives objs[r] from rank 0."""
-        if not self.enabled:
-            return objs[0] if objs else None
-        received = [None]
-        dist.scatter_object_list(received, objs if self.is_main else None, src=0)
-        return received[0]
-
 
 def setup_distributed(requested_device: str) -> DistContext:
     """Join the process group torchrun describes in the environment; single process otherwise."""

@@ -1,4 +1,7 @@
-"""The one user-facing error type: inner code raises it with context; the CLI prints it as one line."""
+"""The one user-facing error type (inner code raises it with context; the CLI prints it as one line), and the one
+way a warning reaches the user."""
+
+import sys
 
 
 class NMTError(Exception):
@@ -7,3 +10,8 @@ class NMTError(Exception):
 
 class ConfigError(NMTError):
     """A configuration file or override is invalid."""
+
+
+def warn(message: str) -> None:
+    """A one-line warning on stderr (the default wherever code takes a `warn` callback)."""
+    print(f"warning: {message}", file=sys.stderr)

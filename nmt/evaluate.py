@@ -16,7 +16,7 @@ from nmt.data.prepare import find_prepared
 from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
-from nmt.run_dir import write_text_atomic
+from nmt.atomic import write_text_atomic
 from nmt.translator import Translator
 
 BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))

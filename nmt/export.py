@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from nmt.atomic import install_dir, staging_dir
 from nmt.ct2_engine import EXPORT_METADATA, import_ctranslate2 as _ctranslate2
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.errors import NMTError
@@ -146,8 +147,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
     output_dir = Path(output_dir)
     check_output_dir(output_dir, translator.run.directory if translator.run else None, force)
     converter = _converter(model.float().cpu().eval(), translator.tokenizers)
-    staging = output_dir.with_name(f".{output_dir.name}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = staging_dir(output_dir)
     try:
         converter.convert(str(staging), quantization=quantization, force=True)
         for name in Tokenizers.files(translator.tokenizers.joint):
@@ -158,9 +158,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
             "languages": [translator.source_lang, translator.target_lang],
             "decode": dataclasses.asdict(translator.decode),
             "data": dataclasses.asdict(translator.config.data) if translator.config else None}, indent=2) + "\n")
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        staging.rename(output_dir)
+        install_dir(staging, output_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output_dir

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from nmt.atomic import atomic_file  # noqa: E402
 from nmt.errors import NMTError  # noqa: E402
 from nmt.run_dir import Run  # noqa: E402
 
@@ -20,17 +19,10 @@ def _save(fig, path: Path) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    except OSError as err:
-        plt.close(fig)
-        raise NMTError(f"cannot write {path}: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
+        with atomic_file(path, fsync=False) as handle:
             fig.savefig(handle, dpi=100, bbox_inches="tight", format=path.suffix.lstrip(".").lower() or "png")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as err:
+        raise NMTError(f"cannot write {path}: {err.strerror or err}") from None
     finally:
         plt.close(fig)
 

@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import os
 import platform
-import shutil
+import re
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import torch
 import yaml
 
 from nmt import __version__
+from nmt.atomic import copy_file_atomic, write_text_atomic
 from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
     read_yaml, to_dict
@@ -32,36 +34,54 @@ from nmt.lock import DirectoryLock
 
 DEFAULT_ROOT = Path("runs")
 
-# Checkpoint schema (torchtune style): every key a checkpoint may hold, by name.
+# Checkpoint schema (torchtune style): every key a checkpoint may hold, by name. `Weights` and `TrainingState`
+# below are the only code that turns these into payloads and back.
 MODEL_KEY, MODEL_ARGS_KEY, CONFIG_KEY, VERSION_KEY = "model", "model_args", "config", "nmt_version"
 OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY = "optimizer", "scheduler", "scaler", "rng", "progress"
-STEP_KEY, DEV_BLEU_KEY = "step", "dev_bleu"
+STEP_KEY, DEV_BLEU_KEY, AVERAGED_FROM_KEY = "step", "dev_bleu", "averaged_from"
 TRAINING_KEYS = (MODEL_KEY, CONFIG_KEY, OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY)
 WEIGHTS_KEYS = (MODEL_KEY, CONFIG_KEY)
+_STEP_FILE = re.compile(r"step-(\d+)\.pt")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write through a fresh temp file (O_EXCL: never through a planted link), then rename over `path`."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+class CheckpointKind(str, enum.Enum):
+    """The named checkpoints of a run (step checkpoints, `step-<step>.pt`, are counted, not named)."""
+
+    LAST = "last"  # everything needed to resume exactly
+    BEST = "best"  # weights with the best dev BLEU so far
+    AVERAGED = "averaged"  # `nmt average`: the mean of the newest step checkpoints
 
 
-def copy_file_atomic(source: Path, target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            shutil.copyfileobj(src, out)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+@dataclass
+class Weights:
+    """What every checkpoint holds: the model's tensors and how to rebuild and describe it."""
+
+    model: dict
+    config: dict
+    model_args: dict | None = None
+    nmt_version: str | None = None
+    step: int | None = None
+    dev_bleu: float | None = None
+    averaged_from: list | None = None
+
+    def payload(self) -> dict:
+        """The plain dict torch.save writes (None fields left out; tensors are not copied)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_payload(cls, state: dict):
+        return cls(**{f.name: state.get(f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclass
+class TrainingState(Weights):
+    """`last.pt`: the weights plus optimizer, scheduler, scaler, every rank's RNG states and the progress counters."""
+
+    optimizer: dict | None = None
+    scheduler: dict | None = None
+    scaler: dict | None = None
+    rng: object = None
+    progress: dict | None = None
 
 
 def _git_commit() -> str | None:
@@ -165,8 +185,8 @@ class Run:
     def metrics(self) -> MetricsLog:
         return MetricsLog(self.directory / "metrics.jsonl")
 
-    def checkpoint_path(self, which: str) -> Path:
-        return self.checkpoint_dir / f"{which}.pt"
+    def checkpoint_path(self, which: CheckpointKind | str) -> Path:
+        return self.checkpoint_dir / f"{CheckpointKind(which).value}.pt"
 
     # --- writing ------------------------------------------------------------------------------------------------
     def initialize(self, cfg: Config, prepared: Path, device: torch.device, world_size: int) -> None:
@@ -207,18 +227,20 @@ class Run:
         self._make_dirs()
         return DirectoryLock(self.directory)
 
-    def save(self, which: str, payload: dict) -> Path:
+    def save(self, which: CheckpointKind | str, checkpoint: Weights) -> Path:
         path = self.checkpoint_path(which)
-        save_checkpoint(payload, path)
+        save_checkpoint(checkpoint.payload(), path)
         return path
 
     def step_checkpoints(self) -> list[Path]:
-        """checkpoints/step-<step>.pt, oldest first."""
-        return sorted(self.checkpoint_dir.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+        """checkpoints/step-<step>.pt, oldest first (other files there, e.g. a stray step-latest.pt, are not)."""
+        found = [(int(m.group(1)), p) for p in self.checkpoint_dir.glob("step-*.pt")
+                 if (m := _STEP_FILE.fullmatch(p.name))]
+        return [p for _, p in sorted(found)]
 
-    def save_step(self, step: int, payload: dict, keep: int) -> None:
+    def save_step(self, step: int, checkpoint: Weights, keep: int) -> None:
         """Weights of this step, keeping only the newest `keep` such files."""
-        self.save(f"step-{step:07d}", payload)
+        save_checkpoint(checkpoint.payload(), self.checkpoint_dir / f"step-{step:07d}.pt")
         for old in self.step_checkpoints()[:-keep]:
             old.unlink(missing_ok=True)
 
@@ -247,6 +269,12 @@ class Run:
     def tokenizers(self) -> Tokenizers:
         return Tokenizers.from_dir(self.directory)
 
+    def load_weights(self, path: Path) -> Weights:
+        return Weights.from_payload(self.load(path))
+
+    def load_training(self, path: Path) -> TrainingState:
+        return TrainingState.from_payload(self.load(path, required=TRAINING_KEYS))
+
     def load(self, path: Path, required: tuple[str, ...] = WEIGHTS_KEYS) -> dict:
         """A checkpoint as a dict with at least `required` keys; anything else is a one-line error naming the file."""
         state = load_checkpoint(path, map_location="cpu")
@@ -270,20 +298,20 @@ class Run:
             if not Path(checkpoint).is_file():
                 raise NMTError(f"checkpoint not found: {checkpoint}")
             return Path(checkpoint), None
-        for which in ("averaged", "best", "last"):
+        for which in (CheckpointKind.AVERAGED, CheckpointKind.BEST, CheckpointKind.LAST):
             path = self.checkpoint_path(which)
             if path.is_file():
                 break
         else:
             raise NMTError(f"no checkpoint in {self.directory}; train one with `nmt train --config configs/demo.yaml`")
         warning = None
-        last = self.checkpoint_path("last")
-        if which == "averaged" and last.is_file():
+        last = self.checkpoint_path(CheckpointKind.LAST)
+        if which is CheckpointKind.AVERAGED and last.is_file():
             averaged_step, last_step = _saved_step(self, path), _saved_step(self, last)
             if averaged_step is not None and last_step is not None and last_step > averaged_step:
                 warning = (f"using averaged.pt (up to step {averaged_step}); training went on to step {last_step} "
                            "since: run `nmt average` again to include it")
-        if which == "best" and last.is_file():
+        if which is CheckpointKind.BEST and last.is_file():
             best_step = _saved_step(self, path)
             last_step = _saved_step(self, last)
             if best_step is not None and last_step is not None and last_step > best_step:
@@ -319,12 +347,9 @@ class Run:
 
 
 def _saved_step(run: Run, path: Path) -> int | None:
+    """The step a checkpoint was saved at (last.pt keeps it in its progress counters), or None if unreadable."""
     try:
-        state = load_checkpoint(path, map_location="cpu")
+        state = TrainingState.from_payload(run.load(path))
     except NMTError:
         return None
-    if not isinstance(state, dict):
-        return None
-    if isinstance(state.get(PROGRESS_KEY), dict):
-        return state[PROGRESS_KEY].get("step")
-    return state.get(STEP_KEY)
+    return state.progress.get("step") if isinstance(state.progress, dict) else state.step

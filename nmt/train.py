@@ -32,14 +32,14 @@ from nmt.data.sources import resolve_normalizer
 from nmt.data.prepare import ensure_prepared
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device
-from nmt.distributed import DistContext, setup_distributed, teardown_distributed
+from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
-from nmt.run_dir import (CONFIG_KEY, DEV_BLEU_KEY, MODEL_ARGS_KEY, MODEL_KEY, OPTIMIZER_KEY, PROGRESS_KEY, RNG_KEY,
-                         SCALER_KEY, SCHEDULER_KEY, STEP_KEY, TRAINING_KEYS, VERSION_KEY, Run)
+from nmt.memory import check_fits, count_parameters, training_bytes
+from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
 from nmt.throughput import ThroughputWindow, peak_tflops, update_flops
 from nmt.translator import Translator
 
@@ -111,6 +111,10 @@ class Trainer:
         vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
                  self.tokenizers.joint)
         self.model_args = checkpoint_model_args(cfg.model, *vocab)
+        parameters = count_parameters(lambda: build_model(cfg.model, *vocab))
+        check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
+                   training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
+                   "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg.train, self.device)
         self.scheduler = make_scheduler(self.optimizer, cfg.train)
@@ -134,7 +138,7 @@ class Trainer:
         run = self.run
         if self.ctx.is_main:
             run.clean_stale_temp_files()
-        if run.checkpoint_path("last").is_file():
+        if run.checkpoint_path(CheckpointKind.LAST).is_file():
             self._resume()
         if self.ctx.is_main:  # on resume too: config.yaml then shows the settings in force (e.g. a raised max_steps)
             run.initialize(self.cfg, self.prepared, self.device, self.ctx.world_size)
@@ -160,18 +164,18 @@ class Trainer:
 
     def _resume(self) -> None:
         # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
-        path = self.run.checkpoint_path("last")
-        state = self.run.load(path, required=TRAINING_KEYS)
-        for warning in self.run.check_resumable(state[CONFIG_KEY], self.cfg):
+        path = self.run.checkpoint_path(CheckpointKind.LAST)
+        state = self.run.load_training(path)
+        for warning in self.run.check_resumable(state.config, self.cfg):
             self.log(f"warning: {warning}")
         try:
-            self.model.load_state_dict(upgrade_state_dict(state[MODEL_KEY]))
-            self.optimizer.load_state_dict(state[OPTIMIZER_KEY])
-            self.scheduler.load_state_dict(state[SCHEDULER_KEY])
-            self.scaler.load_state_dict(state[SCALER_KEY])
+            self.model.load_state_dict(upgrade_state_dict(state.model))
+            self.optimizer.load_state_dict(state.optimizer)
+            self.scheduler.load_state_dict(state.scheduler)
+            self.scaler.load_state_dict(state.scaler)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             raise NMTError(f"{path} does not fit this model: {str(err).splitlines()[0]}") from None
-        rng = state[RNG_KEY]
+        rng = state.rng
         if isinstance(rng, list):  # one state per rank (newer checkpoints)
             if len(rng) != self.ctx.world_size:
                 self.log(f"warning: checkpoint holds {len(rng)} ranks' RNG states, this run has "
@@ -179,7 +183,7 @@ class Trainer:
             rng = rng[self.ctx.rank % len(rng)]
         restore_rng_state(rng, self.device)
         fields = {f.name for f in dataclasses.fields(Progress)}
-        self.progress = Progress(**{k: v for k, v in state[PROGRESS_KEY].items() if k in fields})
+        self.progress = Progress(**{k: v for k, v in state.progress.items() if k in fields})
         self.log(f"resuming {self.run.directory} from step {self.progress.step}")
 
     # --- the loop ---------------------------------------------------------------------------------------------------
@@ -192,7 +196,7 @@ class Trainer:
                    dynamic_ncols=True)
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
-        with StopRequest() as stop:
+        with StopRequest() as stop, contextlib.closing(bar):  # the bar ends its line even when an error ends training
             for micro_batches in self._updates():
                 result = self.train_step(micro_batches, stop.requested)
                 nonfinite, interrupted = not result.finite, result.stop
@@ -218,7 +222,6 @@ class Trainer:
                 if out_of_time:
                     self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
                     break
-        bar.close()
         return p
 
     def _out_of_time(self) -> bool:
@@ -316,7 +319,7 @@ class Trainer:
             scores, p = self.validate(), self.progress
             if scores["bleu"] > p.best_bleu:
                 p.best_bleu, p.evals_without_gain = scores["bleu"], 0
-                self.run.save("best", {**self._weights(), STEP_KEY: p.step, DEV_BLEU_KEY: scores["bleu"]})
+                self.run.save(CheckpointKind.BEST, self._weights(step=p.step, dev_bleu=scores["bleu"]))
             else:
                 p.evals_without_gain += 1
             stop = p.evals_without_gain >= self.cfg.train.patience
@@ -341,20 +344,19 @@ class Trainer:
                                      "tokens_per_s": round(figures["tokens_per_s"], 1),
                                      "mfu": round(figures["mfu"], 5)})
 
-    def _weights(self) -> dict:
-        return {MODEL_KEY: self.model.state_dict(), MODEL_ARGS_KEY: self.model_args, CONFIG_KEY: to_dict(self.cfg),
-                VERSION_KEY: __version__}
+    def _weights(self, **extra) -> Weights:
+        return Weights(model=self.model.state_dict(), config=to_dict(self.cfg), model_args=self.model_args,
+                       nmt_version=__version__, **extra)
 
     def save_checkpoint(self) -> None:
         """Every rank's RNG state goes to rank 0, which writes `last.pt` (called by all ranks at the same step)."""
         rng = self.ctx.gather_to_main(capture_rng_state(self.device))
         if self.ctx.is_main and self.cfg.train.keep_last:
-            self.run.save_step(self.progress.step, {**self._weights(), STEP_KEY: self.progress.step},
-                               self.cfg.train.keep_last)
+            self.run.save_step(self.progress.step, self._weights(step=self.progress.step), self.cfg.train.keep_last)
         if self.ctx.is_main:
-            self.run.save("last", {**self._weights(), OPTIMIZER_KEY: self.optimizer.state_dict(),
-                                   SCHEDULER_KEY: self.scheduler.state_dict(), SCALER_KEY: self.scaler.state_dict(),
-                                   RNG_KEY: rng, PROGRESS_KEY: dataclasses.asdict(self.progress)})
+            self.run.save(CheckpointKind.LAST, TrainingState(
+                **self._weights().__dict__, optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+                scaler=self.scaler.state_dict(), rng=rng, progress=dataclasses.asdict(self.progress)))
 
 
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,
@@ -363,8 +365,9 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     checkpoint at the next update boundary and returns."""
     run = Run.for_config(cfg, run_dir)
     run.check_usable()
-    if run.checkpoint_path("last").is_file():  # a run that cannot resume with this config fails before any work
-        run.check_resumable(run.load(run.checkpoint_path("last"))[CONFIG_KEY], cfg)
+    last = run.checkpoint_path(CheckpointKind.LAST)
+    if last.is_file():  # a run that cannot resume with this config fails before any work
+        run.check_resumable(run.load_weights(last).config, cfg)
     trainer = Trainer(cfg, run, Path(data_dir), url, log)
     lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -16,10 +15,11 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, inference_dtype, pick_device
-from nmt.errors import NMTError
+from nmt.errors import NMTError, warn
+from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
-from nmt.run_dir import CONFIG_KEY, MODEL_ARGS_KEY, MODEL_KEY, Run
+from nmt.run_dir import Run, Weights
 from nmt.search import search
 
 
@@ -32,10 +32,6 @@ class Translation:
     attention: torch.Tensor | None = None  # (target pieces + EOS, source pieces + EOS)
 
 
-def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
-
-
 class Translator:
     """The PyTorch engine: a model with its run's tokenizer, normalization and decoding settings; `run`,
     `checkpoint` and `config` say where it came from (None for a model built in memory)."""
@@ -43,7 +39,7 @@ class Translator:
     name = "nmt"
 
     def __init__(self, model: EncoderDecoder, tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig,
-                 device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = _warn,
+                 device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = warn,
                  run: Run | None = None, checkpoint: Path | None = None, config: Config | None = None):
         self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
@@ -52,7 +48,7 @@ class Translator:
 
     @classmethod
     def from_run(cls, run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
-                 decode_overrides: dict | None = None, warn: Callable[[str], None] = _warn) -> "Translator":
+                 decode_overrides: dict | None = None, warn: Callable[[str], None] = warn) -> "Translator":
         """The model of a run (its best checkpoint, else its last, or `checkpoint`) with the run's own tokenizer and
         normalization. `decode_overrides` (e.g. {"beam_size": 1}) replace the run's decode settings for this
         translator only."""
@@ -64,8 +60,7 @@ class Translator:
             warn(notice)
         cfg = run.read_config()
         tokenizers = run.tokenizers()
-        state = run.load(path)
-        model = _model_for(state, cfg, tokenizers, path)
+        model = _model_for(run.load_weights(path), cfg, tokenizers, path)
         torch_device = pick_device(device)
         model.to(torch_device).eval()
         decode = with_overrides(cfg.decode, decode_overrides)
@@ -99,6 +94,20 @@ class Translator:
         return min(len(self.tokenizers.source.encode(self.normalizer.source(sentence))) + 1,
                    self.decode.max_input_tokens)
 
+    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig) -> int:
+        """decode.batch_size, or fewer sentences when beam × sentences would not fit in memory; an error when not even
+        one sentence at this beam fits."""
+        if self.config is None:
+            return decode.batch_size
+        steps = int(decode.max_len_a * source_len) + decode.max_len_b
+        row = decode_row_bytes(self.config.model, self.tokenizers.target.get_piece_size(), source_len, steps)
+        rows = decode_rows_that_fit(row, self.device)
+        if rows < decode.beam_size:
+            raise NMTError(f"decoding at beam {decode.beam_size} needs at least {row * decode.beam_size / 2**30:,.2f}"
+                           f" GiB per sentence of {source_len} pieces but {self.device.type} has "
+                           f"{2 * rows * row / 2**30:,.2f} GiB available: use a smaller --beam")
+        return max(1, min(decode.batch_size, rows // decode.beam_size))
+
     def _encode(self, sentence: str) -> list[int]:
         ids = self.tokenizers.source.encode(self.normalizer.source(sentence))
         limit = self.decode.max_input_tokens - 1  # room for EOS
@@ -125,9 +134,10 @@ class Translator:
             if not ids:  # empty or whitespace-only input keeps its line, untranslated
                 results[i] = Translation(sentences[i], "", [], [])
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
+        batch_size = self._sentences_that_fit(max((len(encoded[i]) for i in order), default=0) + 1, decode)
         self.model.eval()
-        for start in range(0, len(order), self.decode.batch_size):
-            chunk = order[start:start + self.decode.batch_size]
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
             with autocast(self.device, self.autocast_dtype):
                 hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
                               attention)
@@ -143,6 +153,13 @@ class Translator:
         return results  # type: ignore[return-value]
 
 
+def decode_row_bytes(model_cfg, vocab: int, source_len: int, steps: int) -> int:
+    """The least one hypothesis row of a decoding batch holds: a few vocabulary-sized score vectors, and a state (or
+    key/value cache) per layer over the source and the output so far."""
+    width = model_cfg.embed_dim if model_cfg.arch == "transformer" else max(model_cfg.embed_dim, model_cfg.hidden_size)
+    return 4 * 4 * vocab + 4 * 2 * width * model_cfg.num_layers * (source_len + steps)
+
+
 def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig:
     """`decode` with some fields replaced (None values are ignored: "not given on the command line")."""
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -152,18 +169,18 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
     return dataclasses.replace(decode, **given)
 
 
-def _model_for(state: dict, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:
+def _model_for(weights: Weights, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:
     """Rebuild from the checkpoint's model_args (older checkpoints: from the run's config) and load the weights."""
-    if MODEL_ARGS_KEY in state:
-        model = build_from_args(state[MODEL_ARGS_KEY], cfg.model)
+    if weights.model_args is not None:
+        model = build_from_args(weights.model_args, cfg.model)
     else:
         model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
                             tokenizers.joint)
-    if state[CONFIG_KEY].get("model", {}).get("arch") not in (None, cfg.model.arch):
-        raise NMTError(f"{path} holds a {state[CONFIG_KEY]['model']['arch']} model, but this run is a "
-                       f"{cfg.model.arch}")
+    saved_arch = weights.config.get("model", {}).get("arch")
+    if saved_arch not in (None, cfg.model.arch):
+        raise NMTError(f"{path} holds a {saved_arch} model, but this run is a {cfg.model.arch}")
     try:
-        model.load_state_dict(upgrade_state_dict(state[MODEL_KEY]))
+        model.load_state_dict(upgrade_state_dict(weights.model))
     except (KeyError, RuntimeError, TypeError, AttributeError) as err:
         raise NMTError(f"{path} does not match the model in {path.parent.parent}/config.yaml: "
                        f"{str(err).splitlines()[0]}") from None

@@ -71,7 +71,7 @@ def main() -> None:
         f"train.max_tokens={args.max_tokens}"], warn=lambda *_: None)
     train_cfg = dataclasses.replace(base.train, device=args.device, precision=args.precision, compile=args.compile,
                                     eval_max_sentences=1)
-    print(f"| architecture | parameters | tokens/s | achieved TFLOP/s | MFU | device, threads, max_tokens |")
+    print("| architecture | parameters | tokens/s | achieved TFLOP/s | MFU | device, threads, max_tokens |")
     print("|---|---|---|---|---|---|")
     for name in args.archs:
         model = dataclasses.replace(base.model, **ARCHS[name]) if not args.config else base.model

@@ -133,8 +133,8 @@ for arch in archs:
     best = max(valid, key=lambda r: r["dev_bleu"])
     buckets = {b["bucket"]: b["bleu"] for b in report["buckets"]}
     bp = report["bleu_detail"].split("BP = ")[1].split()[0]
-    import torch
-    weights = torch.load(run / "checkpoints" / "best.pt", weights_only=True)["model"]
+    from nmt.run_dir import CheckpointKind, Run
+    weights = Run(run).load_weights(Run(run).checkpoint_path(CheckpointKind.BEST)).model
     # Tied matrices share a data pointer: count them once. (Not the storage: cuDNN packs every RNN weight into one.)
     params = sum({t.data_ptr(): t.numel() for t in weights.values()}.values())
     rows.append(f"| {arch} | {params / 1e6:.1f}M | {best['dev_bleu']:.2f} ({best['step']}) | {valid[-1]['time_s']:.0f} s "

@@ -51,8 +51,48 @@ def _plant_one(kind: str, t: Path, r: Path) -> None:
         (t / "c.yaml").write_bytes(kind[5:].encode("latin-1"))
     elif kind == "tiny-corpus":
         (t / "tiny.txt").write_text("Go.\tVa !\nHi.\tSalut !\n")
+    elif kind.startswith("export"):
+        _plant_export(kind, t, r)
+    elif kind == "steps-of-two-shapes":
+        from nmt.run_dir import Weights
+        for step, width in ((1, 4), (2, 5)):
+            weights = Weights(model={"w": torch.zeros(width)}, config={"model": {"arch": "transformer"}})
+            torch.save(weights.payload(), r / "checkpoints" / f"step-{step:07d}.pt")
+    elif kind == "stray-step":
+        (r / "checkpoints" / "step-latest.pt").write_bytes((r / "checkpoints" / "best.pt").read_bytes())
+    elif kind == "pickled-offsets":
+        import numpy as np
+        shutil.copytree(TOY_DATA_DIR[0], t / "data")
+        prepared = next((t / "data" / "prepared").iterdir())
+        np.save(prepared / "train.000.src.offsets.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
 
 
+def _plant_export(kind: str, t: Path, r: Path) -> None:
+    """An export of the run, then damaged as `kind` says."""
+    pytest.importorskip("ctranslate2")
+    from nmt.export import export_ctranslate2
+    from nmt.translator import Translator
+
+    export_ctranslate2(Translator.from_run(r, device="cpu"), t / "ct2")
+    model = t / "ct2" / "model.bin"
+    if kind == "export-random-bin":
+        model.write_bytes(bytes(range(256)) * 64)
+    elif kind == "export-truncated-bin":
+        model.write_bytes(model.read_bytes()[:len(model.read_bytes()) // 2])
+    elif kind == "export-bad-normalizer":
+        (t / "ct2" / "normalizer.json").write_text("{not json")
+    elif kind == "export-no-decode":
+        (t / "ct2" / "nmt_export.json").write_text('{"quantization": "float32"}')
+    elif kind == "export-no-vocabulary":
+        for vocabulary in (t / "ct2").glob("*vocabulary*"):
+            vocabulary.unlink()
+
+
+TOY_DATA_DIR: list = []  # set by the module fixture: the session's toy data directory
+
+
+TOY_DATA_YAML = ("data: {vocab_size: 300, valid_fraction: 0.1, test_fraction: 0.1, corpus_sha256: '', "
+                 "verify_checksum: false}\n")
 # Two steps at most: a bad input that were wrongly accepted must end the test quickly, not train for hours.
 BASE = ("model: {arch: transformer, embed_dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64}\n"
         "train: {max_steps: 2, eval_every: 2, max_tokens: 400, threads: 1, device: cpu}\n")
@@ -131,11 +171,38 @@ CASES = [
     ("download-data-dir-is-file", ["download", "--url", "{T}/tiny.txt", "--data-dir", "{T}/file"], "a-file",
      "exists and is not a directory"),
     ("no-such-command", ["bogus"], None, "No such command 'bogus'"),
+    # the last exit-1s (issue 18)
+    ("train-huge-model", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "model.embed_dim=16384",
+                          "--set", "model.ff_dim=65536", "--set", "model.num_layers=64", "--set",
+                          "model.num_heads=256"], "yaml:" + BASE + TOY_DATA_YAML, "GiB available"),
+    ("train-lr-inf", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.lr=inf"],
+     "yaml:" + BASE, "train.lr must be a finite number"),
+    ("train-lr-nan", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.lr=.nan"],
+     "yaml:" + BASE, "train.lr must be a finite number"),
+    ("train-pickled-arrays", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--data-dir", "{T}/data"],
+     ("pickled-offsets", "yaml:" + BASE + TOY_DATA_YAML), "is missing or damaged"),
+    ("translate-beam-1000", ["translate", "--run", "{R}", "--beam", "1000", "hi"], None, "Invalid value for '--beam'"),
+    ("average-two-shapes", ["average", "--run", "{R}", "--last", "2"], "steps-of-two-shapes",
+     "differ in the shape of w"),
+    ("average-stray-step", ["average", "--run", "{R}", "--last", "2"], "stray-step", "has 0 step checkpoint(s)"),
+    ("ct2-random-model", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "hi"], "export-random-bin",
+     "cannot be loaded by CTranslate2"),
+    ("ct2-truncated-model", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "hi"],
+     "export-truncated-bin", "cannot be loaded by CTranslate2"),
+    ("ct2-bad-normalizer", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "hi"],
+     "export-bad-normalizer", "normalizer.json is missing or damaged"),
+    ("ct2-no-decode", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "hi"], "export-no-decode",
+     "nmt_export.json is damaged"),
+    ("ct2-no-vocabulary", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "hi"],
+     "export-no-vocabulary", "cannot be loaded by CTranslate2"),
+    ("ct2-cuda-missing", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "--device", "cuda", "hi"],
+     "export-ok", "no CUDA device"),
 ]
 
 
 @pytest.fixture(scope="module")
 def toy_run_dir(tmp_path_factory, toy_data_dir) -> Path:
+    TOY_DATA_DIR[:] = [toy_data_dir]
     tmp = tmp_path_factory.mktemp("bad-input-run")
     cfg = load_config(write_config(tmp, base=TOY_RUN, train={"max_steps": 10, "eval_every": 10}))
     train(cfg, tmp / "run", toy_data_dir, log=lambda *_: None)
@@ -175,4 +242,53 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(case, tmp_path, toy_ru
 
 
 def test_table_size():
-    assert len(CASES) >= 40
+    assert len(CASES) >= 55
+
+
+# --- inputs that must work, not fail -------------------------------------------------------------------------------
+
+def test_a_non_utf8_argument_is_translated_like_stdin(toy_run_dir):
+    import os
+
+    argument = os.fsdecode(b"caf\xe9 .")  # what Python makes of a Latin-1 byte in argv: a surrogate escape
+    result = nmt("translate", "--run", toy_run_dir, argument, "I have two cats.")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+
+
+def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
+    import random
+
+    result = nmt("translate", "--run", toy_run_dir, input="i am home .\rwe have two cats .\n", text=True)
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, (result.stdout, result.stderr)
+    rng = random.Random(0)
+    binary = bytes(rng.randrange(256) for _ in range(4000)).replace(b"\n", b"\r")  # CR, VT, FF, NEL... stay text
+    binary = b"\n".join(binary[i:i + 250] for i in range(0, 4000, 250)) + b"\n"  # 16 lines of noise
+    noisy = nmt("translate", "--run", toy_run_dir, input=binary, text=False)
+    assert noisy.returncode == 0, noisy.stderr
+    assert noisy.stdout.count(b"\n") == binary.count(b"\n") == 16
+
+
+def test_a_full_disk_during_training_is_one_line_and_keeps_last_pt(tmp_path, toy_run_dir, toy_data_dir):
+    """RLIMIT_FSIZE makes writes past 2 MB fail with EFBIG (SIGXFSZ ignored), as a full disk does with ENOSPC."""
+    import resource
+    import signal
+
+    run = tmp_path / "run"
+    shutil.copytree(toy_run_dir, run)
+    last = run / "checkpoints" / "last.pt"
+    before = hashlib.sha256(last.read_bytes()).hexdigest()
+    config = tmp_path / "c.yaml"
+    shutil.copyfile(run / "config.yaml", config)
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    result = nmt("train", "--config", config, "--run-dir", run, "--set", "train.max_steps=12",
+                 "--set", "train.save_every=11", data_dir=toy_data_dir, preexec_fn=small_files)
+    assert result.returncode == 2, result.stderr[-800:]
+    lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and "cannot write checkpoint" in lines[0] and "Traceback" not in result.stderr
+    assert hashlib.sha256(last.read_bytes()).hexdigest() == before
+    assert not list((run / "checkpoints").glob(".*.tmp"))

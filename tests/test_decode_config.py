@@ -57,10 +57,10 @@ def test_ctranslate2_options_follow_every_field():
     from nmt.ct2_engine import COMPUTE_TYPES, effective_decode, translate_options
 
     base = DecodeConfig()
-    warnings = []
-    assert effective_decode(base, warnings.append).patient_stop is False and "patient stop" in warnings[0]
+    decode, notes = effective_decode(base)
+    assert decode.patient_stop is False and "patient stop" in notes[0]
     with pytest.raises(Exception, match="only normalizes by"):
-        effective_decode(dataclasses.replace(base, length_normalization="wu"), warnings.append)
+        effective_decode(dataclasses.replace(base, length_normalization="wu"))
     # Fields CTranslate2 cannot follow are declared by effective_decode; the others change its options.
     declared = {"patient_stop", "length_normalization"}
     for name in FIELDS - declared:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
@@ -158,8 +157,11 @@ def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepar
 def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
     """Full-size configs run (2 small steps on CPU) and their model can be rebuilt for translation."""
     path = Path(__file__).parents[1] / "configs" / config
-    cfg = load_config(path, ["train.max_steps=2", "train.max_tokens=400", "train.eval_every=2",
-                             "train.eval_max_sentences=4", "train.device=cpu", "decode.max_len_b=3"])
+    overrides = ["train.max_steps=2", "train.max_tokens=400", "train.eval_every=2", "train.eval_max_sentences=4",
+                 "train.device=cpu", "decode.max_len_b=3"]
+    if config == "custom-tsv.yaml":  # a corpus of your own: the real pairs' file stands in for it
+        overrides.append(f"data.corpus={real_data_dir / 'fra-eng' / 'fra.txt'}")
+    cfg = load_config(path, overrides)
     progress = train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
     assert progress.step == 2
     heat = tmp_path / "heat.png"

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from nmt.atomic import install_dir
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
 
@@ -64,7 +65,7 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
         try:
             extracted = extract_corpus(archive, staging)
             _verify(extracted, expected_sha256)
-            _install_dir(staging, target.parent)
+            install_dir(staging, target.parent)
         except OSError as err:
             raise NMTError(f"cannot install the corpus in {data_dir}: {err.strerror}") from None
         finally:
@@ -97,18 +98,6 @@ def _verify(path: Path, expected_sha256: str | None) -> None:
 def _has_pairs(path: Path) -> bool:
     with open(path, "rb") as handle:
         return any(line.strip() for line in handle)
-
-
-def _install_dir(staging: Path, final: Path) -> None:
-    """Replace `final` by `staging` with renames, so a good old copy survives until the new one is complete."""
-    old = None
-    if final.exists():
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(final, old)
-    os.replace(staging, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _local_source(url: str) -> Path | None:

@@ -7,10 +7,10 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
+from nmt.atomic import install_dir, staging_dir
 from nmt.config import DataConfig, fingerprint_settings
 from nmt.data import stream
 from nmt.data.corpus import normalize_pairs
@@ -80,15 +80,13 @@ def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> 
             return target
         for stale in target.parent.glob(".*"):  # staging of a killed prepare (we hold the lock: not live)
             shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        staging = staging_dir(target)
         try:
             started = time.perf_counter()
             manifest = _build(cfg, spec, staging, log)
             manifest.update(corpus_sha256=corpus_sha256, seconds=round(time.perf_counter() - started, 2))
             _write_json(staging / MANIFEST, manifest)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
+            install_dir(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target

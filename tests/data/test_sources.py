@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nmt.config import DataConfig, fingerprint_settings, load_config
-from nmt.data.prepare import prepare, read_manifest
+from nmt.data.prepare import read_manifest
 from nmt.data.sources import corpus_spec, languages, read_pairs, resolve_normalizer
 from nmt.errors import NMTError
 from nmt.evaluate import evaluate, load_test_set

@@ -1,0 +1,62 @@
+"""Atomic file writes and staged directory installs: the one place that knows how nothing on disk is half-written.
+
+- `atomic_file(path)`: a fresh temp file beside `path` (mkstemp: O_EXCL, so never through a planted link), flushed
+  and fsynced, renamed over `path` on success and removed on any failure — the previous file survives a crash, a
+  full disk or Ctrl-C;
+- `staging_dir(final)` + `install_dir(staging, final)`: build a directory under a temp name, then swap it in with
+  renames (an old copy is kept until the new one is in place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: str = "wb", fsync: bool = True) -> Iterator[IO]:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as handle:
+            yield handle
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    with atomic_file(path, "w", fsync=False) as handle:
+        handle.write(text)
+
+
+def copy_file_atomic(source: Path, target: Path) -> None:
+    with atomic_file(target, "wb", fsync=False) as out, open(source, "rb") as src:
+        shutil.copyfileobj(src, out)
+
+
+def staging_dir(final: Path) -> Path:
+    """A fresh hidden directory beside `final` (`.<name>.<random>`) to build the new contents in."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+
+
+def install_dir(staging: Path, final: Path) -> None:
+    """Replace `final` by `staging` with renames, so a good old copy survives until the new one is complete."""
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+    os.replace(staging, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,79 @@
+"""Memory checked before it is allocated: a model (with its gradients and AdamW state and the activations of one
+token budget) or a decoding batch (beam × sentences) that cannot fit is a one-line error naming both sizes, not an
+allocator traceback or a visit from the OOM killer.
+
+The estimates are lower bounds of the main terms (what is certain to be needed), so a refusal is never a false one;
+the check catches a model hundreds of times too large, not one 10% too large.
+"""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import torch
+
+from nmt.config import ModelConfig
+from nmt.errors import NMTError
+
+GIB = 2**30
+BYTES_PER_TRAINED_PARAMETER = 16  # fp32 weight 4 + gradient 4 + AdamW's two moments 8
+
+
+def available_bytes(device: torch.device) -> int:
+    """What this process may still allocate on `device`: free GPU memory, or the smallest of the CPU's available
+    memory, the cgroup's limit and this process's address-space limit."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    limits = [_meminfo_available()]
+    limits.append(_cgroup_limit())
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        limits.append(soft)
+    return min(limit for limit in limits if limit)
+
+
+def _meminfo_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_limit() -> int | None:
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        return int(text) if text.isdigit() else None
+    except OSError:
+        return None
+
+
+def count_parameters(build) -> int:
+    """Parameters of the model `build()` makes, counted on the meta device (nothing allocated); tied matrices once."""
+    with torch.device("meta"):
+        model = build()
+    return sum({id(p): p.numel() for p in model.parameters()}.values())
+
+
+def training_bytes(parameters: int, cfg: ModelConfig, max_tokens: int, target_vocab: int) -> int:
+    """Parameters with their gradients and AdamW state, plus the least the activations of one batch take: the
+    logits (and their gradient) of every target position, and one hidden vector per token per layer."""
+    width = max(cfg.embed_dim, cfg.hidden_size if cfg.arch != "transformer" else cfg.embed_dim)
+    logits = 2 * max_tokens * target_vocab * 4
+    hidden = 2 * max_tokens * cfg.num_layers * 2 * width * 4
+    return parameters * BYTES_PER_TRAINED_PARAMETER + logits + hidden
+
+
+def check_fits(what: str, needed: int, device: torch.device, hint: str) -> None:
+    free = available_bytes(device)
+    if needed > free:
+        raise NMTError(f"{what} needs at least {needed / GIB:,.1f} GiB but {device.type} has {free / GIB:,.1f} GiB "
+                       f"available; {hint}")
+
+
+def decode_rows_that_fit(bytes_per_row: int, device: torch.device, share: float = 0.5) -> int:
+    """How many hypothesis rows (sentences × beam) a decoding batch may hold within `share` of what is available."""
+    return max(0, int(available_bytes(device) * share // max(bytes_per_row, 1)))
