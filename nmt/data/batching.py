@@ -37,19 +37,33 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: 
     rng = np.random.default_rng([seed, epoch])
     tie_break = rng.random(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
     order = np.lexsort((tie_break, tgt_lengths, src_lengths))
-    cost = np.maximum(src_lengths, tgt_lengths)[order] + 1
-    batches, start, longest = [], 0, 0
-    for i, c in enumerate(cost.tolist()):
-        longest_with = max(longest, c)
-        if i > start and longest_with * (i - start + 1) > max_tokens:
-            batches.append(order[start:i])
-            start, longest_with = i, c
-        longest = longest_with
-    if start < len(order):
-        batches.append(order[start:])
+    del tie_break
+    cost = np.maximum(src_lengths, tgt_lengths).astype(np.int32)[order] + 1
+    batches = np.split(order, batch_starts(cost, max_tokens)[1:])
     if shuffle:
         rng.shuffle(batches)
     return batches
+
+
+def batch_starts(cost: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Where each batch begins in `cost` (the padded width of each sentence, in batch order): a batch grows while
+    its running maximum × its size stays within `max_tokens`. A loop over batches, each a vectorized look at the
+    next sentences (twice the last batch's size, widened until the cut is in view), not a loop over sentences."""
+    limit = max_tokens // 2 + 2  # every cost is at least 2: no batch holds more sentences than this
+    starts, i, n, window = [], 0, len(cost), 64
+    while i < n:
+        starts.append(i)
+        while True:
+            running = np.maximum.accumulate(cost[i:i + window])
+            over = running * np.arange(1, len(running) + 1) > max_tokens
+            over[0] = False  # the first sentence always goes, alone if it must
+            if over.any() or i + window >= n or window >= limit:
+                break
+            window *= 2
+        size = int(np.argmax(over)) if over.any() else len(running)
+        i += size
+        window = max(16, 2 * size)
+    return np.asarray(starts, dtype=np.int64)
 
 
 def _pad(rows: list[np.ndarray], prefix: int | None, suffix: int | None) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +24,13 @@ class ParallelArrays:
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
 
-    @property
+    @functools.cached_property
     def src_lengths(self) -> np.ndarray:
-        return np.diff(self.src_offsets)
+        return _lengths(self.src_offsets)
 
-    @property
+    @functools.cached_property
     def tgt_lengths(self) -> np.ndarray:
-        return np.diff(self.tgt_offsets)
+        return _lengths(self.tgt_offsets)
 
     def source(self, i: int) -> np.ndarray:
         return self.src_tokens[self.src_offsets[i]:self.src_offsets[i + 1]]
@@ -48,11 +49,11 @@ class ShardedArrays:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
-    @property
+    @functools.cached_property
     def src_lengths(self) -> np.ndarray:
         return np.concatenate([s.src_lengths for s in self.shards])
 
-    @property
+    @functools.cached_property
     def tgt_lengths(self) -> np.ndarray:
         return np.concatenate([s.tgt_lengths for s in self.shards])
 
@@ -67,6 +68,15 @@ class ShardedArrays:
     def target(self, i: int) -> np.ndarray:
         shard, j = self._locate(i)
         return shard.target(j)
+
+
+def _lengths(offsets: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """Sentence lengths as int32 (4 bytes a sentence, kept for batching), computed a chunk at a time so a 10M-pair
+    shard never holds an int64 copy of its offsets."""
+    lengths = np.empty(len(offsets) - 1, dtype=np.int32)
+    for start in range(0, len(lengths), chunk):
+        lengths[start:start + chunk] = np.diff(offsets[start:start + chunk + 1])
+    return lengths
 
 
 def load_arrays(directory: Path, split: str) -> ParallelArrays | ShardedArrays:
@@ -88,7 +98,7 @@ def _load_shard(directory: Path, shard: dict) -> ParallelArrays:
         raise ValueError(f"unexpected token type {dtype}")
     sides = {}
     for side in ("src", "tgt"):
-        offsets = np.load(directory / shard[f"{side}_offsets"], allow_pickle=False)
+        offsets = np.load(directory / shard[f"{side}_offsets"], allow_pickle=False, mmap_mode="r")
         path = directory / shard[side]
         if offsets.ndim != 1 or len(offsets) != shard["pairs"] + 1 or offsets[-1] * dtype.itemsize != \
                 path.stat().st_size:

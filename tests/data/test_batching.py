@@ -37,3 +37,38 @@ def test_collate_adds_bos_eos_and_pads():
     assert batch.tgt_out.tolist() == [[9, 10, EOS_ID], [11, EOS_ID, PAD_ID]]
     assert (batch.src_tokens, batch.tgt_tokens) == (6, 5)
     assert source_batch([[4], [4, 5]]).dtype == torch.int64
+
+
+def _reference_batches(src_lengths, tgt_lengths, max_tokens, seed, epoch, shuffle=True):
+    """The first release's loop over sentences: the vectorized plan must give exactly its batches (exact resume
+    of runs started before it)."""
+    rng = np.random.default_rng([seed, epoch])
+    tie_break = rng.random(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
+    order = np.lexsort((tie_break, tgt_lengths, src_lengths))
+    cost = np.maximum(src_lengths, tgt_lengths)[order] + 1
+    batches, start, longest = [], 0, 0
+    for i, c in enumerate(cost.tolist()):
+        longest_with = max(longest, c)
+        if i > start and longest_with * (i - start + 1) > max_tokens:
+            batches.append(order[start:i])
+            start, longest_with = i, c
+        longest = longest_with
+    if start < len(order):
+        batches.append(order[start:])
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def test_vectorized_plan_equals_the_sentence_loop():
+    from nmt.data.batching import token_batches
+
+    rng = np.random.default_rng(1)
+    for n, max_tokens in ((1000, 400), (20000, 1500), (5000, 4096), (300, 100000), (50, 3)):
+        src = rng.integers(1, 60, n).astype(np.uint16)
+        tgt = rng.integers(1, 60, n).astype(np.uint16)
+        src[::97] = 300  # some sentences longer than a whole batch
+        for shuffle in (True, False):
+            ours = token_batches(src, tgt, max_tokens, 3, 2, shuffle)
+            theirs = _reference_batches(src, tgt, max_tokens, 3, 2, shuffle)
+            assert len(ours) == len(theirs) and all(np.array_equal(a, b) for a, b in zip(ours, theirs))
