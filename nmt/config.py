@@ -228,12 +228,11 @@ def check_consistency(cfg: Config) -> list[str]:
                           f"{t.max_steps}: warmup_steps must be smaller")
     warnings = []
     defaults = ModelConfig()
+    transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions")
     ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),
-               "luong": ("num_heads", "ff_dim", "pre_norm", "max_positions"),
-               "bahdanau": ("num_heads", "ff_dim", "pre_norm", "max_positions", "attention", "local_window",
-                            "input_feeding"),
-               "seq2seq": ("num_heads", "ff_dim", "pre_norm", "max_positions", "attention", "local_window",
-                           "input_feeding")}[m.arch]
+               "luong": transformer_only,
+               "bahdanau": (*transformer_only, "attention", "local_window", "input_feeding"),
+               "seq2seq": (*transformer_only, "attention", "local_window", "input_feeding")}[m.arch]
     for name in ignored:
         if getattr(m, name) != getattr(defaults, name):
             warnings.append(f"model.{name} has no effect on a {m.arch} model (ignored)")
@@ -307,6 +306,8 @@ def _coerce(value: Any, typ: Any, path: str) -> Any:
 
 
 def _validate_range(value: Any, rules: Any, path: str) -> None:
+    if value is None:  # an unset optional setting: nothing to check
+        return
     if "choices" in rules and value not in rules["choices"]:
         raise ConfigError(f"{path} must be one of {', '.join(rules['choices'])}; got {value!r}")
     checks = {"gt": (lambda v, b: v > b, ">"), "ge": (lambda v, b: v >= b, ">="),

@@ -24,12 +24,16 @@ def gpu_peak_tflops(device: torch.device) -> float | None:
     return GPU_PEAK_TFLOPS[max(matches, key=len)] if matches else None
 
 
-def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: float = 0.3) -> float:
-    """Matmul FLOP/s actually reached here (fp32 on a CPU, bf16 on a GPU missing from the table): one
-    measurement at start-up, the practical peak."""
+def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: float = 0.3,
+                           dtype: torch.dtype | None = None) -> float:
+    """Matmul FLOP/s actually reached here in the precision training uses (`dtype`: the autocast type, None for
+    fp32; bf16 on a GPU missing from the table): one measurement at start-up, the practical peak."""
     # A private generator: drawing from the global one would shift dropout masks after an exact resume.
     generator = torch.Generator(device).manual_seed(0)
-    dtype, size = (torch.bfloat16, 4 * size) if device.type == "cuda" else (torch.float32, size)
+    if device.type == "cuda":
+        dtype, size = dtype or torch.bfloat16, 4 * size
+    else:
+        dtype = dtype or torch.float32
     a = torch.randn(size, size, device=device, generator=generator).to(dtype)
     b = torch.randn(size, size, device=device, generator=generator).to(dtype)
     a @ b  # warm-up
@@ -42,15 +46,17 @@ def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: floa
     return 2 * size**3 * runs / (time.perf_counter() - started) / 1e12
 
 
-def peak_tflops(device: torch.device, configured: float = 0.0) -> tuple[float, str]:
-    """(peak TFLOP/s, where it came from): the configured value, the GPU table, or a CPU matmul measurement."""
+def peak_tflops(device: torch.device, configured: float = 0.0, dtype: torch.dtype | None = None) -> tuple[float, str]:
+    """(peak TFLOP/s, where it came from): the configured value, the GPU table, or a matmul measured in the
+    training precision (`dtype`, the autocast type; None: fp32) — bf16 training is not measured against fp32."""
     if configured > 0:
         return configured, "train.peak_tflops"
     if device.type == "cuda":
         peak = gpu_peak_tflops(device)
         if peak is not None:
             return peak, f"bf16 peak of {torch.cuda.get_device_name(device)}"
-    return measured_matmul_tflops(device), "measured matmul"
+    name = "fp32" if dtype is None else str(dtype).removeprefix("torch.")
+    return measured_matmul_tflops(device, dtype=dtype), f"measured {name} matmul"
 
 
 def update_flops(model, src_tokens: int, tgt_tokens: int, sentences: int) -> float:
@@ -58,6 +64,43 @@ def update_flops(model, src_tokens: int, tgt_tokens: int, sentences: int) -> flo
     sentences = max(sentences, 1)
     per_src, per_tgt = model.forward_flops(src_tokens / sentences, tgt_tokens / sentences)
     return 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
+
+
+PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the host waits for the loss and flags
+
+
+class StepTimer:
+    """Seconds per phase of each update, summed over a logging window: host clocks on a CPU (where work is
+    synchronous), CUDA events on a GPU (read once per window, when the log line syncs anyway)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.totals = dict.fromkeys(PHASES, 0.0)
+        self.pending: list[tuple[str, object, object]] = []
+        self._phase, self._start = None, None
+
+    def _mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def phase(self, name: str | None) -> None:
+        """End the running phase (if any) and start `name` (None: stop timing until the next phase)."""
+        now = self._mark()
+        if self._phase is not None:
+            self.pending.append((self._phase, self._start, now))
+        self._phase, self._start = name, now
+
+    def report(self) -> dict:
+        """{phase: seconds} since the last report."""
+        if self.cuda and self.pending:
+            self.pending[-1][2].synchronize()
+        for name, start, end in self.pending:
+            self.totals[name] += start.elapsed_time(end) / 1000 if self.cuda else end - start
+        figures, self.totals, self.pending = self.totals, dict.fromkeys(PHASES, 0.0), []
+        return {f"{name}_s": round(value, 3) for name, value in figures.items()}
 
 
 @dataclass
@@ -68,13 +111,15 @@ class ThroughputWindow:
     loss_sum: float = 0.0
     src_tokens: int = 0
     tgt_tokens: int = 0
+    padded_tokens: int = 0  # positions computed, padding included (source and target)
     flops: float = 0.0
     started: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss_sum: float, src_tokens: int, tgt_tokens: int, flops: float) -> None:
+    def add(self, loss_sum: float, src_tokens: int, tgt_tokens: int, flops: float, padded_tokens: int = 0) -> None:
         self.loss_sum += loss_sum
         self.src_tokens += src_tokens
         self.tgt_tokens += tgt_tokens
+        self.padded_tokens += padded_tokens
         self.flops += flops
 
     def report(self, world_size: int) -> dict:
@@ -82,7 +127,9 @@ class ThroughputWindow:
         # Every rank processed about as many tokens as this one.
         figures = {"loss": self.loss_sum / max(self.tgt_tokens, 1),
                    "tokens_per_s": (self.src_tokens + self.tgt_tokens) * world_size / elapsed,
-                   "mfu": self.flops / elapsed / self.peak_flops if self.peak_flops else 0.0}
-        self.loss_sum, self.src_tokens, self.tgt_tokens, self.flops = 0.0, 0, 0, 0.0
+                   "padded_tokens_per_s": self.padded_tokens * world_size / elapsed,
+                   "mfu": self.flops / elapsed / self.peak_flops if self.peak_flops else 0.0,
+                   "window_s": elapsed}
+        self.loss_sum, self.src_tokens, self.tgt_tokens, self.padded_tokens, self.flops = 0.0, 0, 0, 0, 0.0
         self.started = time.perf_counter()
         return figures

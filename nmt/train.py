@@ -40,7 +40,7 @@ from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
-from nmt.throughput import ThroughputWindow, peak_tflops, update_flops
+from nmt.throughput import StepTimer, ThroughputWindow, peak_tflops, update_flops
 from nmt.translator import Translator
 
 
@@ -63,6 +63,7 @@ class StepResult:
     src_tokens: int
     tgt_tokens: int
     sentences: int
+    padded_tokens: int  # positions computed (source and target), padding included
     finite: bool  # on every rank
     stop: bool  # a stop was requested on some rank
 
@@ -123,6 +124,7 @@ class Trainer:
         self.train_data: ParallelArrays = load_arrays(self.prepared, "train")
         self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
         self.progress = Progress()
+        self.timer = StepTimer(self.device)
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -157,7 +159,7 @@ class Trainer:
         self.valid_sources, self.valid_references = sources[:limit], references[:limit]
         self.translator = Translator(self.model, self.tokenizers, resolve_normalizer(self.cfg.data),
                                      self.cfg.decode, self.device, self.dtype)
-        peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops)
+        peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.peak_flops = peak * 1e12
         if self.ctx.is_main:
             self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
@@ -206,16 +208,23 @@ class Trainer:
                 self._advance()
                 p.elapsed_s = elapsed_before + time.perf_counter() - session_start
                 window.add(0.0 if nonfinite else result.loss_sum, result.src_tokens, result.tgt_tokens,
-                           update_flops(self.model, result.src_tokens, result.tgt_tokens, result.sentences))
+                           update_flops(self.model, result.src_tokens, result.tgt_tokens, result.sentences),
+                           result.padded_tokens)
                 bar.update(1)
                 if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
                     self._log_train(bar, window)
                 out_of_time = self._out_of_time()
+                pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
                 if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time:
                     p.finished = self.evaluate_and_maybe_stop()
                 if (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
                         or p.finished or interrupted or out_of_time):
+                    saving = time.perf_counter()
                     self.save_checkpoint()
+                    if ctx.is_main:
+                        self.run.metrics.append({"type": "checkpoint", "step": p.step,
+                                                 "seconds": round(time.perf_counter() - saving, 3)})
+                window.started += time.perf_counter() - pause
                 if interrupted:
                     self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
                     break
@@ -260,32 +269,40 @@ class Trainer:
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)
 
     def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
-        """Summed cross-entropy over the non-pad target tokens of one batch."""
+        """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
+        only there, and only those rows are made fp32 (not B × T × vocab with the padding)."""
+        keep = batch.tgt_out.ne(PAD_ID)
         with autocast(self.device, self.dtype):
-            logits = model(batch.src, batch.tgt_in)
-        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),
-                               ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum")
+            logits = model(batch.src, batch.tgt_in, keep)
+        return F.cross_entropy(logits.float(), batch.tgt_out[keep], label_smoothing=label_smoothing, reduction="sum")
 
     def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False) -> StepResult:
         """Forward/backward over this rank's micro-batches, then one update (skipped if any rank's loss is not
         finite). The loss stays on the device until the end: one host sync per update, not per micro-batch, and
         one collective that also tells every rank whether any was asked to stop."""
         self.train_model.train()
+        timer = self.timer
         loss_sum = torch.zeros((), device=self.device)
-        src_tokens = tgt_tokens = sentences = 0
+        src_tokens = tgt_tokens = sentences = padded = 0
         for j, indices in enumerate(micro_batches):
+            timer.phase("data")
             batch = collate(self.train_data, indices).to(self.device)
             last = j == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else self.train_model.no_sync()
             with sync:
+                timer.phase("forward")
                 loss = self.token_loss(self.train_model, batch, self.cfg.train.label_smoothing)
+                timer.phase("backward")
                 self.scaler.scale(loss / batch.tgt_tokens / len(micro_batches)).backward()
             loss_sum += loss.detach()
             src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
+            padded += batch.src.numel() + batch.tgt_in.numel()
             sentences += len(indices)
+        timer.phase("sync")
         loss_value = loss_sum.item()
         nonfinite, stop = self.ctx.any_flags(not math.isfinite(loss_value), stop_requested)
         finite = not nonfinite
+        timer.phase("optimizer")
         if finite:
             self.scaler.unscale_(self.optimizer)
             if self.cfg.train.clip_norm > 0:
@@ -295,7 +312,8 @@ class Trainer:
             if scheduler_steps_per_update(self.scheduler):
                 self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return StepResult(loss_value, src_tokens, tgt_tokens, sentences, finite, stop)
+        timer.phase(None)
+        return StepResult(loss_value, src_tokens, tgt_tokens, sentences, padded, finite, stop)
 
     # --- validation, logging, checkpoints -------------------------------------------------------------------------
     @torch.no_grad()
@@ -316,6 +334,7 @@ class Trainer:
         """Validate on rank 0, keep the best checkpoint, update patience; every rank learns whether to stop."""
         stop = False
         if self.ctx.is_main:
+            started = time.perf_counter()
             scores, p = self.validate(), self.progress
             if scores["bleu"] > p.best_bleu:
                 p.best_bleu, p.evals_without_gain = scores["bleu"], 0
@@ -328,7 +347,8 @@ class Trainer:
             self.run.metrics.append({"type": "valid", "step": p.step, "epoch": p.epoch,
                                      "time_s": round(p.elapsed_s, 3), "dev_loss": scores["dev_loss"],
                                      "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
-                                     "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu})
+                                     "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
+                                     "seconds": round(time.perf_counter() - started, 3)})
             self.log(f"step {p.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
                      f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}")
         return self.ctx.broadcast_flag(stop)
@@ -342,6 +362,8 @@ class Trainer:
             self.run.metrics.append({"type": "train", "step": p.step, "epoch": p.epoch,
                                      "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
                                      "tokens_per_s": round(figures["tokens_per_s"], 1),
+                                     "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1),
+                                     **self.timer.report(),
                                      "mfu": round(figures["mfu"], 5)})
 
     def _weights(self, **extra) -> Weights:

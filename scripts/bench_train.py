@@ -64,8 +64,9 @@ def main() -> None:
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--archs", nargs="*", default=list(ARCHS))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     args = parser.parse_args()
-    base = load_config(args.config) if args.config else load_config(None, [
+    base = load_config(args.config, args.set) if args.config else load_config(None, [*args.set,
         f"model.embed_dim={args.embed_dim}", f"model.hidden_size={args.hidden_size}",
         f"model.num_layers={args.num_layers}", f"model.ff_dim={4 * args.embed_dim}",
         f"train.max_tokens={args.max_tokens}"], warn=lambda *_: None)

@@ -12,6 +12,8 @@ from nmt.run_dir import Run
 from nmt.train import train
 from tests_helpers import TOY_RUN, nmt, write_config
 
+pytestmark = pytest.mark.slow  # trains and calls the CLI: `make test` runs it, `make test-fast` skips it
+
 
 def toy_config(tmp_path, name="toy", **sections):
     return load_config(write_config(tmp_path, name, base=TOY_RUN, **sections))

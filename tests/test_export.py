@@ -15,6 +15,8 @@ ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2 not install
 from nmt.ct2_engine import CTranslate2Engine  # noqa: E402
 from nmt.export import export_ctranslate2  # noqa: E402
 
+pytestmark = pytest.mark.slow  # trains and calls the CLI: `make test` runs it, `make test-fast` skips it
+
 
 def toy_sources(count=200):
     return [line.split("\t")[0] for line in toy_parallel_corpus().splitlines()][:count]

@@ -48,6 +48,7 @@ def toy_run(tmp_path, toy_data_dir) -> Run:
     return run
 
 
+@pytest.mark.slow
 def test_run_written_by_the_first_release_translates_and_resumes(tmp_path, toy_run, toy_data_dir):
     before = nmt("translate", "--run", toy_run.directory, "--beam", "1", "I have two cats.", "We have six keys.")
     make_legacy(toy_run)

@@ -113,6 +113,7 @@ def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator
         assert client.get("/health").status_code == 200
 
 
+@pytest.mark.slow
 def test_a_small_request_overtakes_a_big_one(translator):
     """Round-robin over chunks: a one-sentence request sent while a 64-sentence one decodes finishes first."""
     limits = Limits(max_request_cost=10**6, max_chunk_cost=40, batch_window_s=0.0)

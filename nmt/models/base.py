@@ -64,18 +64,24 @@ class EncoderDecoder(nn.Module):
              ) -> tuple[torch.Tensor, State, torch.Tensor | None]:
         raise NotImplementedError
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing by stepping; architectures that can run all steps at once override this."""
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher forcing: logits (B, T, V), or only at the target positions `keep` (B, T) marks, as (N, V).
+        This default steps; architectures that can run all steps at once override it."""
         state = self.encode(src)
         outputs = []
         for t in range(tgt_in.shape[1]):
             logits, state, _ = self.step(tgt_in[:, t], state)
             outputs.append(logits)
-        return torch.stack(outputs, dim=1)
+        return select(torch.stack(outputs, dim=1), keep)
 
     def forward_flops(self, src_len: float, tgt_len: float) -> tuple[float, float]:
         """Forward FLOPs per source token and per target token at these mean lengths (for MFU)."""
         raise NotImplementedError
+
+
+def select(per_position: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """(B, T, …) → the rows `keep` (B, T) marks, as (N, …); everything when `keep` is None."""
+    return per_position if keep is None else per_position[keep]
 
 
 def dense_params(*modules: nn.Module) -> int:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.attention import AdditiveAttention, DotAttention, LocalPAttention
-from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params
+from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, select
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -58,13 +58,13 @@ class Luong(EncoderDecoder):
             new_state["feed"] = attentional.squeeze(1)
         return logits.squeeze(1), new_state, weights.squeeze(1) if attention is not None else None
 
-    def forward(self, src, tgt_in):
+    def forward(self, src, tgt_in, keep=None):
         if self.input_feeding:  # h~_{t-1} feeds step t: inherently sequential
-            return super().forward(src, tgt_in)
+            return super().forward(src, tgt_in, keep)
         state = self.encode(src)  # all steps in one cuDNN call, then attention for all steps in one batched matmul
         hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
         outputs, _ = self.decoder(self.dropout(self.tgt_embed(tgt_in)), hc)
-        return self._attend(outputs, state)[0]
+        return select(self._attend(outputs, state)[0], keep)
 
     def forward_flops(self, src_len, tgt_len):
         hidden = self.combine.in_features // 2

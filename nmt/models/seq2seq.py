@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.models.base import AttentionChoice, EncoderDecoder, Readout, State, dense_params
+from nmt.models.base import AttentionChoice, EncoderDecoder, Readout, State, dense_params, select
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -39,11 +39,11 @@ class Seq2Seq(EncoderDecoder):
         logits, hidden = self._decode(embedded, state["hidden"].transpose(0, 1).contiguous(), state["context"])
         return logits.squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}, None
 
-    def forward(self, src, tgt_in):
+    def forward(self, src, tgt_in, keep=None):
         state = self.encode(src)  # no attention, so the whole target runs in one cuDNN call
         logits, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)),
                                  state["hidden"].transpose(0, 1).contiguous(), state["context"])
-        return logits
+        return select(logits, keep)
 
     def forward_flops(self, src_len, tgt_len):
         return 2 * dense_params(self.encoder), 2 * dense_params(self.decoder, self.readout)

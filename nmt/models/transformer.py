@@ -10,7 +10,7 @@ from torch import nn
 from nmt.data.tokenizer import PAD_ID
 from nmt.errors import NMTError
 from nmt.models.attention import MultiHeadAttention
-from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, padding_mask
+from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, padding_mask, select
 
 
 class PositionalEncoding(nn.Module):
@@ -155,13 +155,14 @@ class Transformer(EncoderDecoder):
                 returned = (weights.mean(1) if attention.head is None else weights[:, attention.head]).squeeze(1)
         return self.head(self.decoder_norm(x)).squeeze(1), new_state, returned
 
-    def forward(self, src, tgt_in):
+    def forward(self, src, tgt_in, keep=None):
         memory, mask = self.encode_memory(src)
         x = self.positions(self.tgt_embed(tgt_in))
         for layer in self.decoder_layers:
             k, v = layer.cross_attn.project_keys_values(memory)
             x = layer(x, k, v, mask)[0]
-        return self.head(self.decoder_norm(x))
+        # The vocabulary projection, the largest matmul here, only where a loss is taken (not over padding).
+        return self.head(select(self.decoder_norm(x), keep))
 
     def forward_flops(self, src_len, tgt_len):
         dim, layers = self.tgt_embed.embedding_dim, len(self.decoder_layers)

@@ -51,6 +51,7 @@ def _train_translate_evaluate(tmp_path, data: dict, data_dir):
     return engine, report
 
 
+@pytest.mark.slow
 def test_a_tsv_of_your_own_trains_translates_and_evaluates(tmp_path):
     # German-style codes and gzip, with a third attribution column: only the first two count.
     tsv = tmp_path / "pairs.tsv.gz"
@@ -65,6 +66,7 @@ def test_a_tsv_of_your_own_trains_translates_and_evaluates(tmp_path):
     assert manifest["source_lang"] == "fr" and manifest["target_lang"] == "en"
 
 
+@pytest.mark.slow
 def test_two_plain_files_with_your_own_test_set(tmp_path):
     pairs = _pairs()
     (tmp_path / "train.en").write_text("".join(en + "\n" for en, _ in pairs))

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Training throughput, before vs after, on this machine in one run: scripts/bench_train.py from a checkout of the
+# BEFORE commit and from this tree, alternating ROUNDS times (so drift in the machine's speed hits both alike).
+#
+#   scripts/ab_train.sh BEFORE_COMMIT [CONFIG] [ROUNDS]      e.g. scripts/ab_train.sh ddabc86 configs/demo.yaml 3
+#
+# Prints one line per run (tokens/s of the real training step: forward, backward, clipping, AdamW) and the median
+# ratio. Needs the corpus and this tree's prepared data under data/ (nmt prepare --config CONFIG).
+set -euo pipefail
+before=${1:?before commit}; config=${2:-configs/demo.yaml}; rounds=${3:-3}
+steps=${STEPS:-40}; warmup=${WARMUP:-10}
+root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-$root/.venv/bin/python}
+tree=$(mktemp -d)
+trap 'git -C "$root" worktree remove --force "$tree" >/dev/null 2>&1 || true' EXIT
+git -C "$root" worktree add --force --detach "$tree" "$before" >/dev/null 2>&1
+# Each tree reads the data in its own format: the BEFORE code prepares its copy beside it.
+mkdir -p "$tree/data" && cp -r "$root/data/fra-eng" "$tree/data/"
+(cd "$tree" && PYTHONPATH="$tree" "$python" -m nmt prepare --config "$root/$config" --data-dir "$tree/data" >/dev/null)
+run() {  # $1: tree → tokens/s
+  (cd "$1" && PYTHONPATH="$1" "$python" scripts/bench_train.py --data-dir "$1/data" --config "$root/$config" \
+     --archs transformer --steps "$steps" --warmup "$warmup" | tail -n 1 | awk -F'|' '{gsub(/[ ,]/, "", $4); print $4}')
+}
+declare -a old new
+for i in $(seq "$rounds"); do
+  old+=("$(run "$tree")"); new+=("$(run "$root")")
+  echo "round $i: before ${old[-1]} tokens/s, after ${new[-1]} tokens/s"
+done
+"$python" - "${old[*]}" "${new[*]}" <<'PY'
+import statistics, sys
+old, new = ([float(x) for x in a.split()] for a in sys.argv[1:3])
+print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: "
+      f"{statistics.median(new) / statistics.median(old):.2f}x")
+PY
