@@ -13,14 +13,23 @@ def normalize_pairs(pairs: Iterable[tuple[str, str]], normalizer: Normalizer,
     seen: set[tuple[str, str]] = set()
     kept, dropped = [], {"empty": 0, "too_long": 0, "duplicate": 0}
     for src, tgt in pairs:
-        src, tgt = normalizer.source(src), normalizer.target(tgt)
-        if not src or not tgt:
-            dropped["empty"] += 1
-        elif len(src.split()) > max_words or len(tgt.split()) > max_words:
-            dropped["too_long"] += 1
-        elif (src, tgt) in seen:
+        pair, reason = normalize_pair(src, tgt, normalizer, max_words)
+        if reason:
+            dropped[reason] += 1
+        elif pair in seen:
             dropped["duplicate"] += 1
         else:
-            seen.add((src, tgt))
-            kept.append((src, tgt))
+            seen.add(pair)
+            kept.append(pair)
     return kept, dropped
+
+
+def normalize_pair(source: str, target: str, normalizer: Normalizer,
+                   max_words: int) -> tuple[tuple[str, str], str | None]:
+    """The normalized pair, and why it is dropped ("empty", "too_long") or None when it is kept."""
+    source, target = normalizer.source(source), normalizer.target(target)
+    if not source or not target:
+        return (source, target), "empty"
+    if len(source.split()) > max_words or len(target.split()) > max_words:
+        return (source, target), "too_long"
+    return (source, target), None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig
-from nmt.data.download import corpus_path
+from nmt.data.download import corpus_path, sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.errors import NMTError
 
@@ -137,15 +137,7 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
         return builtin_sha256
     digest = hashlib.sha256()
     for path in (*spec.files, *(p for pair in spec.heldout.values() for p in pair)):
-        digest.update(_sha256(path).encode())
-    return digest.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        digest.update(sha256_file(path).encode())
     return digest.hexdigest()
 
 

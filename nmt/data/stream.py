@@ -20,6 +20,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from nmt.config import DataConfig
+from nmt.data.corpus import normalize_pair
 from nmt.data.dedup import SeenHashes, hash64
 from nmt.data.normalizer import Normalizer
 from nmt.data.split import SPLITS, group_references, split_of
@@ -33,12 +34,10 @@ def _normalize_chunk(args) -> tuple[list[tuple[str, str]], list[int], list[str],
     """A worker's task: normalized pairs that pass the filters, their pair hashes, their splits, drop counts."""
     pairs, normalizer, max_words, salt, valid_fraction, test_fraction = args
     kept, hashes, splits, dropped = [], [], [], {"empty": 0, "too_long": 0}
-    for source, target in pairs:
-        source, target = normalizer.source(source), normalizer.target(target)
-        if not source or not target:
-            dropped["empty"] += 1
-        elif len(source.split()) > max_words or len(target.split()) > max_words:
-            dropped["too_long"] += 1
+    for raw_source, raw_target in pairs:
+        (source, target), reason = normalize_pair(raw_source, raw_target, normalizer, max_words)
+        if reason:
+            dropped[reason] += 1
         else:
             kept.append((source, target))
             hashes.append(hash64(f"{source}\t{target}"))  # tabs never survive normalization: unambiguous
