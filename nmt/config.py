@@ -163,7 +163,8 @@ class DecodeConfig:
     max_len_b: int = field(default=10, metadata=_check(ge=1, le=65536))
     batch_size: int = field(default=128, metadata=_check(ge=1, le=100_000))  # sentences per decoding batch
     max_input_tokens: int = field(default=256, metadata=_check(ge=2, le=65536))  # longer inputs are truncated with a warning
-    # auto: bf16 autocast on CUDA, fp32 on CPU (device.inference_dtype); CTranslate2: the export's own compute type.
+    # auto: bf16 autocast on CUDA and on CPUs with native bf16, else fp32 (device.inference_dtype, chosen on valid);
+    # CTranslate2: the export's own compute type.
     precision: str = field(default="auto", metadata=_check(choices=("auto", "fp32", "bf16")))
 
 

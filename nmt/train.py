@@ -26,7 +26,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import capture_rng_state, restore_rng_state
 from nmt.config import Config, to_dict
-from nmt.data.batching import collate, token_batches
+from nmt.data.batching import EpochPlan, collate, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prepare import ensure_prepared
@@ -154,9 +154,9 @@ class Trainer:
         if self.cfg.train.compile:
             # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling.
             self.train_model = torch.compile(self.train_model, dynamic=True)
-        sources, references = load_references(self.prepared, "valid")
-        limit = self.cfg.train.eval_max_sentences or len(sources)
-        self.valid_sources, self.valid_references = sources[:limit], references[:limit]
+        # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
+        self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
+                                                                    self.cfg.train.eval_max_sentences or None)
         self.translator = Translator(self.model, self.tokenizers, resolve_normalizer(self.cfg.data),
                                      self.cfg.decode, self.device, self.dtype)
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
@@ -243,15 +243,14 @@ class Trainer:
         cfg, p, ctx = self.cfg.train, self.progress, self.ctx
         group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
         while p.step < cfg.max_steps and p.epoch < cfg.max_epochs and not p.finished:
-            batches = token_batches(self.train_data.src_lengths, self.train_data.tgt_lengths, cfg.max_tokens,
-                                    cfg.seed, p.epoch)
+            batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, p.epoch)
             self._usable = len(batches) // group * group
             if self._usable == 0:
                 raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
             epoch = p.epoch
             while p.epoch == epoch and p.step < cfg.max_steps and not p.finished:
                 start = p.batch_in_epoch + ctx.rank * cfg.accum_steps
-                yield batches[start:start + cfg.accum_steps]
+                yield [batches[i] for i in range(start, min(start + cfg.accum_steps, len(batches)))]
 
     def _advance(self) -> None:
         p, group = self.progress, self.ctx.world_size * self.cfg.train.accum_steps
@@ -263,8 +262,8 @@ class Trainer:
     def _planned_steps(self) -> int:
         """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
         cfg = self.cfg.train
-        batches = len(token_batches(self.train_data.src_lengths, self.train_data.tgt_lengths, cfg.max_tokens,
-                                    cfg.seed, 0, shuffle=False))
+        batches = len(EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, 0,
+                                shuffle=False))
         per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)
 

@@ -50,10 +50,11 @@ def make_corpus(path: Path, pairs: int, seed: int = 0) -> None:
 
 
 class TreeMemory:
-    """Peak of the summed VmRSS of a process and all its descendants."""
+    """Peak of the summed VmRSS of a process and all its descendants, and of its anonymous part (RssAnon: without
+    the pages of memory-mapped files, which the kernel can drop and read again)."""
 
     def __init__(self, pid: int):
-        self.pid, self.peak, self.stop = pid, 0, threading.Event()
+        self.pid, self.peak, self.peak_anon, self.stop = pid, 0, 0, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -73,10 +74,10 @@ class TreeMemory:
             todo.extend(children.get(pid, []))
         return tree
 
-    def _rss(self, pid: int) -> int:
+    def _rss(self, pid: int, field: str = "VmRSS:") -> int:
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
         except OSError:
             pass
@@ -84,7 +85,9 @@ class TreeMemory:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            self.peak = max(self.peak, sum(self._rss(p) for p in self._tree()))
+            tree = self._tree()
+            self.peak = max(self.peak, sum(self._rss(p) for p in tree))
+            self.peak_anon = max(self.peak_anon, sum(self._rss(p, "RssAnon:") for p in tree))
             time.sleep(0.2)
 
     def finish(self) -> int:
@@ -93,7 +96,7 @@ class TreeMemory:
         return self.peak
 
 
-def measured(command: list[str], env: dict) -> tuple[float, int, str]:
+def measured(command: list[str], env: dict) -> tuple[float, int, str, int]:
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     memory = TreeMemory(process.pid)
@@ -101,7 +104,7 @@ def measured(command: list[str], env: dict) -> tuple[float, int, str]:
     peak = memory.finish()
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{output[-2000:]}")
-    return time.perf_counter() - started, peak, output
+    return time.perf_counter() - started, peak, output, memory.peak_anon
 
 
 def main() -> None:
@@ -123,9 +126,10 @@ def main() -> None:
                 "--set", "data.max_pieces=64"]
         record = {"pairs_in_file": lines}
         if not args.train_only:
-            seconds, peak, output = measured([sys.executable, "-m", "nmt", "prepare", "--force", *data], env)
+            seconds, peak, output, anon = measured([sys.executable, "-m", "nmt", "prepare", "--force", *data], env)
             record.update(prepare_s=round(seconds, 1), pairs_per_s=round(lines / seconds),
-                          prepare_peak_rss_gib=round(peak / 2**30, 3), summary=output.strip().splitlines()[-1])
+                          prepare_peak_rss_gib=round(peak / 2**30, 3), prepare_peak_anon_gib=round(anon / 2**30, 3),
+                          summary=output.strip().splitlines()[-1])
         if args.train_steps:
             config = args.work / "tiny.yaml"
             config.write_text(
@@ -134,10 +138,10 @@ def main() -> None:
                 "eval_max_sentences: 8, log_every: 5, device: cpu}\n")
             run_dir = args.work / f"run-{pairs}"
             subprocess.run(["rm", "-rf", str(run_dir)], check=True)
-            seconds, peak, _ = measured([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
-                                         str(run_dir), *data], env)
+            seconds, peak, _, anon = measured([sys.executable, "-m", "nmt", "train", "--config", str(config),
+                                               "--run-dir", str(run_dir), *data], env)
             record.update(train_steps=args.train_steps, train_s=round(seconds, 1),
-                          train_peak_rss_gib=round(peak / 2**30, 3))
+                          train_peak_rss_gib=round(peak / 2**30, 3), train_peak_anon_gib=round(anon / 2**30, 3))
         records.append(record)
         print(json.dumps(record), flush=True)
     if args.out:

@@ -28,13 +28,58 @@ class Batch:
         return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.src_tokens, self.tgt_tokens)
 
 
+# Sentences planned together: the batch plan's memory (~50 bytes a sentence while it is made) stays bounded on a
+# corpus of any size. A corpus this size or smaller is planned in one piece, as it always was.
+POOL_SENTENCES = 1 << 20
+
+
+class EpochPlan:
+    """One epoch's batches over a corpus of any size, by index (`len`, `plan[i]`), built a pool at a time.
+
+    Pools are consecutive runs of `pool` sentences; each is sorted and cut into batches by `token_batches` (its own
+    random stream), the pools come in a random order, and only the pool being read is held. Deterministic in (seed,
+    epoch), so exact resume finds batch i again. `lengths(start, stop)` gives (source, target) lengths of a range.
+    """
+
+    def __init__(self, lengths, size: int, max_tokens: int, seed: int, epoch: int, shuffle: bool = True,
+                 pool: int = POOL_SENTENCES):
+        self.lengths, self.max_tokens, self.seed, self.epoch, self.shuffle = lengths, max_tokens, seed, epoch, shuffle
+        self.ranges = [(start, min(start + pool, size)) for start in range(0, size, pool)]
+        if shuffle and len(self.ranges) > 1:
+            order = np.random.default_rng([seed, epoch, len(self.ranges)]).permutation(len(self.ranges))
+            self.ranges = [self.ranges[k] for k in order]
+        self.pool_ids = list(range(len(self.ranges)))
+        self._held: tuple[int, list[np.ndarray]] | None = None
+        counts = [len(self._pool(k)) for k in self.pool_ids]  # one pass to count; each pool planned again on use
+        self.first = np.cumsum([0] + counts)
+
+    def _pool(self, k: int) -> list[np.ndarray]:
+        if self._held is None or self._held[0] != k:
+            start, stop = self.ranges[k]
+            source, target = self.lengths(start, stop)
+            # One pool: exactly the plan of the whole corpus (the stream [seed, epoch]); several: one stream each.
+            key = (self.seed, self.epoch) if len(self.ranges) == 1 else (self.seed, self.epoch, start)
+            batches = token_batches(source, target, self.max_tokens, *key, shuffle=self.shuffle)
+            self._held = (k, [b + start for b in batches] if start else batches)
+        return self._held[1]
+
+    def __len__(self) -> int:
+        return int(self.first[-1])
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        k = int(np.searchsorted(self.first, i, side="right")) - 1
+        return self._pool(k)[i - int(self.first[k])]
+
+
 def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int, seed: int, epoch: int,
-                  shuffle: bool = True) -> list[np.ndarray]:
+                  *stream: int, shuffle: bool = True) -> list[np.ndarray]:
     """Index arrays, one per batch, with (longest side + 1) · sentences ≤ max_tokens (a longer sentence goes alone).
 
-    Deterministic in (seed, epoch): exact resume regenerates an epoch's batches and skips those already done.
+    Deterministic in (seed, epoch[, *stream]): exact resume regenerates an epoch's batches and skips those done.
     """
-    rng = np.random.default_rng([seed, epoch])
+    rng = np.random.default_rng([seed, epoch, *stream])
     tie_break = rng.random(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
     order = np.lexsort((tie_break, tgt_lengths, src_lengths))
     del tie_break

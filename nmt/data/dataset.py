@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +24,17 @@ class ParallelArrays:
     def __len__(self) -> int:
         return len(self.src_offsets) - 1
 
-    @functools.cached_property
+    @property
     def src_lengths(self) -> np.ndarray:
         return _lengths(self.src_offsets)
 
-    @functools.cached_property
+    @property
     def tgt_lengths(self) -> np.ndarray:
         return _lengths(self.tgt_offsets)
+
+    def lengths(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """(source, target) lengths of sentences start..stop-1, read from the (memory-mapped) offsets."""
+        return _lengths(self.src_offsets[start:stop + 1]), _lengths(self.tgt_offsets[start:stop + 1])
 
     def source(self, i: int) -> np.ndarray:
         return self.src_tokens[self.src_offsets[i]:self.src_offsets[i + 1]]
@@ -49,13 +53,19 @@ class ShardedArrays:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
-    @functools.cached_property
+    @property
     def src_lengths(self) -> np.ndarray:
-        return np.concatenate([s.src_lengths for s in self.shards])
+        return self.lengths(0, len(self))[0]
 
-    @functools.cached_property
+    @property
     def tgt_lengths(self) -> np.ndarray:
-        return np.concatenate([s.tgt_lengths for s in self.shards])
+        return self.lengths(0, len(self))[1]
+
+    def lengths(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        parts = [shard.lengths(max(start - first, 0), min(stop - first, len(shard)))
+                 for shard, first in zip(self.shards, self.starts[:-1].tolist())
+                 if start < first + len(shard) and stop > first]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def _locate(self, i: int) -> tuple[ParallelArrays, int]:
         k = int(np.searchsorted(self.starts, i, side="right")) - 1
@@ -108,14 +118,14 @@ def _load_shard(directory: Path, shard: dict) -> ParallelArrays:
     return ParallelArrays(sides["src"][0], sides["src"][1], sides["tgt"][0], sides["tgt"][1])
 
 
-def load_references(directory: Path, split: str) -> tuple[list[str], list[list[str]]]:
-    """Sources and their reference lists (every target translation of each source sentence)."""
+def load_references(directory: Path, split: str, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """Sources and their reference lists (every target translation of each source sentence); the first `limit`."""
     path = Path(directory) / f"{split}.jsonl"
     if not path.is_file():
         raise NMTError(f"references not found: {path}; run `nmt prepare`")
     sources, references = [], []
     with open(path, encoding="utf-8") as handle:
-        for line in handle:
+        for line in itertools.islice(handle, limit):
             row = json.loads(line)
             sources.append(row["source"])
             references.append(row["references"])

@@ -69,6 +69,25 @@ def test_vectorized_plan_equals_the_sentence_loop():
         tgt = rng.integers(1, 60, n).astype(np.uint16)
         src[::97] = 300  # some sentences longer than a whole batch
         for shuffle in (True, False):
-            ours = token_batches(src, tgt, max_tokens, 3, 2, shuffle)
+            ours = token_batches(src, tgt, max_tokens, 3, 2, shuffle=shuffle)
             theirs = _reference_batches(src, tgt, max_tokens, 3, 2, shuffle)
             assert len(ours) == len(theirs) and all(np.array_equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_epoch_plan_in_pools_covers_each_sentence_once_and_matches_one_piece_plans():
+    from nmt.data.batching import EpochPlan, token_batches
+
+    rng = np.random.default_rng(2)
+    src, tgt = rng.integers(1, 40, 5000).astype(np.int32), rng.integers(1, 40, 5000).astype(np.int32)
+    lengths = lambda start, stop: (src[start:stop], tgt[start:stop])  # noqa: E731
+    whole = EpochPlan(lengths, 5000, 500, seed=4, epoch=1)  # one pool: the plan of the whole corpus, unchanged
+    reference = token_batches(src, tgt, 500, 4, 1)
+    assert len(whole) == len(reference) and all(np.array_equal(whole[i], b) for i, b in enumerate(reference))
+    pooled = EpochPlan(lengths, 5000, 500, seed=4, epoch=1, pool=1200)  # five pools, one held at a time
+    seen = np.concatenate([pooled[i] for i in range(len(pooled))])
+    assert np.array_equal(np.sort(seen), np.arange(5000))
+    assert all((np.maximum(src[b], tgt[b]).max() + 1) * len(b) <= 500 for b in (pooled[i] for i in range(len(pooled))))
+    again = EpochPlan(lengths, 5000, 500, seed=4, epoch=1, pool=1200)
+    assert all(np.array_equal(pooled[i], again[i]) for i in reversed(range(len(again))))  # random access: resume
+    other = EpochPlan(lengths, 5000, 500, seed=4, epoch=2, pool=1200)
+    assert not all(np.array_equal(pooled[i], other[i]) for i in range(min(len(pooled), len(other))))
