@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
-from nmt.device import cpu_has_bf16
 from nmt.metrics import corpus_bleu
 from nmt.translator import Translator
+from results_record import write_record
 
 
 def main() -> None:
@@ -48,13 +44,7 @@ def main() -> None:
                    "sentences_per_s_rounds": [round(s, 1) for s in speeds[p]]} for p in engines}
     print(json.dumps(figures, indent=2))
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({
-            "command": " ".join(["python", *sys.argv]), "commit": commit,
-            "device": f"CPU, {os.cpu_count()} cores, native bf16: {cpu_has_bf16()}",
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "valid_sentences": len(sources),
-            "beam": args.beam, "figures": figures}, indent=2) + "\n")
+        write_record(args.out, valid_sentences=len(sources), beam=args.beam, figures=figures)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+
+from results_record import write_record
 
 
 def make_corpus(path: Path, pairs: int, seed: int = 0) -> None:
@@ -145,12 +146,7 @@ def main() -> None:
         records.append(record)
         print(json.dumps(record), flush=True)
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({
-            "command": " ".join(["python", *sys.argv]), "commit": commit,
-            "device": f"CPU, {os.cpu_count()} cores", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "results": records}, indent=2) + "\n")
+        write_record(args.out, results=records)
 
 
 if __name__ == "__main__":

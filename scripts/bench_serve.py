@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import random
 import socket
 import statistics
@@ -24,12 +23,12 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.run_dir import Run
+from results_record import write_record
 
 ABUSIVE = {"sentences": [("we have two cats and three dogs . " * 40)[:1000]] * 64, "beam": 16}
 HEAVY = {"sentences": [("we have two cats and three dogs . " * 40)[:1000]], "beam": 16}
@@ -143,12 +142,7 @@ def main() -> None:
                 server.terminate()
                 server.wait(timeout=30)
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        record = {"command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "commit": commit,
-                  "device": f"CPU, {os.cpu_count()} cores", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "clients": args.clients, "duration_s": args.duration, "results": results}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2) + "\n")
+        write_record(args.out, clients=args.clients, duration_s=args.duration, results=results)
 
 
 if __name__ == "__main__":
