@@ -20,7 +20,7 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
-from nmt.translator import Translation, with_overrides
+from nmt.translator import Translation, encode_source, with_overrides
 
 EXPORT_METADATA = "nmt_export.json"
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
@@ -131,16 +131,10 @@ class CTranslate2Engine:
         pass  # no attention to choose from: requests for it get translations without a matrix
 
     def _pieces(self, sentence: str) -> list[str]:
-        pieces = self.tokenizers.source.encode(self.normalizer.source(sentence), out_type=str)
-        limit = self.decode.max_input_tokens - 1  # room for EOS
-        if len(pieces) > limit:
-            self.warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
-            pieces = pieces[:limit]
-        return pieces
+        return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn, str)
 
     def count_pieces(self, sentence: str) -> int:
-        return min(len(self.tokenizers.source.encode(self.normalizer.source(sentence))) + 1,
-                   self.decode.max_input_tokens)
+        return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None) -> list[Translation]:

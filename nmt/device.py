@@ -54,10 +54,3 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
 
-
-def inference_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """Decoding precision (`decode.precision`); `auto` as for training: bf16 autocast on CUDA and on CPUs with native
-    bf16, fp32 elsewhere. Chosen on valid (results/decode-precision-cpu.json, the demo model on a 2-core AVX512-BF16
-    CPU, beam 5): valid BLEU 31.82 in bf16 vs 31.79 in fp32, 164.6 vs 133.8 sentences/s (1.23×). Numeric
-    comparisons in the tests pin `precision: fp32`, so the suite means the same on every CPU."""
-    return autocast_dtype(precision, device)

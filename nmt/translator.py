@@ -14,7 +14,7 @@ from nmt.data.batching import source_batch
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import Tokenizers
-from nmt.device import autocast, inference_dtype, pick_device
+from nmt.device import autocast, autocast_dtype, pick_device
 from nmt.errors import NMTError, warn
 from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
@@ -65,7 +65,7 @@ class Translator:
         model.to(torch_device).eval()
         decode = with_overrides(cfg.decode, decode_overrides)
         return cls(model, tokenizers, run.read_normalizer(), decode, torch_device,
-                   inference_dtype(decode.precision, torch_device), warn, run=run, checkpoint=path, config=cfg)
+                   autocast_dtype(decode.precision, torch_device), warn, run=run, checkpoint=path, config=cfg)
 
     @property
     def eval_dir(self) -> Path | None:
@@ -91,8 +91,7 @@ class Translator:
 
     def count_pieces(self, sentence: str) -> int:
         """Source pieces the model will read for `sentence` (EOS included, after truncation): its cost unit."""
-        return min(len(self.tokenizers.source.encode(self.normalizer.source(sentence))) + 1,
-                   self.decode.max_input_tokens)
+        return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
 
     def _sentences_that_fit(self, source_len: int, decode: DecodeConfig) -> int:
         """decode.batch_size, or fewer sentences when beam × sentences would not fit in memory; an error when not even
@@ -109,12 +108,7 @@ class Translator:
         return max(1, min(decode.batch_size, rows // decode.beam_size))
 
     def _encode(self, sentence: str) -> list[int]:
-        ids = self.tokenizers.source.encode(self.normalizer.source(sentence))
-        limit = self.decode.max_input_tokens - 1  # room for EOS
-        if len(ids) > limit:
-            self.warn(f"input of {len(ids)} pieces truncated to {limit}: {sentence[:40]!r}...")
-            ids = ids[:limit]
-        return ids
+        return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None) -> list[Translation]:
@@ -151,6 +145,19 @@ class Translator:
                     results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
                     results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
         return results  # type: ignore[return-value]
+
+
+def encode_source(tokenizers: Tokenizers, normalizer: Normalizer, sentence: str, max_input_tokens: int,
+                  warn: Callable[[str], None] | None = None, out_type: type = int) -> list:
+    """What a model reads for `sentence`: normalized, SentencePiece ids (or pieces), cut to leave room for EOS;
+    `warn` hears of a cut. Both engines encode through here."""
+    pieces = tokenizers.source.encode(normalizer.source(sentence), out_type=out_type)
+    limit = max_input_tokens - 1
+    if len(pieces) > limit:
+        if warn is not None:
+            warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
+        pieces = pieces[:limit]
+    return pieces
 
 
 def decode_row_bytes(model_cfg, vocab: int, source_len: int, steps: int) -> int:

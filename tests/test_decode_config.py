@@ -49,8 +49,8 @@ def test_the_nmt_engine_decodes_with_every_field(toy_transformer_run, recorded_s
     if name == "precision":
         assert {call[2] for call in recorded_searches} == {torch.bfloat16}
     else:  # auto: bf16 where the CPU has it natively, fp32 elsewhere
-        from nmt.device import inference_dtype
-        assert {call[2] for call in recorded_searches} == {inference_dtype("auto", torch.device("cpu"))}
+        from nmt.device import autocast_dtype
+        assert {call[2] for call in recorded_searches} == {autocast_dtype("auto", torch.device("cpu"))}
 
 
 def test_ctranslate2_options_follow_every_field():
