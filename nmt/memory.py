@@ -9,6 +9,7 @@ the check catches a model hundreds of times too large, not one 10% too large.
 from __future__ import annotations
 
 import resource
+import sys
 from pathlib import Path
 
 import torch
@@ -25,12 +26,10 @@ def available_bytes(device: torch.device) -> int:
     memory, the cgroup's limit and this process's address-space limit."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
-    limits = [_meminfo_available()]
-    limits.append(_cgroup_limit())
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        limits.append(soft)
-    return min(limit for limit in limits if limit)
+    limits = [_meminfo_available(), _cgroup_limit(), None if soft == resource.RLIM_INFINITY else soft]
+    known = [limit for limit in limits if limit]
+    return min(known) if known else sys.maxsize  # nothing to read (no /proc): no limit to check against
 
 
 def _meminfo_available() -> int | None:
