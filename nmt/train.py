@@ -19,7 +19,6 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -269,11 +268,10 @@ class Trainer:
 
     def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
-        only there, and only those rows are made fp32 (not B × T × vocab with the padding)."""
+        only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
         keep = batch.tgt_out.ne(PAD_ID)
         with autocast(self.device, self.dtype):
-            logits = model(batch.src, batch.tgt_in, keep)
-        return F.cross_entropy(logits.float(), batch.tgt_out[keep], label_smoothing=label_smoothing, reduction="sum")
+            return model(batch.src, batch.tgt_in, keep, batch.tgt_out[keep], label_smoothing)
 
     def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False) -> StepResult:
         """Forward/backward over this rank's micro-batches, then one update (skipped if any rank's loss is not

@@ -6,6 +6,7 @@
 #
 # Prints one line per run (tokens/s of the real training step: forward, backward, clipping, AdamW) and the median
 # ratio. Needs the corpus and this tree's prepared data under data/ (nmt prepare --config CONFIG).
+# RECORD=results/NAME.json also writes the figures as a results/ record.
 set -euo pipefail
 before=${1:?before commit}; config=${2:-configs/demo.yaml}; rounds=${3:-3}
 steps=${STEPS:-40}; warmup=${WARMUP:-10}
@@ -26,9 +27,17 @@ for i in $(seq "$rounds"); do
   old+=("$(run "$tree")"); new+=("$(run "$root")")
   echo "round $i: before ${old[-1]} tokens/s, after ${new[-1]} tokens/s"
 done
-"$python" - "${old[*]}" "${new[*]}" <<'PY'
+(cd "$root" && PYTHONPATH="$root" "$python" - "${old[*]}" "${new[*]}" "$before" "$config" "$rounds" "$steps" "$warmup" \
+   "${RECORD:-}" <<'PY'
 import statistics, sys
+from scripts.results_record import write_record
 old, new = ([float(x) for x in a.split()] for a in sys.argv[1:3])
-print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: "
-      f"{statistics.median(new) / statistics.median(old):.2f}x")
+before, config, rounds, steps, warmup, record = sys.argv[3:]
+ratio = statistics.median(new) / statistics.median(old)
+print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: {ratio:.2f}x")
+if record:
+    sys.argv = ["scripts/ab_train.sh", before, config, rounds, f"(STEPS={steps} WARMUP={warmup})"]
+    write_record(record, figures={"before_commit": before, "config": config, "before_tokens_per_s": old,
+                                  "after_tokens_per_s": new, "median_ratio": round(ratio, 3)})
 PY
+)

@@ -7,6 +7,7 @@ from torch import nn
 
 from nmt.models.attention import AdditiveAttention
 from nmt.models.base import AttentionChoice, EncoderDecoder, Readout, State, dense_params
+from nmt.models.dropout import Dropout
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -18,7 +19,7 @@ class Bahdanau(EncoderDecoder):
         self.encoder = RNNEncoder(src_embed, "gru", hidden_size, num_layers, dropout, bidirectional=True)
         self.bridge = nn.Linear(memory_dim, hidden_size)  # [h_fwd; h_bwd] → initial decoder state, per layer
         self.attention = AdditiveAttention(hidden_size, memory_dim, hidden_size)
-        self.tgt_embed, self.dropout = tgt_embed, nn.Dropout(dropout)
+        self.tgt_embed, self.dropout = tgt_embed, Dropout(dropout)
         self.decoder = stacked_rnn("gru", embed_dim + memory_dim, hidden_size, num_layers, dropout)
         self.readout = Readout(hidden_size + memory_dim + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
                                tgt_embed if tie_output else None)

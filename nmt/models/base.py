@@ -3,6 +3,7 @@
     state = model.encode(src)                                  # src (B, S) int64 → per-sentence decoder state
     logits, state, weights = model.step(prev_tokens, state)    # prev_tokens (B,) → logits (B, V)
     logits = model(src, tgt_in)                                # teacher forcing: (B, S), (B, T) → (B, T, V)
+    loss = model(src, tgt_in, keep, targets, label_smoothing)  # training: the summed loss at the `keep` positions
 
 A state is a dict of tensors whose first axis is the batch, so beam search can reorder any model's state with
 one `index_select` (see `reorder_state`). `step(..., attention=AttentionChoice(...))` also returns the source
@@ -14,10 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.data.tokenizer import PAD_ID
 from nmt.errors import NMTError
+from nmt.models.dropout import Dropout
+from nmt.models.loss import head_cross_entropy
 
 State = dict[str, torch.Tensor]
 
@@ -64,15 +68,21 @@ class EncoderDecoder(nn.Module):
              ) -> tuple[torch.Tensor, State, torch.Tensor | None]:
         raise NotImplementedError
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """Teacher forcing: logits (B, T, V), or only at the target positions `keep` (B, T) marks, as (N, V).
-        This default steps; architectures that can run all steps at once override it."""
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None,
+                targets: torch.Tensor | None = None, label_smoothing: float = 0.0) -> torch.Tensor:
+        """Teacher forcing: logits (B, T, V), or only at the target positions `keep` (B, T) marks, as (N, V); with
+        `targets` (N,), the summed cross-entropy there instead (see OutputHead). This default steps; architectures
+        that can run all steps at once override it."""
         state = self.encode(src)
         outputs = []
         for t in range(tgt_in.shape[1]):
             logits, state, _ = self.step(tgt_in[:, t], state)
             outputs.append(logits)
-        return select(torch.stack(outputs, dim=1), keep)
+        logits = select(torch.stack(outputs, dim=1), keep)
+        if targets is None:
+            return logits
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        return F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction="sum")
 
     def forward_flops(self, src_len: float, tgt_len: float) -> tuple[float, float]:
         """Forward FLOPs per source token and per target token at these mean lengths (for MFU)."""
@@ -107,8 +117,13 @@ class OutputHead(nn.Module):
     def weight(self) -> torch.Tensor:
         return self.proj.weight
 
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.proj(features)
+    def forward(self, features: torch.Tensor, targets: torch.Tensor | None = None,
+                label_smoothing: float = 0.0) -> torch.Tensor:
+        """Logits (…, V); with `targets` (N,) for features (N, E), the summed cross-entropy, fused with the
+        projection so that the (N, V) logits are never held whole (nmt.models.loss)."""
+        if targets is None:
+            return self.proj(features)
+        return head_cross_entropy(features, self.proj.weight, targets, label_smoothing)
 
 
 class Readout(nn.Module):
@@ -117,8 +132,9 @@ class Readout(nn.Module):
     def __init__(self, in_dim: int, embed_dim: int, vocab_size: int, dropout: float, tied: nn.Embedding | None):
         super().__init__()
         self.pre = nn.Linear(in_dim, embed_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.head = OutputHead(embed_dim, vocab_size, tied)
 
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.head(self.dropout(torch.tanh(self.pre(features))))
+    def forward(self, features: torch.Tensor, targets: torch.Tensor | None = None,
+                label_smoothing: float = 0.0) -> torch.Tensor:
+        return self.head(self.dropout(torch.tanh(self.pre(features))), targets, label_smoothing)

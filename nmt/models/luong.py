@@ -7,6 +7,7 @@ from torch import nn
 
 from nmt.models.attention import AdditiveAttention, DotAttention, LocalPAttention
 from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, select
+from nmt.models.dropout import Dropout
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -27,7 +28,7 @@ class Luong(EncoderDecoder):
         embed_dim = tgt_embed.embedding_dim
         self.encoder = RNNEncoder(src_embed, "lstm", hidden_size, num_layers, dropout, bidirectional=False)
         self.attention = luong_attention(score, hidden_size, window)
-        self.tgt_embed, self.dropout, self.input_feeding = tgt_embed, nn.Dropout(dropout), input_feeding
+        self.tgt_embed, self.dropout, self.input_feeding = tgt_embed, Dropout(dropout), input_feeding
         self.decoder = stacked_rnn("lstm", embed_dim * (2 if input_feeding else 1), hidden_size, num_layers, dropout)
         self.combine = nn.Linear(2 * hidden_size, embed_dim, bias=False)  # W_c; its output size allows tying W_s
         self.head = OutputHead(embed_dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
@@ -41,10 +42,9 @@ class Luong(EncoderDecoder):
         return state
 
     def _attend(self, outputs: torch.Tensor, state: State):
-        # outputs (B, T, H) → logits (B, T, V), attentional states (B, T, E), weights (B, T, S)
+        # outputs (B, T, H) → attentional states (B, T, E) (the head's input, after dropout), weights (B, T, S)
         context, weights = self.attention(outputs, state["keys"], state["memory"], state["src_mask"])
-        attentional = torch.tanh(self.combine(torch.cat([context, outputs], dim=-1)))
-        return self.head(self.dropout(attentional)), attentional, weights
+        return torch.tanh(self.combine(torch.cat([context, outputs], dim=-1))), weights
 
     def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         inputs = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
@@ -52,19 +52,21 @@ class Luong(EncoderDecoder):
             inputs = torch.cat([inputs, state["feed"].unsqueeze(1)], dim=-1)
         hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
         outputs, (h, c) = self.decoder(inputs, hc)
-        logits, attentional, weights = self._attend(outputs, state)
+        attentional, weights = self._attend(outputs, state)
+        logits = self.head(self.dropout(attentional))
         new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1)}
         if self.input_feeding:
             new_state["feed"] = attentional.squeeze(1)
         return logits.squeeze(1), new_state, weights.squeeze(1) if attention is not None else None
 
-    def forward(self, src, tgt_in, keep=None):
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
         if self.input_feeding:  # h~_{t-1} feeds step t: inherently sequential
-            return super().forward(src, tgt_in, keep)
+            return super().forward(src, tgt_in, keep, targets, label_smoothing)
         state = self.encode(src)  # all steps in one cuDNN call, then attention for all steps in one batched matmul
         hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
         outputs, _ = self.decoder(self.dropout(self.tgt_embed(tgt_in)), hc)
-        return select(self._attend(outputs, state)[0], keep)
+        attentional = select(self._attend(outputs, state)[0], keep)
+        return self.head(self.dropout(attentional), targets, label_smoothing)
 
     def forward_flops(self, src_len, tgt_len):
         hidden = self.combine.in_features // 2

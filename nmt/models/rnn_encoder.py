@@ -7,6 +7,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.models.base import padding_mask
+from nmt.models.dropout import Dropout
 
 
 def stacked_rnn(cell: str, input_size: int, hidden_size: int, num_layers: int, dropout: float,
@@ -23,7 +24,7 @@ class RNNEncoder(nn.Module):
     def __init__(self, embedding: nn.Embedding, cell: str, hidden_size: int, num_layers: int, dropout: float,
                  bidirectional: bool):
         super().__init__()
-        self.embedding, self.dropout = embedding, nn.Dropout(dropout)
+        self.embedding, self.dropout = embedding, Dropout(dropout)
         self.rnn = stacked_rnn(cell, embedding.embedding_dim, hidden_size, num_layers, dropout, bidirectional)
         # Packed so that padding never changes a sentence's outputs or final state.
         self.bidirectional = bidirectional

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.base import AttentionChoice, EncoderDecoder, Readout, State, dense_params, select
+from nmt.models.dropout import Dropout
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -19,7 +20,7 @@ class Seq2Seq(EncoderDecoder):
         super().__init__()
         embed_dim = tgt_embed.embedding_dim
         self.encoder = RNNEncoder(src_embed, "gru", hidden_size, num_layers, dropout, bidirectional=False)
-        self.tgt_embed, self.dropout = tgt_embed, nn.Dropout(dropout)
+        self.tgt_embed, self.dropout = tgt_embed, Dropout(dropout)
         self.decoder = stacked_rnn("gru", embed_dim + hidden_size, hidden_size, num_layers, dropout)
         self.readout = Readout(hidden_size + hidden_size + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
                                tgt_embed if tie_output else None)
@@ -29,21 +30,21 @@ class Seq2Seq(EncoderDecoder):
         return {"hidden": hidden.transpose(0, 1), "context": hidden[-1]}
 
     def _decode(self, embedded: torch.Tensor, hidden: torch.Tensor, context: torch.Tensor):
-        # embedded (B, T, E), hidden (L, B, H), context (B, H) → logits (B, T, V), new hidden
+        # embedded (B, T, E), hidden (L, B, H), context (B, H) → the readout's input (B, T, 2H + E), new hidden
         ctx = context.unsqueeze(1).expand(-1, embedded.shape[1], -1)
         outputs, hidden = self.decoder(torch.cat([embedded, ctx], dim=-1), hidden)
-        return self.readout(torch.cat([outputs, ctx, embedded], dim=-1)), hidden
+        return torch.cat([outputs, ctx, embedded], dim=-1), hidden
 
     def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         embedded = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
-        logits, hidden = self._decode(embedded, state["hidden"].transpose(0, 1).contiguous(), state["context"])
-        return logits.squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}, None
+        features, hidden = self._decode(embedded, state["hidden"].transpose(0, 1).contiguous(), state["context"])
+        return self.readout(features).squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}, None
 
-    def forward(self, src, tgt_in, keep=None):
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
         state = self.encode(src)  # no attention, so the whole target runs in one cuDNN call
-        logits, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)),
-                                 state["hidden"].transpose(0, 1).contiguous(), state["context"])
-        return select(logits, keep)
+        features, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)),
+                                   state["hidden"].transpose(0, 1).contiguous(), state["context"])
+        return self.readout(select(features, keep), targets, label_smoothing)
 
     def forward_flops(self, src_len, tgt_len):
         return 2 * dense_params(self.encoder), 2 * dense_params(self.decoder, self.readout)

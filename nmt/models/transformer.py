@@ -11,6 +11,7 @@ from nmt.data.tokenizer import PAD_ID
 from nmt.errors import NMTError
 from nmt.models.attention import MultiHeadAttention
 from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, padding_mask, select
+from nmt.models.dropout import Dropout
 
 
 class PositionalEncoding(nn.Module):
@@ -23,7 +24,7 @@ class PositionalEncoding(nn.Module):
         table = torch.zeros(max_len, dim)
         table[:, 0::2], table[:, 1::2] = torch.sin(position * div), torch.cos(position * div)
         self.register_buffer("table", table, persistent=False)
-        self.dropout, self.scale = nn.Dropout(dropout), math.sqrt(dim)
+        self.dropout, self.scale = Dropout(dropout), math.sqrt(dim)
 
     def forward(self, embedded: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + embedded.shape[1]
@@ -37,7 +38,7 @@ class Residual(nn.Module):
 
     def __init__(self, dim: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(dim), nn.Dropout(dropout), pre_norm
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(dim), Dropout(dropout), pre_norm
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
         if self.pre_norm:
@@ -46,7 +47,7 @@ class Residual(nn.Module):
 
 
 def feed_forward(dim: int, ff_dim: int, dropout: float) -> nn.Module:
-    return nn.Sequential(nn.Linear(dim, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, dim))
+    return nn.Sequential(nn.Linear(dim, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, dim))
 
 
 class EncoderLayer(nn.Module):
@@ -155,14 +156,14 @@ class Transformer(EncoderDecoder):
                 returned = (weights.mean(1) if attention.head is None else weights[:, attention.head]).squeeze(1)
         return self.head(self.decoder_norm(x)).squeeze(1), new_state, returned
 
-    def forward(self, src, tgt_in, keep=None):
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
         memory, mask = self.encode_memory(src)
         x = self.positions(self.tgt_embed(tgt_in))
         for layer in self.decoder_layers:
             k, v = layer.cross_attn.project_keys_values(memory)
             x = layer(x, k, v, mask)[0]
         # The vocabulary projection, the largest matmul here, only where a loss is taken (not over padding).
-        return self.head(select(self.decoder_norm(x), keep))
+        return self.head(select(self.decoder_norm(x), keep), targets, label_smoothing)
 
     def forward_flops(self, src_len, tgt_len):
         dim, layers = self.tgt_embed.embedding_dim, len(self.decoder_layers)

@@ -1,0 +1,94 @@
+"""The training loss fused with the vocabulary projection: summed, label-smoothed cross-entropy of features (N, E)
+against the output matrix (V, E), a block of rows at a time.
+
+Why: with `F.cross_entropy(features @ W.T)` autograd keeps the whole (N, V) logits, their fp32 copy and their
+log-softmax for the backward, and the backward writes three more N × V tensors (the one-hot scatter into zeros, the
+smoothing term, the log-softmax gradient): at V = 8,000 that was a quarter of a CPU training step and the largest
+buffers of it. Here each block's logits live only while the block is processed, and since the loss is a sum, its
+gradients with respect to the features and to W are computed right there in the forward (as in fused linear
+cross-entropy kernels such as Liger's); the backward only scales them by the incoming gradient.
+
+Per row i with target t, logits z and ε = label_smoothing (PyTorch's definition of label smoothing):
+    loss_i = logsumexp(z) − (1 − ε)·z_t − (ε/V)·Σ_v z_v
+    ∂loss_i/∂z_v = softmax(z)_v − (1 − ε)·[v = t] − ε/V
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# Logit elements per block (rows × vocabulary): 4M fp32 values = 16 MiB, whatever the vocabulary size.
+BLOCK_ELEMENTS = 1 << 22
+
+
+def block_rows(vocab_size: int) -> int:
+    return max(16, BLOCK_ELEMENTS // max(vocab_size, 1))
+
+
+def _block_loss_and_logit_grad(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float,
+                               want_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """logits (n, V) fp32 → (summed loss, ∂loss/∂logits or None); the gradient reuses the logits' storage."""
+    vocab = logits.shape[1]
+    lse = torch.logsumexp(logits, dim=1)
+    target_logits = logits.gather(1, targets.unsqueeze(1)).squeeze(1)
+    loss = (lse - (1.0 - label_smoothing) * target_logits).sum()
+    if label_smoothing:
+        loss = loss - label_smoothing / vocab * logits.sum()
+    if not want_grad:
+        return loss, None
+    grad = logits.sub_(lse.unsqueeze(1)).exp_()  # softmax, in place: the logits are not needed any more
+    if label_smoothing:
+        grad.sub_(label_smoothing / vocab)
+    grad.scatter_add_(1, targets.unsqueeze(1), grad.new_full((len(targets), 1), label_smoothing - 1.0))
+    return loss, grad
+
+
+class _HeadCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, features: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, label_smoothing: float,
+                rows: int) -> torch.Tensor:
+        want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        # Under autocast F.linear runs in the autocast type (bf16 on the tensor cores); the softmax in fp32.
+        compute_dtype = torch.get_autocast_dtype(features.device.type) \
+            if torch.is_autocast_enabled(features.device.type) else weight.dtype
+        softmax_dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32, or fp64 where the weights are
+        total = features.new_zeros((), dtype=softmax_dtype)
+        grad_features = torch.empty_like(features) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.zeros_like(weight, dtype=softmax_dtype) if ctx.needs_input_grad[1] else None
+        w = weight.to(compute_dtype)
+        for start in range(0, len(features), rows):
+            block = features[start:start + rows].to(compute_dtype)
+            logits = F.linear(block, w).to(softmax_dtype)
+            loss, grad = _block_loss_and_logit_grad(logits, targets[start:start + rows], label_smoothing, want_grad)
+            total += loss
+            if grad is not None:
+                grad = grad.to(compute_dtype)
+                if grad_features is not None:
+                    grad_features[start:start + rows] = grad @ w
+                if grad_weight is not None:
+                    grad_weight += grad.t() @ block
+        ctx.save_for_backward(grad_features, grad_weight)
+        ctx.weight_dtype = weight.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor):
+        grad_features, grad_weight = ctx.saved_tensors
+        if grad_features is not None:
+            grad_features = grad_features * grad_output.to(grad_features.dtype)
+        if grad_weight is not None:
+            grad_weight = (grad_weight * grad_output).to(ctx.weight_dtype)
+        return grad_features, grad_weight, None, None, None
+
+
+def head_cross_entropy(features: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                       label_smoothing: float = 0.0, rows: int | None = None) -> torch.Tensor:
+    """Σ_i cross-entropy(features_i @ weight.T, targets_i) with label smoothing, as `F.cross_entropy(...,
+    reduction="sum", label_smoothing=...)` of the full logits, without ever holding them. features (N, E), weight
+    (V, E), targets (N,) int64 → a scalar (fp32; fp64 for fp64 weights). Differentiable in features and weight."""
+    if features.dim() != 2 or targets.shape != features.shape[:1]:
+        raise ValueError(f"features (N, E) and targets (N,) expected, got {tuple(features.shape)} and "
+                         f"{tuple(targets.shape)}")
+    return _HeadCrossEntropy.apply(features, weight, targets, float(label_smoothing),
+                                   rows or block_rows(weight.shape[0]))

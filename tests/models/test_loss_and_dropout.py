@@ -1,0 +1,95 @@
+"""The fused head cross-entropy against F.cross_entropy of the full logits, and the CPU dropout's statistics."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.data.tokenizer import PAD_ID
+from nmt.models.dropout import Dropout, dropout, keep_mask
+from nmt.models.loss import head_cross_entropy
+from tests.models.test_models import ARCHS, make, pad, sentence
+
+
+def reference(features, weight, targets, smoothing):
+    logits = F.linear(features, weight)
+    return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets, label_smoothing=smoothing, reduction="sum")
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("rows", [None, 7, 1000])  # one block, ragged blocks, one block larger than N
+def test_head_cross_entropy_matches_full_logits(smoothing, rows):
+    g = torch.Generator().manual_seed(0)
+    features = torch.randn(50, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = (torch.randn(37, 16, generator=g, dtype=torch.float64) * 0.3).requires_grad_()
+    targets = torch.randint(0, 37, (50,), generator=g)
+    expected = reference(features, weight, targets, smoothing)
+    got = head_cross_entropy(features, weight, targets, smoothing, rows)
+    assert torch.allclose(got.double(), expected, rtol=1e-6)
+    scale = torch.tensor(0.37, dtype=torch.float64)  # the incoming gradient scales the precomputed ones
+    for a, b in zip(torch.autograd.grad(expected * scale, (features, weight)),
+                    torch.autograd.grad(head_cross_entropy(features, weight, targets, smoothing, rows) * scale,
+                                        (features, weight))):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_head_cross_entropy_under_bf16_autocast_stays_close():
+    g = torch.Generator().manual_seed(1)
+    features, weight = torch.randn(64, 32, generator=g), torch.randn(100, 32, generator=g) * 0.2
+    targets = torch.randint(0, 100, (64,), generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = head_cross_entropy(features, weight, targets, 0.1, rows=16)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got, reference(features, weight, targets, 0.1), rtol=2e-2)
+
+
+def test_head_cross_entropy_without_grad_keeps_no_gradients():
+    features, weight = torch.randn(8, 4, requires_grad=True), torch.randn(10, 4, requires_grad=True)
+    with torch.no_grad():
+        loss = head_cross_entropy(features, weight, torch.zeros(8, dtype=torch.long))
+    assert loss.grad_fn is None and torch.isfinite(loss)
+    with pytest.raises(ValueError, match="targets"):
+        head_cross_entropy(features, weight, torch.zeros(7, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_model_loss_equals_cross_entropy_of_its_logits(name):
+    """forward(…, targets) is the summed loss of forward(…)'s logits at the kept positions, gradients included."""
+    model = make(name).double()
+    src = pad([sentence(5, 1), sentence(3, 2)])
+    tgt = pad([sentence(4, 3), sentence(6, 4)])
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    keep = tgt_out.ne(PAD_ID)
+    expected = F.cross_entropy(model(src, tgt_in, keep), tgt_out[keep], label_smoothing=0.1, reduction="sum")
+    expected_grads = torch.autograd.grad(expected, list(model.parameters()), allow_unused=True)
+    got = model(src, tgt_in, keep, tgt_out[keep], 0.1)
+    got_grads = torch.autograd.grad(got, list(model.parameters()), allow_unused=True)
+    assert torch.allclose(got.double(), expected, rtol=1e-7)
+    for a, b in zip(expected_grads, got_grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a, b, rtol=1e-6, atol=1e-10)
+
+
+def test_cpu_dropout_rate_scale_and_gradient():
+    torch.manual_seed(0)
+    x = torch.ones(400, 500, requires_grad=True)
+    y = dropout(x, 0.1, training=True)
+    kept = y.ne(0)
+    assert abs(kept.float().mean().item() - 0.9) < 0.003
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 65536 / (65536 - 6554)))
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # d(x·mask·scale)/dx = mask·scale, and x is all ones
+    assert torch.equal(dropout(x, 0.1, training=False), x)
+    # Columns and rows are independent: the four 16-bit draws of each 64-bit word are not correlated.
+    mask = keep_mask(torch.Size([200_000]), 0.5, torch.device("cpu"))[0].view(-1, 4).float()
+    assert abs(torch.corrcoef(mask.t())[0, 1:].abs().max().item()) < 0.01
+
+
+def test_cpu_dropout_follows_the_seed():
+    layer = Dropout(0.3).train()
+    torch.manual_seed(5)
+    a = layer(torch.ones(1000))
+    torch.manual_seed(5)
+    assert torch.equal(a, layer(torch.ones(1000)))
+    with pytest.raises(ValueError):
+        Dropout(1.0)
