@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -103,3 +105,61 @@ def restore_rng_state(state: dict[str, Any], device: torch.device | None = None)
             cuda_state = cuda_state[device.index or 0] if len(cuda_state) > (device.index or 0) else None
         if cuda_state is not None:
             torch.cuda.set_rng_state(cuda_state.cpu(), device)
+
+
+def snapshot(obj: Any) -> Any:
+    """A copy of `obj` on the CPU that training may not change: every tensor copied (from a GPU through one
+    transfer each, then a single wait), plain values as they are. What a background writer may hold."""
+    copies: list[torch.Tensor] = []
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
+            out = value.to("cpu", non_blocking=True) if value.is_cuda else value.clone()
+            copies.append(out)
+            return out
+        if isinstance(value, dict):
+            return {key: copy(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(copy(item) for item in value)
+        return value
+
+    result = copy(obj)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()  # the non-blocking copies above have landed
+    return result
+
+
+class BackgroundWriter:
+    """Runs checkpoint writes (hashing, torch.save, fsync, rename) on one thread while training goes on.
+
+    One write at a time, in order: `submit` first waits for the previous one. A write's error is raised in the
+    training thread at the next `submit` or `wait`, so a full disk still stops training with its one-line error.
+    The writes themselves are the atomic ones of `save_checkpoint`: an interrupted write leaves the old file.
+    """
+
+    def __init__(self):
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.last_seconds: float | None = None  # how long the last finished write took
+
+    def submit(self, write: Callable[[], None]) -> None:
+        self.wait()
+        self._thread = threading.Thread(target=self._run, args=(write,), name="checkpoint-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self, write: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        try:
+            write()
+        except BaseException as err:  # noqa: BLE001 - handed to the training thread
+            self._error = err
+        self.last_seconds = time.perf_counter() - started
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error

@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nmt import __version__
-from nmt.checkpoint import capture_rng_state, restore_rng_state
+from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import Config, to_dict
 from nmt.data.batching import EpochPlan, collate, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
@@ -124,6 +124,7 @@ class Trainer:
         self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
         self.progress = Progress()
         self.timer = StepTimer(self.device)
+        self.writer = BackgroundWriter()  # checkpoints are written while training goes on
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -198,39 +199,50 @@ class Trainer:
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
         with StopRequest() as stop, contextlib.closing(bar):  # the bar ends its line even when an error ends training
-            for micro_batches in self._updates():
-                result = self.train_step(micro_batches, stop.requested)
-                nonfinite, interrupted = not result.finite, result.stop
-                if nonfinite and cfg.nonfinite_loss == "stop":
-                    raise NMTError(f"non-finite loss at step {p.step + 1}; weights left at step {p.step} "
-                                   "(lower train.lr, or set train.nonfinite_loss: skip)")
-                self._advance()
-                p.elapsed_s = elapsed_before + time.perf_counter() - session_start
-                window.add(0.0 if nonfinite else result.loss_sum, result.src_tokens, result.tgt_tokens,
-                           update_flops(self.model, result.src_tokens, result.tgt_tokens, result.sentences),
-                           result.padded_tokens)
-                bar.update(1)
-                if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
-                    self._log_train(bar, window)
-                out_of_time = self._out_of_time()
-                pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
-                if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time:
-                    p.finished = self.evaluate_and_maybe_stop()
-                if (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
-                        or p.finished or interrupted or out_of_time):
-                    saving = time.perf_counter()
-                    self.save_checkpoint()
-                    if ctx.is_main:
-                        self.run.metrics.append({"type": "checkpoint", "step": p.step,
-                                                 "seconds": round(time.perf_counter() - saving, 3)})
-                window.started += time.perf_counter() - pause
-                if interrupted:
-                    self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
-                    break
-                if out_of_time:
-                    self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
-                    break
+            try:
+                self._loop(stop, bar, window, session_start, elapsed_before)
+            finally:
+                self.writer.wait()  # the last checkpoint is on disk (or its error raised) before train() returns
         return p
+
+    def _loop(self, stop: StopRequest, bar, window: ThroughputWindow, session_start: float,
+              elapsed_before: float) -> None:
+        """Updates until a step, epoch, time, patience or stop limit; validation and checkpoints on their cadence."""
+        cfg, p = self.cfg.train, self.progress
+        for micro_batches in self._updates():
+            result = self.train_step(micro_batches, stop.requested)
+            nonfinite, interrupted = not result.finite, result.stop
+            if nonfinite and cfg.nonfinite_loss == "stop":
+                raise NMTError(f"non-finite loss at step {p.step + 1}; weights left at step {p.step} "
+                               "(lower train.lr, or set train.nonfinite_loss: skip)")
+            self._advance()
+            p.elapsed_s = elapsed_before + time.perf_counter() - session_start
+            window.add(0.0 if nonfinite else result.loss_sum, result.src_tokens, result.tgt_tokens,
+                       update_flops(self.model, result.src_tokens, result.tgt_tokens, result.sentences),
+                       result.padded_tokens)
+            bar.update(1)
+            if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
+                self._log_train(bar, window)
+            out_of_time = self._out_of_time()
+            pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
+            if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time:
+                p.finished = self.evaluate_and_maybe_stop()
+            if (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
+                    or p.finished or interrupted or out_of_time):
+                saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
+                self.save_checkpoint()
+                if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
+                    self.run.metrics.append({"type": "checkpoint", "step": p.step,
+                                             "seconds": round(time.perf_counter() - saving, 3),
+                                             "previous_write_s": previous_write_s and round(previous_write_s, 3)})
+            window.started += time.perf_counter() - pause
+            if interrupted:
+                self.writer.wait()
+                self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
+                break
+            if out_of_time:
+                self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
+                break
 
     def _out_of_time(self) -> bool:
         """The time budget is spent (rank 0's clock decides, so every rank stops at the same step)."""
@@ -335,7 +347,8 @@ class Trainer:
             scores, p = self.validate(), self.progress
             if scores["bleu"] > p.best_bleu:
                 p.best_bleu, p.evals_without_gain = scores["bleu"], 0
-                self.run.save(CheckpointKind.BEST, self._weights(step=p.step, dev_bleu=scores["bleu"]))
+                best = self._weights(step=p.step, dev_bleu=scores["bleu"], snapshot_tensors=True)
+                self.writer.submit(lambda: self.run.save(CheckpointKind.BEST, best))
             else:
                 p.evals_without_gain += 1
             stop = p.evals_without_gain >= self.cfg.train.patience
@@ -363,19 +376,29 @@ class Trainer:
                                      **self.timer.report(),
                                      "mfu": round(figures["mfu"], 5)})
 
-    def _weights(self, **extra) -> Weights:
-        return Weights(model=self.model.state_dict(), config=to_dict(self.cfg), model_args=self.model_args,
-                       nmt_version=__version__, **extra)
+    def _weights(self, snapshot_tensors: bool = False, **extra) -> Weights:
+        model = snapshot(self.model.state_dict()) if snapshot_tensors else self.model.state_dict()
+        return Weights(model=model, config=to_dict(self.cfg), model_args=self.model_args, nmt_version=__version__,
+                       **extra)
 
     def save_checkpoint(self) -> None:
-        """Every rank's RNG state goes to rank 0, which writes `last.pt` (called by all ranks at the same step)."""
+        """Every rank's RNG state goes to rank 0, which snapshots the training state at this update boundary and
+        hands `last.pt` (and the step file) to the background writer (called by all ranks at the same step)."""
         rng = self.ctx.gather_to_main(capture_rng_state(self.device))
-        if self.ctx.is_main and self.cfg.train.keep_last:
-            self.run.save_step(self.progress.step, self._weights(step=self.progress.step), self.cfg.train.keep_last)
-        if self.ctx.is_main:
-            self.run.save(CheckpointKind.LAST, TrainingState(
-                **self._weights().__dict__, optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
-                scaler=self.scaler.state_dict(), rng=rng, progress=dataclasses.asdict(self.progress)))
+        if not self.ctx.is_main:
+            return
+        step, keep = self.progress.step, self.cfg.train.keep_last
+        weights = self._weights(snapshot_tensors=True)
+        state = TrainingState(**weights.__dict__, optimizer=snapshot(self.optimizer.state_dict()),
+                              scheduler=snapshot(self.scheduler.state_dict()),
+                              scaler=snapshot(self.scaler.state_dict()), rng=rng,
+                              progress=dataclasses.asdict(self.progress))
+
+        def write() -> None:
+            if keep:
+                self.run.save_step(step, dataclasses.replace(weights, step=step), keep)
+            self.run.save(CheckpointKind.LAST, state)
+        self.writer.submit(write)
 
 
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,

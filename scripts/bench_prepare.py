@@ -15,12 +15,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
+from process_memory import TreeMemory
 from results_record import write_record
 
 
@@ -48,53 +48,6 @@ def make_corpus(path: Path, pairs: int, seed: int = 0) -> None:
             out.writelines(lines[i] for i in duplicates)
             done += n + len(duplicates)
     partial.rename(path)
-
-
-class TreeMemory:
-    """Peak of the summed VmRSS of a process and all its descendants, and of its anonymous part (RssAnon: without
-    the pages of memory-mapped files, which the kernel can drop and read again)."""
-
-    def __init__(self, pid: int):
-        self.pid, self.peak, self.peak_anon, self.stop = pid, 0, 0, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _tree(self) -> list[int]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(ppid, []).append(int(entry))
-        tree, todo = [], [self.pid]
-        while todo:
-            pid = todo.pop()
-            tree.append(pid)
-            todo.extend(children.get(pid, []))
-        return tree
-
-    def _rss(self, pid: int, field: str = "VmRSS:") -> int:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            tree = self._tree()
-            self.peak = max(self.peak, sum(self._rss(p) for p in tree))
-            self.peak_anon = max(self.peak_anon, sum(self._rss(p, "RssAnon:") for p in tree))
-            time.sleep(0.2)
-
-    def finish(self) -> int:
-        self.stop.set()
-        self.thread.join()
-        return self.peak
 
 
 def measured(command: list[str], env: dict) -> tuple[float, int, str, int]:

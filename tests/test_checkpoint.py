@@ -1,10 +1,12 @@
 import random
+import time
 
 import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
+from nmt.checkpoint import (BackgroundWriter, capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint,
+                            snapshot)
 from nmt.errors import NMTError
 
 
@@ -53,3 +55,27 @@ def test_a_flipped_byte_is_detected_not_loaded(tmp_path):
 def test_checkpoints_without_a_checksum_still_load(tmp_path):
     torch.save({"model": {"w": torch.ones(2)}}, tmp_path / "old.pt")
     assert torch.equal(load_checkpoint(tmp_path / "old.pt")["model"]["w"], torch.ones(2))
+
+
+def test_snapshot_is_not_changed_by_training_going_on():
+    weights = {"w": torch.ones(3), "nested": [torch.zeros(2), 5]}
+    copy = snapshot(weights)
+    weights["w"].add_(1)
+    weights["nested"][0].fill_(7)
+    assert torch.equal(copy["w"], torch.ones(3)) and torch.equal(copy["nested"][0], torch.zeros(2))
+    assert copy["nested"][1] == 5
+
+
+def test_background_writer_runs_in_order_and_raises_in_the_caller():
+    writer, done = BackgroundWriter(), []
+    writer.submit(lambda: (time.sleep(0.05), done.append(1)))
+    writer.submit(lambda: done.append(2))  # waits for the first
+    writer.wait()
+    assert done == [1, 2] and writer.last_seconds is not None
+
+    def fail():
+        raise NMTError("cannot write checkpoint x (is the disk full?)")
+    writer.submit(fail)
+    with pytest.raises(NMTError, match="disk full"):
+        writer.wait()
+    writer.wait()  # the error is raised once
