@@ -66,6 +66,24 @@ def update_flops(model, src_tokens: int, tgt_tokens: int, sentences: int) -> flo
     return 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
 
 
+class UpdateFlops:
+    """`update_flops` without walking the model's parameters every update: every architecture's per-token counts
+    are affine in the two mean lengths, so three evaluations at start-up give them for any batch."""
+
+    def __init__(self, model):
+        (s0, t0), (s1, t1), (s2, t2) = (model.forward_flops(*lengths) for lengths in ((0.0, 0.0), (1.0, 0.0),
+                                                                                      (0.0, 1.0)))
+        self.src = (s0, s1 - s0, s2 - s0)  # per source token: constant, × mean source length, × mean target length
+        self.tgt = (t0, t1 - t0, t2 - t0)
+
+    def __call__(self, src_tokens: int, tgt_tokens: int, sentences: int) -> float:
+        sentences = max(sentences, 1)
+        src_len, tgt_len = src_tokens / sentences, tgt_tokens / sentences
+        per_src = self.src[0] + self.src[1] * src_len + self.src[2] * tgt_len
+        per_tgt = self.tgt[0] + self.tgt[1] * src_len + self.tgt[2] * tgt_len
+        return 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
+
+
 PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the host waits for the loss and flags
 
 
@@ -108,14 +126,15 @@ class ThroughputWindow:
     """Loss, tokens and FLOPs since the last log line; `report` returns the figures and starts a new window."""
 
     peak_flops: float
-    loss_sum: float = 0.0
+    loss_sum: float | torch.Tensor = 0.0  # summed on the device during training, read at `report`
     src_tokens: int = 0
     tgt_tokens: int = 0
     padded_tokens: int = 0  # positions computed, padding included (source and target)
     flops: float = 0.0
     started: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss_sum: float, src_tokens: int, tgt_tokens: int, flops: float, padded_tokens: int = 0) -> None:
+    def add(self, loss_sum: float | torch.Tensor, src_tokens: int, tgt_tokens: int, flops: float,
+            padded_tokens: int = 0) -> None:
         self.loss_sum += loss_sum
         self.src_tokens += src_tokens
         self.tgt_tokens += tgt_tokens
@@ -125,7 +144,7 @@ class ThroughputWindow:
     def report(self, world_size: int) -> dict:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         # Every rank processed about as many tokens as this one.
-        figures = {"loss": self.loss_sum / max(self.tgt_tokens, 1),
+        figures = {"loss": float(self.loss_sum) / max(self.tgt_tokens, 1),  # a device tensor in training: one sync
                    "tokens_per_s": (self.src_tokens + self.tgt_tokens) * world_size / elapsed,
                    "padded_tokens_per_s": self.padded_tokens * world_size / elapsed,
                    "mfu": self.flops / elapsed / self.peak_flops if self.peak_flops else 0.0,

@@ -39,7 +39,7 @@ from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
-from nmt.throughput import StepTimer, ThroughputWindow, peak_tflops, update_flops
+from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
 from nmt.translator import Translator
 
 
@@ -58,13 +58,13 @@ class Progress:
 
 @dataclass
 class StepResult:
-    loss_sum: float  # summed token cross-entropy of this rank's micro-batches
+    loss_sum: torch.Tensor  # summed token cross-entropy of this rank's micro-batches (0 if skipped), on the device
     src_tokens: int
     tgt_tokens: int
     sentences: int
     padded_tokens: int  # positions computed (source and target), padding included
-    finite: bool  # on every rank
-    stop: bool  # a stop was requested on some rank
+    applied: torch.Tensor  # the update was applied (not skipped as non-finite), on the device
+    stop: bool  # a stop was requested (on some rank, where agreed)
 
 
 class StopRequest:
@@ -116,7 +116,7 @@ class Trainer:
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
-        self.optimizer = make_optimizer(self.model, cfg.train, self.device)
+        self.optimizer = make_optimizer(self.model, cfg.train)
         self.scheduler = make_scheduler(self.optimizer, cfg.train)
         self.dtype = autocast_dtype(cfg.train.precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
@@ -125,6 +125,7 @@ class Trainer:
         self.progress = Progress()
         self.timer = StepTimer(self.device)
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
+        self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -161,6 +162,7 @@ class Trainer:
                                      self.cfg.decode, self.device, self.dtype)
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.peak_flops = peak * 1e12
+        self.update_flops = UpdateFlops(self.model)
         if self.ctx.is_main:
             self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
 
@@ -210,25 +212,28 @@ class Trainer:
         """Updates until a step, epoch, time, patience or stop limit; validation and checkpoints on their cadence."""
         cfg, p = self.cfg.train, self.progress
         for micro_batches in self._updates():
-            result = self.train_step(micro_batches, stop.requested)
-            nonfinite, interrupted = not result.finite, result.stop
-            if nonfinite and cfg.nonfinite_loss == "stop":
-                raise NMTError(f"non-finite loss at step {p.step + 1}; weights left at step {p.step} "
-                               "(lower train.lr, or set train.nonfinite_loss: skip)")
+            log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
+            result = self.train_step(micro_batches, stop.requested, agree_on_stop=log_line)
+            interrupted = result.stop
             self._advance()
             p.elapsed_s = elapsed_before + time.perf_counter() - session_start
-            window.add(0.0 if nonfinite else result.loss_sum, result.src_tokens, result.tgt_tokens,
-                       update_flops(self.model, result.src_tokens, result.tgt_tokens, result.sentences),
+            window.add(result.loss_sum, result.src_tokens, result.tgt_tokens,
+                       self.update_flops(result.src_tokens, result.tgt_tokens, result.sentences),
                        result.padded_tokens)
             bar.update(1)
-            if p.step % cfg.log_every == 0 or p.step == cfg.max_steps:
+            if log_line:
+                self._check_nonfinite()
                 self._log_train(bar, window)
             out_of_time = self._out_of_time()
             pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
-            if p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time:
+            evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
+            save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
+                    or interrupted or out_of_time)
+            if evaluate or save:
+                self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
+            if evaluate:
                 p.finished = self.evaluate_and_maybe_stop()
-            if (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
-                    or p.finished or interrupted or out_of_time):
+            if save or p.finished:
                 saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
                 self.save_checkpoint()
                 if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
@@ -285,10 +290,13 @@ class Trainer:
         with autocast(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, keep, batch.tgt_out[keep], label_smoothing)
 
-    def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False) -> StepResult:
-        """Forward/backward over this rank's micro-batches, then one update (skipped if any rank's loss is not
-        finite). The loss stays on the device until the end: one host sync per update, not per micro-batch, and
-        one collective that also tells every rank whether any was asked to stop."""
+    def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False,
+                   agree_on_stop: bool = True) -> StepResult:
+        """Forward/backward over this rank's micro-batches, then one update, without waiting for the device: the
+        loss and the non-finite check stay there (read every log_every updates, see `_check_nonfinite`), and an
+        update with non-finite gradients is skipped by the fused AdamW itself (its `found_inf`), as GradScaler does.
+        With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm; the stop
+        request is agreed by one collective when `agree_on_stop` (every log_every updates)."""
         self.train_model.train()
         timer = self.timer
         loss_sum = torch.zeros((), device=self.device)
@@ -308,21 +316,35 @@ class Trainer:
             padded += batch.src.numel() + batch.tgt_in.numel()
             sentences += len(indices)
         timer.phase("sync")
-        loss_value = loss_sum.item()
-        nonfinite, stop = self.ctx.any_flags(not math.isfinite(loss_value), stop_requested)
-        finite = not nonfinite
+        stop = self.ctx.any_flags(stop_requested)[0] if agree_on_stop else stop_requested
         timer.phase("optimizer")
-        if finite:
-            self.scaler.unscale_(self.optimizer)
-            if self.cfg.train.clip_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
-            self.scaler.step(self.optimizer)
+        self.scaler.unscale_(self.optimizer)
+        # The norm is needed for the non-finite check even without clipping (an infinite max_norm scales by 1).
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm or math.inf)
+        nonfinite = ~(torch.isfinite(norm) & torch.isfinite(loss_sum))
+        self.first_nonfinite = torch.where(nonfinite & self.first_nonfinite.eq(0), self.progress.step + 1,
+                                           self.first_nonfinite)
+        # Policy stop: nothing after the first non-finite update is applied until training stops at the next read.
+        skip = nonfinite if self.cfg.train.nonfinite_loss == "skip" else self.first_nonfinite.ne(0)
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)  # fp16: the scaler skips non-finite gradients on the device itself
             self.scaler.update()
-            if scheduler_steps_per_update(self.scheduler):
-                self.scheduler.step()
+        else:
+            self.optimizer.grad_scale, self.optimizer.found_inf = None, skip.float()
+            self.optimizer.step()
+        if scheduler_steps_per_update(self.scheduler):
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         timer.phase(None)
-        return StepResult(loss_value, src_tokens, tgt_tokens, sentences, padded, finite, stop)
+        return StepResult(torch.where(skip, 0.0, loss_sum), src_tokens, tgt_tokens, sentences, padded, ~skip, stop)
+
+    def _check_nonfinite(self) -> None:
+        """Read the device's non-finite record (a host sync: at log lines, validation and checkpoints only);
+        under the stop policy, stop with the first such update's step."""
+        first = int(self.first_nonfinite)
+        if first and self.cfg.train.nonfinite_loss == "stop":
+            raise NMTError(f"non-finite loss at step {first}; weights left at step {first - 1} "
+                           "(lower train.lr, or set train.nonfinite_loss: skip)")
 
     # --- validation, logging, checkpoints -------------------------------------------------------------------------
     @torch.no_grad()

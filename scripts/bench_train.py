@@ -20,7 +20,6 @@ import torch
 from nmt.config import Config, load_config
 from nmt.data.batching import token_batches
 from nmt.run_dir import Run
-from nmt.throughput import update_flops
 from nmt.train import Trainer
 
 ARCHS = {"seq2seq": {"arch": "seq2seq"}, "bahdanau": {"arch": "bahdanau"},
@@ -40,9 +39,10 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int) -> dict:
                 if trainer.device.type == "cuda":
                     torch.cuda.synchronize()
                 tokens, flops, started = 0, 0.0, time.perf_counter()
-            result = trainer.train_step([indices])  # .item() inside: each step ends synchronized
+            result = trainer.train_step([indices])  # asynchronous on a GPU: synchronized once at the end
             tokens += result.src_tokens + result.tgt_tokens
-            flops += update_flops(trainer.model, result.src_tokens, result.tgt_tokens, result.sentences)
+            flops += trainer.update_flops(result.src_tokens, result.tgt_tokens, result.sentences)
+        float(result.loss_sum)  # waits for the last update
         elapsed = time.perf_counter() - started
         params = sum(p.numel() for p in trainer.model.parameters())
         return {"tokens_per_s": tokens / elapsed, "mfu": flops / elapsed / trainer.peak_flops,

@@ -13,7 +13,7 @@ def test_inverse_sqrt_warms_up_linearly_then_decays():
 
 def test_no_weight_decay_on_vectors_and_same_eps_on_every_device():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
-    optimizer = make_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu"))
+    optimizer = make_optimizer(model, TrainConfig(weight_decay=0.1))
     decays = {p.dim(): g["weight_decay"] for g in optimizer.param_groups for p in g["params"]}
     assert decays == {2: 0.1, 1: 0.0}
     assert all(g["eps"] == 1e-9 for g in optimizer.param_groups)
@@ -21,7 +21,7 @@ def test_no_weight_decay_on_vectors_and_same_eps_on_every_device():
 
 def test_plateau_steps_per_validation_others_per_update():
     model = torch.nn.Linear(2, 2)
-    optimizer = make_optimizer(model, TrainConfig(), torch.device("cpu"))
+    optimizer = make_optimizer(model, TrainConfig())
     assert scheduler_steps_per_update(make_scheduler(optimizer, TrainConfig(schedule="inverse_sqrt")))
     assert not scheduler_steps_per_update(make_scheduler(optimizer, TrainConfig(schedule="plateau")))
 
@@ -35,3 +35,21 @@ def test_linear_schedule_needs_warmup_below_max_steps():
     with pytest.raises(ConfigError, match="warmup_steps must be smaller"):
         load_config(None, ["train.schedule=linear", "train.warmup_steps=100", "train.max_steps=100"])
 
+
+
+def test_found_inf_skips_the_update_on_the_device():
+    """Trainer.train_step relies on this: a flagged update changes neither weights, moments nor the step count."""
+    model = torch.nn.Linear(3, 2)
+    optimizer = make_optimizer(model, TrainConfig(lr=0.1))
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.grad_scale, optimizer.found_inf = None, torch.tensor(0.0)
+    optimizer.step()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = [optimizer.state[p]["exp_avg"].clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = torch.full_like(p, float("nan"))
+    optimizer.found_inf = torch.tensor(1.0)
+    optimizer.step()
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(torch.equal(m, optimizer.state[p]["exp_avg"]) for m, p in zip(moments, model.parameters()))
+    assert all(int(optimizer.state[p]["step"]) == 1 for p in model.parameters())

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.throughput import GPU_PEAK_TFLOPS, ThroughputWindow, update_flops
+from nmt.throughput import GPU_PEAK_TFLOPS, ThroughputWindow, UpdateFlops, update_flops
 from tests_helpers import make_model
 
 
@@ -35,3 +35,11 @@ def test_window_reports_and_resets():
     assert figures["loss"] == 2.0 and figures["tokens_per_s"] > 0 and 0 < figures["mfu"]
     assert window.tgt_tokens == 0 and window.flops == 0.0
     assert GPU_PEAK_TFLOPS["H100"] == 989.0
+
+
+@pytest.mark.parametrize("arch", ["seq2seq", "bahdanau", "luong", "transformer"])
+def test_update_flops_counted_once_matches_the_model_count(arch):
+    model = make_model(arch)
+    counted = UpdateFlops(model)
+    for tokens in [(70, 50, 10), (3, 900, 7), (1234, 17, 40)]:
+        assert counted(*tokens) == pytest.approx(update_flops(model, *tokens), rel=1e-9)
