@@ -29,7 +29,7 @@ from nmt.data.batching import EpochPlan, collate, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prepare import ensure_prepared
-from nmt.data.tokenizer import PAD_ID, Tokenizers
+from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError
@@ -286,9 +286,8 @@ class Trainer:
     def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
         only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
-        keep = batch.tgt_out.ne(PAD_ID)
         with autocast(self.device, self.dtype):
-            return model(batch.src, batch.tgt_in, keep, batch.tgt_out[keep], label_smoothing)
+            return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing)
 
     def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False,
                    agree_on_stop: bool = True) -> StepResult:

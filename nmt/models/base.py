@@ -90,8 +90,14 @@ class EncoderDecoder(nn.Module):
 
 
 def select(per_position: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    """(B, T, …) → the rows `keep` (B, T) marks, as (N, …); everything when `keep` is None."""
-    return per_position if keep is None else per_position[keep]
+    """(B, T, …) → the rows `keep` marks, as (N, …); everything when `keep` is None. `keep` is a (B, T) boolean mask
+    or the ascending flat indices of its True positions (B·T index space): the same rows, and on a GPU the indices
+    avoid the host sync that a boolean mask's data-dependent shape costs."""
+    if keep is None:
+        return per_position
+    if keep.dtype == torch.bool:
+        return per_position[keep]
+    return per_position.flatten(0, 1).index_select(0, keep)
 
 
 def dense_params(*modules: nn.Module) -> int:

@@ -4,6 +4,7 @@ import torch
 from nmt.data.batching import collate, source_batch, token_batches
 from nmt.data.dataset import ParallelArrays
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.models.base import select
 
 
 def lengths(n=500, seed=0):
@@ -36,6 +37,10 @@ def test_collate_adds_bos_eos_and_pads():
     assert batch.tgt_in.tolist() == [[BOS_ID, 9, 10], [BOS_ID, 11, PAD_ID]]
     assert batch.tgt_out.tolist() == [[9, 10, EOS_ID], [11, EOS_ID, PAD_ID]]
     assert (batch.src_tokens, batch.tgt_tokens) == (6, 5)
+    # Where a loss is taken, found on the host: the non-pad positions of tgt_out, flat and ascending.
+    assert batch.keep.tolist() == [0, 1, 2, 3, 4] and batch.targets.tolist() == [9, 10, EOS_ID, 11, EOS_ID]
+    hidden = torch.randn(2, 3, 4)
+    assert torch.equal(select(hidden, batch.keep), select(hidden, batch.tgt_out.ne(PAD_ID)))
     assert source_batch([[4], [4, 5]]).dtype == torch.int64
 
 
