@@ -224,7 +224,7 @@ class Trainer:
             if log_line:
                 self._check_nonfinite()
                 self._log_train(bar, window)
-            out_of_time = self._out_of_time()
+            out_of_time = self._out_of_time(agree_now=log_line)
             pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
             evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
             save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
@@ -249,10 +249,13 @@ class Trainer:
                 self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
                 break
 
-    def _out_of_time(self) -> bool:
-        """The time budget is spent (rank 0's clock decides, so every rank stops at the same step)."""
+    def _out_of_time(self, agree_now: bool = True) -> bool:
+        """The time budget is spent (rank 0's clock decides, so every rank stops at the same step). In the loop,
+        ranks under torchrun agree every log_every updates (one collective then, not one per update)."""
         budget = self.cfg.train.time_budget_s
-        return bool(budget) and self.ctx.broadcast_flag(self.progress.elapsed_s >= budget)
+        if not budget or not (agree_now or not self.ctx.enabled):
+            return False
+        return self.ctx.broadcast_flag(self.progress.elapsed_s >= budget)
 
     def _updates(self) -> Iterator[list[np.ndarray]]:
         """This rank's micro-batches for each update, from where the progress says training stands."""
@@ -350,12 +353,13 @@ class Trainer:
     def validate(self) -> dict:
         """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator."""
         self.model.eval()
-        nll, tokens = 0.0, 0
+        nll, tokens = torch.zeros((), dtype=torch.float64, device=self.device), 0  # summed on the device
         for indices in token_batches(self.valid_data.src_lengths, self.valid_data.tgt_lengths,
                                      self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
             batch = collate(self.valid_data, indices).to(self.device)
-            nll += self.token_loss(self.model, batch, 0.0).item()
+            nll += self.token_loss(self.model, batch, 0.0)
             tokens += batch.tgt_tokens
+        nll = float(nll)
         hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
         scores = corpus_scores(hypotheses, self.valid_references)
         return {"dev_loss": round(nll / tokens, 4), "dev_ppl": round(math.exp(min(nll / tokens, 50)), 2), **scores}
