@@ -28,16 +28,21 @@ def block_rows(vocab_size: int) -> int:
 
 def _block_loss_and_logit_grad(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float,
                                want_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """logits (n, V) fp32 → (summed loss, ∂loss/∂logits or None); the gradient reuses the logits' storage."""
+    """logits (n, V) fp32 → (summed loss, ∂loss/∂logits or None); the gradient reuses the logits' storage.
+
+    The softmax is made in place (z − max, exp, ÷ sum): no second (n, V) buffer, one exp per logit."""
     vocab = logits.shape[1]
-    lse = torch.logsumexp(logits, dim=1)
     target_logits = logits.gather(1, targets.unsqueeze(1)).squeeze(1)
-    loss = (lse - (1.0 - label_smoothing) * target_logits).sum()
+    linear = (1.0 - label_smoothing) * target_logits.sum()
     if label_smoothing:
-        loss = loss - label_smoothing / vocab * logits.sum()
+        linear = linear + label_smoothing / vocab * logits.sum()
     if not want_grad:
-        return loss, None
-    grad = logits.sub_(lse.unsqueeze(1)).exp_()  # softmax, in place: the logits are not needed any more
+        return torch.logsumexp(logits, dim=1).sum() - linear, None
+    peak = logits.amax(dim=1, keepdim=True)
+    exp = logits.sub_(peak).exp_()  # the logits are not needed any more
+    total = exp.sum(dim=1, keepdim=True)
+    loss = (total.log() + peak).sum() - linear
+    grad = exp.div_(total)  # softmax
     if label_smoothing:
         grad.sub_(label_smoothing / vocab)
     grad.scatter_add_(1, targets.unsqueeze(1), grad.new_full((len(targets), 1), label_smoothing - 1.0))
