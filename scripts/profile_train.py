@@ -7,7 +7,6 @@ self time, as a results/ record. Run it from the tree to profile (e.g. an old co
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,9 +17,7 @@ from nmt.config import load_config
 from nmt.data.batching import token_batches
 from nmt.run_dir import Run
 from nmt.train import Trainer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_record import write_record  # noqa: E402
+from results_record import write_record
 
 
 def main() -> None:
