@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from nmt.checkpoint import capture_rng_state, restore_rng_state
+from nmt.checkpoint import capture_rng_state, restore_rng_state, snapshot
 from nmt.config import load_config
 from nmt.data.batching import collate
 from nmt.distributed import CUDA_BACKEND, DistContext
@@ -89,3 +89,34 @@ def test_flags_through_the_cuda_process_group():
         assert grads.tolist() == [1.0, 1.0, 1.0]
     finally:
         dist.destroy_process_group()
+
+
+def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir):
+    """Issue 15: no host sync inside an update (loss, token counts and the non-finite check stay on the device)."""
+    trainer = Trainer(cuda_config(tmp_path, precision="bf16"), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
+    trainer.setup()
+    batches = [list(range(i, i + 8)) for i in range(0, 32, 8)]
+    trainer.train_step([batches[0]])  # the first update may allocate and choose kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronizing call below raises
+    try:
+        for indices in batches[1:]:
+            result = trainer.train_step([indices], agree_on_stop=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(result.loss_sum) and bool(result.applied)
+
+
+def test_nonfinite_update_is_skipped_on_the_gpu(tmp_path, toy_data_dir):
+    trainer = Trainer(cuda_config(tmp_path, nonfinite_loss="skip"), Run(tmp_path / "x"), toy_data_dir,
+                      log=lambda *_: None)
+    trainer.setup()
+    trainer.train_step([list(range(8))])
+    before = snapshot(trainer.model.state_dict())
+    original = trainer.token_loss
+    trainer.token_loss = lambda *args: original(*args) * float("nan")
+    result = trainer.train_step([list(range(8, 16))])
+    assert not bool(result.applied) and float(result.loss_sum) == 0.0
+    for key, value in trainer.model.state_dict().items():
+        assert torch.equal(value.cpu(), before[key]), key
+    assert all(value.device.type == "cpu" for value in before.values())  # snapshot: CPU copies
