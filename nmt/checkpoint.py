@@ -110,14 +110,11 @@ def restore_rng_state(state: dict[str, Any], device: torch.device | None = None)
 def snapshot(obj: Any) -> Any:
     """A copy of `obj` on the CPU that training may not change: every tensor copied (from a GPU through one
     transfer each, then a single wait), plain values as they are. What a background writer may hold."""
-    copies: list[torch.Tensor] = []
 
     def copy(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             value = value.detach()
-            out = value.to("cpu", non_blocking=True) if value.is_cuda else value.clone()
-            copies.append(out)
-            return out
+            return value.to("cpu", non_blocking=True) if value.is_cuda else value.clone()
         if isinstance(value, dict):
             return {key: copy(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):

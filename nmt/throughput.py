@@ -59,16 +59,10 @@ def peak_tflops(device: torch.device, configured: float = 0.0, dtype: torch.dtyp
     return measured_matmul_tflops(device, dtype=dtype), f"measured {name} matmul"
 
 
-def update_flops(model, src_tokens: int, tgt_tokens: int, sentences: int) -> float:
-    """Training FLOPs (forward + backward = 3 × forward) of one update over these tokens."""
-    sentences = max(sentences, 1)
-    per_src, per_tgt = model.forward_flops(src_tokens / sentences, tgt_tokens / sentences)
-    return 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
-
-
 class UpdateFlops:
-    """`update_flops` without walking the model's parameters every update: every architecture's per-token counts
-    are affine in the two mean lengths, so three evaluations at start-up give them for any batch."""
+    """Training FLOPs (forward + backward = 3 × forward) of one update over these tokens, from the model's
+    `forward_flops` at the batch's mean lengths. Every architecture's per-token counts are affine in the two mean
+    lengths, so three evaluations at start-up give them for any batch (no walk over the parameters per update)."""
 
     def __init__(self, model):
         (s0, t0), (s1, t1), (s2, t2) = (model.forward_flops(*lengths) for lengths in ((0.0, 0.0), (1.0, 0.0),
@@ -84,7 +78,7 @@ class UpdateFlops:
         return 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
 
 
-PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the host waits for the loss and flags
+PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the ranks agree on a stop request
 
 
 class StepTimer:

@@ -253,7 +253,7 @@ class Trainer:
         """The time budget is spent (rank 0's clock decides, so every rank stops at the same step). In the loop,
         ranks under torchrun agree every log_every updates (one collective then, not one per update)."""
         budget = self.cfg.train.time_budget_s
-        if not budget or not (agree_now or not self.ctx.enabled):
+        if not budget or (self.ctx.enabled and not agree_now):
             return False
         return self.ctx.broadcast_flag(self.progress.elapsed_s >= budget)
 
@@ -372,7 +372,7 @@ class Trainer:
             scores, p = self.validate(), self.progress
             if scores["bleu"] > p.best_bleu:
                 p.best_bleu, p.evals_without_gain = scores["bleu"], 0
-                best = self._weights(step=p.step, dev_bleu=scores["bleu"], snapshot_tensors=True)
+                best = self._weights(step=p.step, dev_bleu=scores["bleu"])
                 self.writer.submit(lambda: self.run.save(CheckpointKind.BEST, best))
             else:
                 p.evals_without_gain += 1
@@ -401,10 +401,10 @@ class Trainer:
                                      **self.timer.report(),
                                      "mfu": round(figures["mfu"], 5)})
 
-    def _weights(self, snapshot_tensors: bool = False, **extra) -> Weights:
-        model = snapshot(self.model.state_dict()) if snapshot_tensors else self.model.state_dict()
-        return Weights(model=model, config=to_dict(self.cfg), model_args=self.model_args, nmt_version=__version__,
-                       **extra)
+    def _weights(self, **extra) -> Weights:
+        """The weights as they are now, copied (a background writer saves them while training changes them)."""
+        return Weights(model=snapshot(self.model.state_dict()), config=to_dict(self.cfg), model_args=self.model_args,
+                       nmt_version=__version__, **extra)
 
     def save_checkpoint(self) -> None:
         """Every rank's RNG state goes to rank 0, which snapshots the training state at this update boundary and
@@ -413,7 +413,7 @@ class Trainer:
         if not self.ctx.is_main:
             return
         step, keep = self.progress.step, self.cfg.train.keep_last
-        weights = self._weights(snapshot_tensors=True)
+        weights = self._weights()
         state = TrainingState(**weights.__dict__, optimizer=snapshot(self.optimizer.state_dict()),
                               scheduler=snapshot(self.scheduler.state_dict()),
                               scaler=snapshot(self.scaler.state_dict()), rng=rng,

@@ -71,7 +71,7 @@ def test_cuda_rng_state_round_trips_for_this_device():
 def test_batches_reach_the_gpu_through_pinned_memory(toy_data_dir, tmp_path):
     trainer = Trainer(cuda_config(tmp_path), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
     batch = collate(trainer.train_data, list(range(8))).to(trainer.device)
-    assert batch.src.is_cuda and batch.tgt_out.is_cuda
+    assert batch.src.is_cuda and batch.keep.is_cuda and batch.targets.is_cuda
 
 
 def test_flags_through_the_cuda_process_group():

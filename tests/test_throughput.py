@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.throughput import GPU_PEAK_TFLOPS, ThroughputWindow, UpdateFlops, update_flops
+from nmt.throughput import GPU_PEAK_TFLOPS, ThroughputWindow, UpdateFlops
 from tests_helpers import make_model
 
 
@@ -25,7 +25,8 @@ def test_transformer_forward_flops_match_the_flop_counter():
 @pytest.mark.parametrize("arch", ["seq2seq", "bahdanau", "luong"])
 def test_recurrent_flops_are_positive_and_grow_with_tokens(arch):
     model = make_model(arch)
-    assert 0 < update_flops(model, 70, 50, 10) < update_flops(model, 140, 100, 20)
+    flops = UpdateFlops(model)
+    assert 0 < flops(70, 50, 10) < flops(140, 100, 20)
 
 
 def test_window_reports_and_resets():
@@ -41,5 +42,7 @@ def test_window_reports_and_resets():
 def test_update_flops_counted_once_matches_the_model_count(arch):
     model = make_model(arch)
     counted = UpdateFlops(model)
-    for tokens in [(70, 50, 10), (3, 900, 7), (1234, 17, 40)]:
-        assert counted(*tokens) == pytest.approx(update_flops(model, *tokens), rel=1e-9)
+    for src_tokens, tgt_tokens, sentences in [(70, 50, 10), (3, 900, 7), (1234, 17, 40)]:
+        per_src, per_tgt = model.forward_flops(src_tokens / sentences, tgt_tokens / sentences)
+        expected = 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
+        assert counted(src_tokens, tgt_tokens, sentences) == pytest.approx(expected, rel=1e-9)

@@ -15,11 +15,12 @@ from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 class Batch:
     src: torch.Tensor  # (B, S) source ids + EOS, right-padded
     tgt_in: torch.Tensor  # (B, T) BOS + target ids
-    tgt_out: torch.Tensor  # (B, T) target ids + EOS
     src_tokens: int  # non-pad counts, for throughput and loss normalization
     tgt_tokens: int
-    keep: torch.Tensor  # (tgt_tokens,) flat indices of tgt_out's non-pad positions: where a loss is taken
-    targets: torch.Tensor  # (tgt_tokens,) tgt_out at those positions
+    # The expected outputs (target ids + EOS, shifted one left of tgt_in) only where they are not padding: the flat
+    # indices into (B, T) of those positions, and the ids there. Only these go to the device.
+    keep: torch.Tensor  # (tgt_tokens,)
+    targets: torch.Tensor  # (tgt_tokens,)
 
     def to(self, device: torch.device) -> "Batch":
         """To `device`; for a GPU through pinned memory, so that the copy really runs asynchronously
@@ -27,8 +28,8 @@ class Batch:
         if device.type != "cuda":
             return self
         move = lambda t: t.pin_memory().to(device, non_blocking=True)  # noqa: E731
-        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.src_tokens, self.tgt_tokens,
-                     move(self.keep), move(self.targets))
+        return Batch(move(self.src), move(self.tgt_in), self.src_tokens, self.tgt_tokens, move(self.keep),
+                     move(self.targets))
 
 
 # Sentences planned together: the batch plan's memory (~50 bytes a sentence while it is made) stays bounded on a
@@ -133,7 +134,7 @@ def collate(arrays: ParallelArrays, indices: np.ndarray) -> Batch:
     tgt_out = _pad(targets, None, EOS_ID)
     # Found here on the host, where the lengths are known, so the device never has to count them.
     keep = torch.from_numpy(np.flatnonzero(tgt_out.numpy() != PAD_ID))
-    return Batch(src=_pad(sources, None, EOS_ID), tgt_in=_pad(targets, BOS_ID, None), tgt_out=tgt_out,
+    return Batch(src=_pad(sources, None, EOS_ID), tgt_in=_pad(targets, BOS_ID, None),
                  src_tokens=sum(map(len, sources)) + len(sources), tgt_tokens=sum(map(len, targets)) + len(targets),
                  keep=keep, targets=tgt_out.view(-1)[keep])
 

@@ -35,12 +35,14 @@ def test_collate_adds_bos_eos_and_pads():
     batch = collate(arrays, np.array([0, 1]))
     assert batch.src.tolist() == [[5, EOS_ID, PAD_ID, PAD_ID], [6, 7, 8, EOS_ID]]
     assert batch.tgt_in.tolist() == [[BOS_ID, 9, 10], [BOS_ID, 11, PAD_ID]]
-    assert batch.tgt_out.tolist() == [[9, 10, EOS_ID], [11, EOS_ID, PAD_ID]]
-    assert (batch.src_tokens, batch.tgt_tokens) == (6, 5)
-    # Where a loss is taken, found on the host: the non-pad positions of tgt_out, flat and ascending.
+    # The expected outputs (target ids + EOS) where they are not padding: flat positions in (B, T), ascending.
+    tgt_out = torch.full_like(batch.tgt_in, PAD_ID)
+    tgt_out.view(-1)[batch.keep] = batch.targets
+    assert tgt_out.tolist() == [[9, 10, EOS_ID], [11, EOS_ID, PAD_ID]]
     assert batch.keep.tolist() == [0, 1, 2, 3, 4] and batch.targets.tolist() == [9, 10, EOS_ID, 11, EOS_ID]
+    assert (batch.src_tokens, batch.tgt_tokens) == (6, 5)
     hidden = torch.randn(2, 3, 4)
-    assert torch.equal(select(hidden, batch.keep), select(hidden, batch.tgt_out.ne(PAD_ID)))
+    assert torch.equal(select(hidden, batch.keep), select(hidden, tgt_out.ne(PAD_ID)))
     assert source_batch([[4], [4, 5]]).dtype == torch.int64
 
 
