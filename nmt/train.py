@@ -25,9 +25,10 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import Config, to_dict
-from nmt.data.batching import EpochPlan, collate, token_batches
+from nmt.data.batching import Batch, EpochPlan, collate, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
+from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared
 from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device
@@ -65,6 +66,13 @@ class StepResult:
     padded_tokens: int  # positions computed (source and target), padding included
     applied: torch.Tensor  # the update was applied (not skipped as non-finite), on the device
     stop: bool  # a stop was requested (on some rank, where agreed)
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    micro_batches: list[np.ndarray]  # this rank's sentence indices, one array per micro-batch
+    epoch: int  # where training stands once this update is done
+    batch_in_epoch: int
 
 
 class StopRequest:
@@ -209,45 +217,53 @@ class Trainer:
 
     def _loop(self, stop: StopRequest, bar, window: ThroughputWindow, session_start: float,
               elapsed_before: float) -> None:
-        """Updates until a step, epoch, time, patience or stop limit; validation and checkpoints on their cadence."""
+        """Updates until a step, epoch, time, patience or stop limit; validation and checkpoints on their cadence.
+        The next updates' batches are planned and collated by a background thread meanwhile (`Prefetcher`)."""
         cfg, p = self.cfg.train, self.progress
-        for micro_batches in self._updates():
-            log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
-            result = self.train_step(micro_batches, stop.requested, agree_on_stop=log_line)
-            interrupted = result.stop
-            self._advance()
-            p.elapsed_s = elapsed_before + time.perf_counter() - session_start
-            window.add(result.loss_sum, result.src_tokens, result.tgt_tokens,
-                       self.update_flops(result.src_tokens, result.tgt_tokens, result.sentences),
-                       result.padded_tokens)
-            bar.update(1)
-            if log_line:
-                self._check_nonfinite()
-                self._log_train(bar, window)
-            out_of_time = self._out_of_time(agree_now=log_line)
-            pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
-            evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
-            save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
-                    or interrupted or out_of_time)
-            if evaluate or save:
-                self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
-            if evaluate:
-                p.finished = self.evaluate_and_maybe_stop()
-            if save or p.finished:
-                saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
-                self.save_checkpoint()
-                if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
-                    self.run.metrics.append({"type": "checkpoint", "step": p.step,
-                                             "seconds": round(time.perf_counter() - saving, 3),
-                                             "previous_write_s": previous_write_s and round(previous_write_s, 3)})
-            window.started += time.perf_counter() - pause
-            if interrupted:
-                self.writer.wait()
-                self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
-                break
-            if out_of_time:
-                self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
-                break
+        plans = self._plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
+        with Prefetcher(plans, lambda plan: self.host_batches(plan.micro_batches)) as updates:
+            self.timer.phase("data")  # waiting for the prefetcher counts as data time
+            for plan, micro_batches in updates:
+                log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
+                result = self.train_step(micro_batches, stop.requested, agree_on_stop=log_line)
+                interrupted = result.stop
+                p.step, p.epoch, p.batch_in_epoch = p.step + 1, plan.epoch, plan.batch_in_epoch
+                p.elapsed_s = elapsed_before + time.perf_counter() - session_start
+                window.add(result.loss_sum, result.src_tokens, result.tgt_tokens,
+                           self.update_flops(result.src_tokens, result.tgt_tokens, result.sentences),
+                           result.padded_tokens)
+                bar.update(1)
+                if log_line:
+                    self._check_nonfinite()
+                    self._log_train(bar, window)
+                out_of_time = self._out_of_time(agree_now=log_line)
+                pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
+                evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
+                save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
+                        or interrupted or out_of_time)
+                if evaluate or save:
+                    self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
+                if evaluate:
+                    p.finished = self.evaluate_and_maybe_stop()
+                if save or p.finished:
+                    saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
+                    self.save_checkpoint()
+                    if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
+                        self.run.metrics.append({"type": "checkpoint", "step": p.step,
+                                                 "seconds": round(time.perf_counter() - saving, 3),
+                                                 "previous_write_s": previous_write_s and round(previous_write_s, 3)})
+                window.started += time.perf_counter() - pause
+                if interrupted:
+                    self.writer.wait()
+                    self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
+                    break
+                if out_of_time:
+                    self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
+                    break
+                if p.finished:
+                    break
+                self.timer.phase("data")
+        self.timer.phase(None)
 
     def _out_of_time(self, agree_now: bool = True) -> bool:
         """The time budget is spent (rank 0's clock decides, so every rank stops at the same step). In the loop,
@@ -257,26 +273,30 @@ class Trainer:
             return False
         return self.ctx.broadcast_flag(self.progress.elapsed_s >= budget)
 
-    def _updates(self) -> Iterator[list[np.ndarray]]:
-        """This rank's micro-batches for each update, from where the progress says training stands."""
-        cfg, p, ctx = self.cfg.train, self.progress, self.ctx
+    def _plans(self, epoch: int, batch_in_epoch: int, updates: int) -> Iterator[UpdatePlan]:
+        """This rank's micro-batches for the next `updates` updates from (epoch, batch_in_epoch), each with where
+        training stands after it. Reads nothing that training changes, so it can run ahead on another thread."""
+        cfg, ctx = self.cfg.train, self.ctx
         group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
-        while p.step < cfg.max_steps and p.epoch < cfg.max_epochs and not p.finished:
-            batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, p.epoch)
-            self._usable = len(batches) // group * group
-            if self._usable == 0:
+        while updates > 0 and epoch < cfg.max_epochs:
+            batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, epoch)
+            usable = len(batches) // group * group
+            if usable == 0:
                 raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
-            epoch = p.epoch
-            while p.epoch == epoch and p.step < cfg.max_steps and not p.finished:
-                start = p.batch_in_epoch + ctx.rank * cfg.accum_steps
-                yield [batches[i] for i in range(start, min(start + cfg.accum_steps, len(batches)))]
+            while batch_in_epoch + group <= usable and updates > 0:
+                start = batch_in_epoch + ctx.rank * cfg.accum_steps
+                micro_batches = [batches[i] for i in range(start, min(start + cfg.accum_steps, len(batches)))]
+                batch_in_epoch, updates = batch_in_epoch + group, updates - 1
+                if batch_in_epoch + group > usable:  # the rest of this epoch cannot make a whole update
+                    yield UpdatePlan(micro_batches, epoch + 1, 0)
+                else:
+                    yield UpdatePlan(micro_batches, epoch, batch_in_epoch)
+            epoch, batch_in_epoch = epoch + 1, 0
 
-    def _advance(self) -> None:
-        p, group = self.progress, self.ctx.world_size * self.cfg.train.accum_steps
-        p.step += 1
-        p.batch_in_epoch += group
-        if p.batch_in_epoch + group > self._usable:
-            p.epoch, p.batch_in_epoch = p.epoch + 1, 0
+    def host_batches(self, micro_batches: list[np.ndarray]) -> list[Batch]:
+        """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""
+        batches = [collate(self.train_data, indices) for indices in micro_batches]
+        return [b.pin_memory() for b in batches] if self.device.type == "cuda" else batches
 
     def _planned_steps(self) -> int:
         """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
@@ -292,20 +312,21 @@ class Trainer:
         with autocast(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing)
 
-    def train_step(self, micro_batches: list[np.ndarray], stop_requested: bool = False,
+    def train_step(self, micro_batches: list[Batch], stop_requested: bool = False,
                    agree_on_stop: bool = True) -> StepResult:
-        """Forward/backward over this rank's micro-batches, then one update, without waiting for the device: the
-        loss and the non-finite check stay there (read every log_every updates, see `_check_nonfinite`), and an
-        update with non-finite gradients is skipped by the fused AdamW itself (its `found_inf`), as GradScaler does.
+        """Forward/backward over this rank's micro-batches (collated on the host: `host_batches`), then one update,
+        without waiting for the device: the loss and the non-finite check stay there (read every log_every updates,
+        see `_check_nonfinite`), and an update with non-finite gradients is skipped by the fused AdamW itself (its
+        `found_inf`), as GradScaler does.
         With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm; the stop
         request is agreed by one collective when `agree_on_stop` (every log_every updates)."""
         self.train_model.train()
         timer = self.timer
         loss_sum = torch.zeros((), device=self.device)
         src_tokens = tgt_tokens = sentences = padded = 0
-        for j, indices in enumerate(micro_batches):
+        for j, host_batch in enumerate(micro_batches):
             timer.phase("data")
-            batch = collate(self.train_data, indices).to(self.device)
+            batch = host_batch.to(self.device)
             last = j == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else self.train_model.no_sync()
             with sync:
@@ -316,7 +337,7 @@ class Trainer:
             loss_sum += loss.detach()
             src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
             padded += batch.src.numel() + batch.tgt_in.numel()
-            sentences += len(indices)
+            sentences += len(batch.src)
         timer.phase("sync")
         stop = self.ctx.any_flags(stop_requested)[0] if agree_on_stop else stop_requested
         timer.phase("optimizer")

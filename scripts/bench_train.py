@@ -19,6 +19,7 @@ import torch
 
 from nmt.config import Config, load_config
 from nmt.data.batching import token_batches
+from nmt.data.prefetch import Prefetcher
 from nmt.run_dir import Run
 from nmt.train import Trainer
 
@@ -42,14 +43,16 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
         else:
             batches = plan(0)[:warmup + steps]
         tokens, flops, started = 0, 0.0, None
-        for i, indices in enumerate(batches):
-            if i == warmup:
-                if trainer.device.type == "cuda":
-                    torch.cuda.synchronize()
-                tokens, flops, started = 0, 0.0, time.perf_counter()
-            result = trainer.train_step([indices])  # asynchronous on a GPU: synchronized once at the end
-            tokens += result.src_tokens + result.tgt_tokens
-            flops += trainer.update_flops(result.src_tokens, result.tgt_tokens, result.sentences)
+        # As the training loop does: the next batches collated (and pinned) by a background thread meanwhile.
+        with Prefetcher(([indices] for indices in batches), trainer.host_batches) as updates:
+            for i, (_, micro_batches) in enumerate(updates):
+                if i == warmup:
+                    if trainer.device.type == "cuda":
+                        torch.cuda.synchronize()
+                    tokens, flops, started = 0, 0.0, time.perf_counter()
+                result = trainer.train_step(micro_batches)  # asynchronous on a GPU: synchronized once at the end
+                tokens += result.src_tokens + result.tgt_tokens
+                flops += trainer.update_flops(result.src_tokens, result.tgt_tokens, result.sentences)
         float(result.loss_sum)  # waits for the last update
         elapsed = time.perf_counter() - started
         params = sum(p.numel() for p in trainer.model.parameters())

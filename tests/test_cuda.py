@@ -70,8 +70,11 @@ def test_cuda_rng_state_round_trips_for_this_device():
 
 def test_batches_reach_the_gpu_through_pinned_memory(toy_data_dir, tmp_path):
     trainer = Trainer(cuda_config(tmp_path), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
-    batch = collate(trainer.train_data, list(range(8))).to(trainer.device)
+    host = trainer.host_batches([list(range(8))])[0]  # as the prefetch thread builds them
+    assert host.src.is_pinned() and host.keep.is_pinned() and host.targets.is_pinned()
+    batch = host.to(trainer.device)
     assert batch.src.is_cuda and batch.keep.is_cuda and batch.targets.is_cuda
+    assert torch.equal(batch.targets.cpu(), collate(trainer.train_data, list(range(8))).targets)
 
 
 def test_flags_through_the_cuda_process_group():
@@ -96,12 +99,12 @@ def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir):
     trainer = Trainer(cuda_config(tmp_path, precision="bf16"), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
     trainer.setup()
     batches = [list(range(i, i + 8)) for i in range(0, 32, 8)]
-    trainer.train_step([batches[0]])  # the first update may allocate and choose kernels
+    trainer.train_step(trainer.host_batches([batches[0]]))  # the first update may allocate and choose kernels
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # any synchronizing call below raises
     try:
-        for indices in batches[1:]:
-            result = trainer.train_step([indices], agree_on_stop=False)
+        for host in [trainer.host_batches([indices]) for indices in batches[1:]]:  # built before: not the update's
+            result = trainer.train_step(host, agree_on_stop=False)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(result.loss_sum) and bool(result.applied)
@@ -111,11 +114,11 @@ def test_nonfinite_update_is_skipped_on_the_gpu(tmp_path, toy_data_dir):
     trainer = Trainer(cuda_config(tmp_path, nonfinite_loss="skip"), Run(tmp_path / "x"), toy_data_dir,
                       log=lambda *_: None)
     trainer.setup()
-    trainer.train_step([list(range(8))])
+    trainer.train_step(trainer.host_batches([list(range(8))]))
     before = snapshot(trainer.model.state_dict())
     original = trainer.token_loss
     trainer.token_loss = lambda *args: original(*args) * float("nan")
-    result = trainer.train_step([list(range(8, 16))])
+    result = trainer.train_step(trainer.host_batches([list(range(8, 16))]))
     assert not bool(result.applied) and float(result.loss_sum) == 0.0
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(value.cpu(), before[key]), key

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from nmt.data.dataset import ParallelArrays
+from nmt.data.dataset import ParallelArrays, ShardedArrays, ragged_arange
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -22,14 +23,21 @@ class Batch:
     keep: torch.Tensor  # (tgt_tokens,)
     targets: torch.Tensor  # (tgt_tokens,)
 
-    def to(self, device: torch.device) -> "Batch":
-        """To `device`; for a GPU through pinned memory, so that the copy really runs asynchronously
-        (non_blocking from pageable memory is a synchronous copy in disguise)."""
-        if device.type != "cuda":
-            return self
-        move = lambda t: t.pin_memory().to(device, non_blocking=True)  # noqa: E731
+    def _map(self, move) -> "Batch":
         return Batch(move(self.src), move(self.tgt_in), self.src_tokens, self.tgt_tokens, move(self.keep),
                      move(self.targets))
+
+    def pin_memory(self) -> "Batch":
+        """In page-locked memory, so that the copy to a GPU really runs asynchronously (non_blocking from pageable
+        memory is a synchronous copy in disguise). Done by the prefetch thread, off the training loop; the pinned
+        blocks come from torch's caching host allocator, which reuses them once their copies have run."""
+        return self._map(torch.Tensor.pin_memory)
+
+    def to(self, device: torch.device) -> "Batch":
+        """On `device` (the copies are asynchronous from pinned memory); on the CPU, the batch itself."""
+        if device.type != "cuda":
+            return self
+        return self._map(lambda t: t.to(device, non_blocking=t.is_pinned()))
 
 
 # Sentences planned together: the batch plan's memory (~50 bytes a sentence while it is made) stays bounded on a
@@ -115,30 +123,37 @@ def batch_starts(cost: np.ndarray, max_tokens: int) -> np.ndarray:
     return np.asarray(starts, dtype=np.int64)
 
 
-def _pad(rows: list[np.ndarray], prefix: int | None, suffix: int | None) -> torch.Tensor:
-    extra = (prefix is not None) + (suffix is not None)
-    out = np.full((len(rows), max(len(r) for r in rows) + extra), PAD_ID, dtype=np.int64)
-    for i, row in enumerate(rows):
-        start = 0
-        if prefix is not None:
-            out[i, 0], start = prefix, 1
-        out[i, start:start + len(row)] = row
-        if suffix is not None:
-            out[i, start + len(row)] = suffix
-    return torch.from_numpy(out)
+def padded(flat: np.ndarray, lengths: np.ndarray, prefix: int | None, suffix: int | None) -> np.ndarray:
+    """Ragged rows (flat tokens + lengths) as one right-padded (B, longest + markers) matrix, with `prefix` before
+    and `suffix` after each row's tokens: a single scatter, not a loop over rows."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    first = int(prefix is not None)
+    width = int(lengths.max(initial=0)) + first + (suffix is not None)
+    out = np.full((len(lengths), width), PAD_ID, dtype=np.int64)
+    out[np.repeat(np.arange(len(lengths)), lengths), ragged_arange(lengths) + first] = flat
+    if prefix is not None:
+        out[:, 0] = prefix
+    if suffix is not None:
+        out[np.arange(len(lengths)), lengths + first] = suffix
+    return out
 
 
-def collate(arrays: ParallelArrays, indices: np.ndarray) -> Batch:
-    sources = [arrays.source(i) for i in indices]
-    targets = [arrays.target(i) for i in indices]
-    tgt_out = _pad(targets, None, EOS_ID)
-    # Found here on the host, where the lengths are known, so the device never has to count them.
-    keep = torch.from_numpy(np.flatnonzero(tgt_out.numpy() != PAD_ID))
-    return Batch(src=_pad(sources, None, EOS_ID), tgt_in=_pad(targets, BOS_ID, None),
-                 src_tokens=sum(map(len, sources)) + len(sources), tgt_tokens=sum(map(len, targets)) + len(targets),
-                 keep=keep, targets=tgt_out.view(-1)[keep])
+def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray) -> Batch:
+    """Sentences `indices` as a training batch, built with array operations (a batch of thousands of sentences
+    costs a few numpy calls, not a Python loop)."""
+    rows = arrays.gather(np.asarray(indices, dtype=np.int64))
+    tgt_out = padded(rows.target, rows.target_lengths, None, EOS_ID)
+    # Found here on the host, where the lengths are known, so the device never has to count them: each row's
+    # tokens and its EOS, as flat positions in (B, T).
+    keep = np.flatnonzero(np.arange(tgt_out.shape[1]) <= rows.target_lengths[:, None])
+    return Batch(src=torch.from_numpy(padded(rows.source, rows.source_lengths, None, EOS_ID)),
+                 tgt_in=torch.from_numpy(padded(rows.target, rows.target_lengths, BOS_ID, None)),
+                 src_tokens=int(rows.source_lengths.sum()) + len(indices),
+                 tgt_tokens=int(rows.target_lengths.sum()) + len(indices),
+                 keep=torch.from_numpy(keep), targets=torch.from_numpy(tgt_out.reshape(-1)[keep]))
 
 
 def source_batch(rows: list[list[int]]) -> torch.Tensor:
     """Encoded source sentences → (B, S) ids with EOS, for translation."""
-    return _pad([np.asarray(r, dtype=np.int64) for r in rows], None, EOS_ID)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64)
+    return torch.from_numpy(padded(flat, np.array([len(r) for r in rows], dtype=np.int64), None, EOS_ID))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
@@ -42,6 +43,33 @@ class ParallelArrays:
     def target(self, i: int) -> np.ndarray:
         return self.tgt_tokens[self.tgt_offsets[i]:self.tgt_offsets[i + 1]]
 
+    def gather(self, indices: np.ndarray) -> "Rows":
+        """Sentences `indices` of both sides, read with one fancy index per side (no loop over sentences)."""
+        return Rows(*_gather(self.src_tokens, self.src_offsets, indices),
+                    *_gather(self.tgt_tokens, self.tgt_offsets, indices))
+
+
+@dataclass
+class Rows:
+    """Some sentences of both sides as flat int64 token arrays (no BOS/EOS) and their lengths, in request order."""
+
+    source: np.ndarray
+    source_lengths: np.ndarray
+    target: np.ndarray
+    target_lengths: np.ndarray
+
+
+def ragged_arange(lengths: np.ndarray) -> np.ndarray:
+    """0..n-1 for each n in `lengths`, concatenated: each token's position within its own sentence."""
+    starts = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)
+
+
+def _gather(tokens: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    starts = np.asarray(offsets[indices], dtype=np.int64)
+    lengths = np.asarray(offsets[indices + 1], dtype=np.int64) - starts
+    return np.asarray(tokens[np.repeat(starts, lengths) + ragged_arange(lengths)], dtype=np.int64), lengths
+
 
 class ShardedArrays:
     """Several `ParallelArrays` shards seen as one (index i lies in the shard whose range holds it)."""
@@ -78,6 +106,24 @@ class ShardedArrays:
     def target(self, i: int) -> np.ndarray:
         shard, j = self._locate(i)
         return shard.target(j)
+
+    def gather(self, indices: np.ndarray) -> Rows:
+        """Each shard gathers its own sentences; the rows are then put back in request order."""
+        shard_of = np.searchsorted(self.starts, indices, side="right") - 1
+        order = np.argsort(shard_of, kind="stable")  # request positions, grouped by shard
+        parts = [self.shards[k].gather(indices[order][shard_of[order] == k] - self.starts[k])
+                 for k in np.unique(shard_of).tolist()]
+        grouped = Rows(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(Rows)))
+        back = np.argsort(order, kind="stable")  # request position → its place in the grouped rows
+        return Rows(*_reorder(grouped.source, grouped.source_lengths, back),
+                    *_reorder(grouped.target, grouped.target_lengths, back))
+
+
+def _reorder(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged rows (flat tokens + lengths) taken in `order`."""
+    starts = (np.cumsum(lengths) - lengths)[order]
+    lengths = lengths[order]
+    return flat[np.repeat(starts, lengths) + ragged_arange(lengths)], lengths
 
 
 def _lengths(offsets: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:

@@ -98,3 +98,37 @@ def test_epoch_plan_in_pools_covers_each_sentence_once_and_matches_one_piece_pla
     assert all(np.array_equal(pooled[i], again[i]) for i in reversed(range(len(again))))  # random access: resume
     other = EpochPlan(lengths, 5000, 500, seed=4, epoch=2, pool=1200)
     assert not all(np.array_equal(pooled[i], other[i]) for i in range(min(len(pooled), len(other))))
+
+
+def _random_arrays(rng, n, dtype=np.uint16):
+    src_len, tgt_len = rng.integers(0, 30, n), rng.integers(0, 30, n)
+    return ParallelArrays(rng.integers(4, 1000, src_len.sum()).astype(dtype), np.concatenate([[0], np.cumsum(src_len)]),
+                          rng.integers(4, 1000, tgt_len.sum()).astype(dtype), np.concatenate([[0], np.cumsum(tgt_len)]))
+
+
+def _reference_collate(arrays, indices):
+    """The first release's loop over sentences, which the vectorized collate must reproduce exactly."""
+    def pad(rows, prefix, suffix):
+        out = torch.full((len(rows), max(map(len, rows)) + (prefix is not None) + (suffix is not None)), PAD_ID)
+        for i, row in enumerate(rows):
+            cells = ([prefix] if prefix is not None else []) + row.tolist() + ([suffix] if suffix is not None else [])
+            out[i, :len(cells)] = torch.tensor(cells)
+        return out
+    sources, targets = [arrays.source(i) for i in indices], [arrays.target(i) for i in indices]
+    return pad(sources, None, EOS_ID), pad(targets, BOS_ID, None), pad(targets, None, EOS_ID)
+
+
+def test_vectorized_collate_equals_the_sentence_loop_on_one_shard_and_several():
+    from nmt.data.dataset import ShardedArrays
+
+    rng = np.random.default_rng(7)
+    shards = [_random_arrays(rng, n) for n in (40, 1, 25)]
+    for arrays in (shards[0], ShardedArrays(shards)):
+        for _ in range(20):
+            indices = rng.choice(len(arrays), size=rng.integers(1, 30), replace=False)
+            batch = collate(arrays, indices)
+            src, tgt_in, tgt_out = _reference_collate(arrays, indices)
+            assert torch.equal(batch.src, src) and torch.equal(batch.tgt_in, tgt_in)
+            assert torch.equal(batch.keep, torch.nonzero(tgt_out.view(-1) != PAD_ID).squeeze(1))
+            assert torch.equal(batch.targets, tgt_out.view(-1)[batch.keep])
+            assert batch.src_tokens == int(src.ne(PAD_ID).sum()) and batch.tgt_tokens == int(tgt_out.ne(PAD_ID).sum())
