@@ -461,6 +461,10 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     try:
         with lock:
             trainer.setup()
-            return trainer.train()
+            progress = trainer.train()
+        # Under torchrun: no rank closes its connections while another still works (rank 0 waits for its last
+        # checkpoint write); a gloo peer that sees a connection closed under it may abort its process.
+        trainer.ctx.barrier()
+        return progress
     finally:
         teardown_distributed(trainer.ctx)

@@ -148,7 +148,9 @@ def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepar
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                              "-m", "nmt", "train", "--config", str(ddp_cfg), "--run-dir", str(ddp)],
                             capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    # torchrun's summary ends stderr; a rank's own error (a C++ abort's message) comes before it.
+    assert result.returncode == 0, "\n".join(line for line in result.stderr.splitlines()
+                                             if "train:" not in line)[-4000:]
     assert json.loads((ddp / "env.json").read_text())["world_size"] == 2
     assert_same_weights(weights(single), weights(ddp), exact=False)
 
