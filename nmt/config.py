@@ -125,6 +125,11 @@ class TrainConfig:
     seed: int = _train(1234, data_order=True, ge=0)
     max_tokens: int = _train(4096, data_order=True, ge=1)  # per micro-batch, padded tokens of the longer side
     accum_steps: int = _train(1, data_order=True, ge=1)
+    # 0: batches as tight as their sentences (a new shape almost every batch). k > 0: static shapes: both sides
+    # padded to the sentences' longer side + 1 rounded up to a multiple of k, and every batch of a width filled to
+    # max_tokens // width rows (empty rows and padding carry no loss), so training meets one shape per width, as
+    # torch.compile without dynamic shapes (and CUDA graphs) needs. nmt/data/batching.py.
+    length_multiple: int = _train(0, data_order=True, ge=0, le=1024)
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
     schedule: str = field(default="inverse_sqrt", metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))

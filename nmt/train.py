@@ -25,7 +25,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import Config, to_dict
-from nmt.data.batching import Batch, EpochPlan, collate, token_batches
+from nmt.data.batching import Batch, EpochPlan, StaticShapes, collate, round_up, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prefetch import Prefetcher
@@ -134,6 +134,8 @@ class Trainer:
         self.timer = StepTimer(self.device)
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
+        self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
+            if cfg.train.length_multiple else None
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -161,8 +163,12 @@ class Trainer:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.cfg.train.compile:
-            # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling.
-            self.train_model = torch.compile(self.train_model, dynamic=True)
+            # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling,
+            # unless train.length_multiple makes them static (one graph per batch width).
+            if self.static_shapes is not None:  # every width compiles once, more than dynamo's default 8 may be
+                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
+                                                           self._batch_widths() + 1)
+            self.train_model = torch.compile(self.train_model, dynamic=self.static_shapes is None)
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
@@ -279,7 +285,8 @@ class Trainer:
         cfg, ctx = self.cfg.train, self.ctx
         group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
         while updates > 0 and epoch < cfg.max_epochs:
-            batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, epoch)
+            batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, epoch,
+                                length_multiple=cfg.length_multiple)
             usable = len(batches) // group * group
             if usable == 0:
                 raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
@@ -293,16 +300,21 @@ class Trainer:
                     yield UpdatePlan(micro_batches, epoch, batch_in_epoch)
             epoch, batch_in_epoch = epoch + 1, 0
 
+    def _batch_widths(self) -> int:
+        """How many static batch widths the training data makes (each is one compiled graph)."""
+        longest = np.maximum(self.train_data.src_lengths, self.train_data.tgt_lengths).astype(np.int64) + 1
+        return len(np.unique(round_up(longest, self.cfg.train.length_multiple)))
+
     def host_batches(self, micro_batches: list[np.ndarray]) -> list[Batch]:
         """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""
-        batches = [collate(self.train_data, indices) for indices in micro_batches]
+        batches = [collate(self.train_data, indices, self.static_shapes) for indices in micro_batches]
         return [b.pin_memory() for b in batches] if self.device.type == "cuda" else batches
 
     def _planned_steps(self) -> int:
         """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
         cfg = self.cfg.train
         batches = len(EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, 0,
-                                shuffle=False))
+                                shuffle=False, length_multiple=cfg.length_multiple))
         per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)
 

@@ -36,7 +36,8 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
         trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
         trainer.setup()
         plan = lambda epoch: token_batches(trainer.train_data.src_lengths,  # noqa: E731
-                                           trainer.train_data.tgt_lengths, cfg.train.max_tokens, seed=0, epoch=epoch)
+                                           trainer.train_data.tgt_lengths, cfg.train.max_tokens, seed=0, epoch=epoch,
+                                           length_multiple=cfg.train.length_multiple)
         if warmup_epoch:
             first = plan(0)
             batches, warmup = first + plan(1)[:steps], len(first)

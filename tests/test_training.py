@@ -175,12 +175,14 @@ def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
         assert heat.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared):
-    """train.compile (torch.compile, dynamic shapes) gives the eager losses, step for step."""
+@pytest.mark.parametrize("length_multiple", [0, 8])  # dynamic shapes; static ones (one graph per batch width)
+def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, length_multiple):
+    """train.compile (torch.compile) gives the eager losses, step for step."""
     losses = {}
     for compiled in (False, True):
         cfg = load_config(write_config(tmp_path, model={"dropout": 0.0},
-                                       train={"compile": compiled, "max_steps": 4, "eval_every": 100}))
+                                       train={"compile": compiled, "max_steps": 4, "eval_every": 100,
+                                              "length_multiple": length_multiple}))
         train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
         losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
     assert len(losses[True]) == 4

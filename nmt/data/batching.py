@@ -54,8 +54,9 @@ class EpochPlan:
     """
 
     def __init__(self, lengths, size: int, max_tokens: int, seed: int, epoch: int, shuffle: bool = True,
-                 pool: int = POOL_SENTENCES):
+                 pool: int = POOL_SENTENCES, length_multiple: int = 0):
         self.lengths, self.max_tokens, self.seed, self.epoch, self.shuffle = lengths, max_tokens, seed, epoch, shuffle
+        self.length_multiple = length_multiple
         self.ranges = [(start, min(start + pool, size)) for start in range(0, size, pool)]
         if shuffle and len(self.ranges) > 1:
             order = np.random.default_rng([seed, epoch, len(self.ranges)]).permutation(len(self.ranges))
@@ -71,7 +72,8 @@ class EpochPlan:
             source, target = self.lengths(start, stop)
             # One pool: exactly the plan of the whole corpus (the stream [seed, epoch]); several: one stream each.
             key = (self.seed, self.epoch) if len(self.ranges) == 1 else (self.seed, self.epoch, start)
-            batches = token_batches(source, target, self.max_tokens, *key, shuffle=self.shuffle)
+            batches = token_batches(source, target, self.max_tokens, *key, shuffle=self.shuffle,
+                                    length_multiple=self.length_multiple)
             self._held = (k, [b + start for b in batches] if start else batches)
         return self._held[1]
 
@@ -86,20 +88,47 @@ class EpochPlan:
 
 
 def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int, seed: int, epoch: int,
-                  *stream: int, shuffle: bool = True) -> list[np.ndarray]:
+                  *stream: int, shuffle: bool = True, length_multiple: int = 0) -> list[np.ndarray]:
     """Index arrays, one per batch, with (longest side + 1) · sentences ≤ max_tokens (a longer sentence goes alone).
+    With `length_multiple` k > 0, each batch holds sentences of one padded width (longest side + 1 rounded up to a
+    multiple of k), at most max_tokens // width of them: the static shapes of `static_shape`.
 
     Deterministic in (seed, epoch[, *stream]): exact resume regenerates an epoch's batches and skips those done.
     """
     rng = np.random.default_rng([seed, epoch, *stream])
     tie_break = rng.random(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
-    order = np.lexsort((tie_break, tgt_lengths, src_lengths))
+    cost = np.maximum(src_lengths, tgt_lengths).astype(np.int32) + 1
+    if length_multiple:
+        cost = round_up(cost, length_multiple)
+        order = np.lexsort((tie_break, tgt_lengths, src_lengths, cost))
+        cost = cost[order]
+        starts = static_batch_starts(cost, max_tokens)
+    else:
+        order = np.lexsort((tie_break, tgt_lengths, src_lengths))
+        cost = cost[order]
+        starts = batch_starts(cost, max_tokens)
     del tie_break
-    cost = np.maximum(src_lengths, tgt_lengths).astype(np.int32)[order] + 1
-    batches = np.split(order, batch_starts(cost, max_tokens)[1:])
+    batches = np.split(order, starts[1:])
     if shuffle:
         rng.shuffle(batches)
     return batches
+
+
+def round_up(n, multiple: int):
+    return -(-n // multiple) * multiple
+
+
+def rows_per_batch(width: int, max_tokens: int) -> int:
+    return max(1, max_tokens // width)
+
+
+def static_batch_starts(width: np.ndarray, max_tokens: int) -> np.ndarray:
+    """Where each batch begins in `width` (sorted): a new batch at every change of width and every
+    max_tokens // width sentences within one."""
+    runs = np.flatnonzero(np.r_[True, width[1:] != width[:-1]]).tolist() + [len(width)]
+    starts = [np.arange(start, stop, rows_per_batch(int(width[start]), max_tokens))
+              for start, stop in zip(runs[:-1], runs[1:])]
+    return np.concatenate(starts) if starts else np.zeros(0, dtype=np.int64)
 
 
 def batch_starts(cost: np.ndarray, max_tokens: int) -> np.ndarray:
@@ -123,13 +152,15 @@ def batch_starts(cost: np.ndarray, max_tokens: int) -> np.ndarray:
     return np.asarray(starts, dtype=np.int64)
 
 
-def padded(flat: np.ndarray, lengths: np.ndarray, prefix: int | None, suffix: int | None) -> np.ndarray:
+def padded(flat: np.ndarray, lengths: np.ndarray, prefix: int | None, suffix: int | None,
+           width: int | None = None, rows: int | None = None) -> np.ndarray:
     """Ragged rows (flat tokens + lengths) as one right-padded (B, longest + markers) matrix, with `prefix` before
-    and `suffix` after each row's tokens: a single scatter, not a loop over rows."""
+    and `suffix` after each row's tokens: a single scatter, not a loop over rows. `width` and `rows` pad it further
+    (to a static shape); the extra rows hold only the prefix (if any) and padding."""
     lengths = np.asarray(lengths, dtype=np.int64)
     first = int(prefix is not None)
-    width = int(lengths.max(initial=0)) + first + (suffix is not None)
-    out = np.full((len(lengths), width), PAD_ID, dtype=np.int64)
+    width = width or int(lengths.max(initial=0)) + first + (suffix is not None)
+    out = np.full((rows or len(lengths), width), PAD_ID, dtype=np.int64)
     out[np.repeat(np.arange(len(lengths)), lengths), ragged_arange(lengths) + first] = flat
     if prefix is not None:
         out[:, 0] = prefix
@@ -138,16 +169,36 @@ def padded(flat: np.ndarray, lengths: np.ndarray, prefix: int | None, suffix: in
     return out
 
 
-def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray) -> Batch:
+@dataclass(frozen=True)
+class StaticShapes:
+    """Batches padded to (max_tokens // width, width), width = longest side + 1 rounded up to `length_multiple`."""
+
+    length_multiple: int
+    max_tokens: int
+
+    def shape(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> tuple[int, int]:
+        longest = int(max(source_lengths.max(initial=0), target_lengths.max(initial=0)))
+        width = round_up(longest + 1, self.length_multiple)
+        return max(rows_per_batch(width, self.max_tokens), len(source_lengths)), width
+
+
+def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static: StaticShapes | None = None) -> Batch:
     """Sentences `indices` as a training batch, built with array operations (a batch of thousands of sentences
-    costs a few numpy calls, not a Python loop)."""
+    costs a few numpy calls, not a Python loop). With `static`, the batch has that static shape: every position
+    goes to the loss, padding with target PAD_ID (which the loss ignores), so `keep` and `targets` keep a fixed
+    size too."""
     rows = arrays.gather(np.asarray(indices, dtype=np.int64))
-    tgt_out = padded(rows.target, rows.target_lengths, None, EOS_ID)
-    # Found here on the host, where the lengths are known, so the device never has to count them: each row's
-    # tokens and its EOS, as flat positions in (B, T).
-    keep = np.flatnonzero(np.arange(tgt_out.shape[1]) <= rows.target_lengths[:, None])
-    return Batch(src=torch.from_numpy(padded(rows.source, rows.source_lengths, None, EOS_ID)),
-                 tgt_in=torch.from_numpy(padded(rows.target, rows.target_lengths, BOS_ID, None)),
+    n, width = static.shape(rows.source_lengths, rows.target_lengths) if static else (None, None)
+    tgt_out = padded(rows.target, rows.target_lengths, None, EOS_ID, width, n)
+    if static:
+        keep = np.arange(tgt_out.size)
+    else:  # found here on the host, where the lengths are known, so the device never has to count them: each
+        # row's tokens and its EOS, as flat positions in (B, T)
+        keep = np.flatnonzero(np.arange(tgt_out.shape[1]) <= rows.target_lengths[:, None])
+    src = padded(rows.source, rows.source_lengths, None, EOS_ID, width, n)
+    src[len(indices):, 0] = EOS_ID  # a static shape's empty rows: a one-token source, so attention stays defined
+    return Batch(src=torch.from_numpy(src),
+                 tgt_in=torch.from_numpy(padded(rows.target, rows.target_lengths, BOS_ID, None, width, n)),
                  src_tokens=int(rows.source_lengths.sum()) + len(indices),
                  tgt_tokens=int(rows.target_lengths.sum()) + len(indices),
                  keep=torch.from_numpy(keep), targets=torch.from_numpy(tgt_out.reshape(-1)[keep]))

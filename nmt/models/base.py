@@ -82,7 +82,8 @@ class EncoderDecoder(nn.Module):
         if targets is None:
             return logits
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-        return F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction="sum")
+        return F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction="sum",
+                               ignore_index=PAD_ID)
 
     def forward_flops(self, src_len: float, tgt_len: float) -> tuple[float, float]:
         """Forward FLOPs per source token and per target token at these mean lengths (for MFU)."""
@@ -126,10 +127,10 @@ class OutputHead(nn.Module):
     def forward(self, features: torch.Tensor, targets: torch.Tensor | None = None,
                 label_smoothing: float = 0.0) -> torch.Tensor:
         """Logits (…, V); with `targets` (N,) for features (N, E), the summed cross-entropy, fused with the
-        projection so that the (N, V) logits are never held whole (nmt.models.loss)."""
+        projection so that the (N, V) logits are never held whole (nmt.models.loss); PAD targets count nothing."""
         if targets is None:
             return self.proj(features)
-        return head_cross_entropy(features, self.proj.weight, targets, label_smoothing)
+        return head_cross_entropy(features, self.proj.weight, targets, label_smoothing, ignore_index=PAD_ID)
 
 
 class Readout(nn.Module):

@@ -28,20 +28,19 @@ def block_rows(vocab_size: int) -> int:
 
 def _block_loss_and_logit_grad(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float,
                                want_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """logits (n, V) fp32 → (summed loss, ∂loss/∂logits or None); the gradient reuses the logits' storage.
+    """logits (n, V) fp32 → (per-row loss (n,), ∂loss/∂logits or None); the gradient reuses the logits' storage.
 
     The softmax is made in place (z − max, exp, ÷ sum): no second (n, V) buffer, one exp per logit."""
     vocab = logits.shape[1]
-    target_logits = logits.gather(1, targets.unsqueeze(1)).squeeze(1)
-    linear = (1.0 - label_smoothing) * target_logits.sum()
+    linear = (1.0 - label_smoothing) * logits.gather(1, targets.unsqueeze(1)).squeeze(1)
     if label_smoothing:
-        linear = linear + label_smoothing / vocab * logits.sum()
+        linear = linear + label_smoothing / vocab * logits.sum(dim=1)
     if not want_grad:
-        return torch.logsumexp(logits, dim=1).sum() - linear, None
+        return torch.logsumexp(logits, dim=1) - linear, None
     peak = logits.amax(dim=1, keepdim=True)
     exp = logits.sub_(peak).exp_()  # the logits are not needed any more
     total = exp.sum(dim=1, keepdim=True)
-    loss = (total.log() + peak).sum() - linear
+    loss = (total.log() + peak).squeeze(1) - linear
     grad = exp.div_(total)  # softmax
     if label_smoothing:
         grad.sub_(label_smoothing / vocab)
@@ -52,12 +51,17 @@ def _block_loss_and_logit_grad(logits: torch.Tensor, targets: torch.Tensor, labe
 class _HeadCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, features: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, label_smoothing: float,
-                rows: int) -> torch.Tensor:
+                rows: int, ignore_index: int | None) -> torch.Tensor:
         want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         # Under autocast F.linear runs in the autocast type (bf16 on the tensor cores); the softmax in fp32.
         compute_dtype = torch.get_autocast_dtype(features.device.type) \
             if torch.is_autocast_enabled(features.device.type) else weight.dtype
         softmax_dtype = torch.promote_types(weight.dtype, torch.float32)  # fp32, or fp64 where the weights are
+        counted = None  # rows that count (1) or are ignored (0), as a factor; decided on the device
+        if ignore_index is not None:
+            counted = targets.ne(ignore_index)
+            targets = targets.masked_fill(~counted, 0)  # any valid id: the row's loss and gradient are zeroed
+            counted = counted.to(compute_dtype).unsqueeze(1)
         total = features.new_zeros((), dtype=softmax_dtype)
         grad_features = torch.empty_like(features) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight, dtype=softmax_dtype) if ctx.needs_input_grad[1] else None
@@ -66,11 +70,16 @@ class _HeadCrossEntropy(torch.autograd.Function):
             block = features[start:start + rows].to(compute_dtype)
             logits = F.linear(block, w).to(softmax_dtype)
             loss, grad = _block_loss_and_logit_grad(logits, targets[start:start + rows], label_smoothing, want_grad)
-            total += loss
+            if counted is not None:
+                # An ignored row: no loss, and no gradient (its features' rows zeroed on both sides of the matmuls,
+                # (n, E) work instead of masking the (n, V) gradient).
+                keep = counted[start:start + rows]
+                loss, block = loss * keep.squeeze(1).to(loss.dtype), block * keep
+            total += loss.sum()
             if grad is not None:
                 grad = grad.to(compute_dtype)
                 if grad_features is not None:
-                    grad_features[start:start + rows] = grad @ w
+                    grad_features[start:start + rows] = grad @ w if counted is None else (grad @ w) * keep
                 if grad_weight is not None:
                     grad_weight += grad.t() @ block
         ctx.save_for_backward(grad_features, grad_weight)
@@ -84,16 +93,18 @@ class _HeadCrossEntropy(torch.autograd.Function):
             grad_features = grad_features * grad_output.to(grad_features.dtype)
         if grad_weight is not None:
             grad_weight = (grad_weight * grad_output).to(ctx.weight_dtype)
-        return grad_features, grad_weight, None, None, None
+        return grad_features, grad_weight, None, None, None, None
 
 
 def head_cross_entropy(features: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                       label_smoothing: float = 0.0, rows: int | None = None) -> torch.Tensor:
+                       label_smoothing: float = 0.0, rows: int | None = None,
+                       ignore_index: int | None = None) -> torch.Tensor:
     """Σ_i cross-entropy(features_i @ weight.T, targets_i) with label smoothing, as `F.cross_entropy(...,
-    reduction="sum", label_smoothing=...)` of the full logits, without ever holding them. features (N, E), weight
-    (V, E), targets (N,) int64 → a scalar (fp32; fp64 for fp64 weights). Differentiable in features and weight."""
+    reduction="sum", label_smoothing=..., ignore_index=...)` of the full logits, without ever holding them.
+    features (N, E), weight (V, E), targets (N,) int64 → a scalar (fp32; fp64 for fp64 weights). Differentiable in
+    features and weight. Rows whose target is `ignore_index` add nothing (static-shape batches' padding)."""
     if features.dim() != 2 or targets.shape != features.shape[:1]:
         raise ValueError(f"features (N, E) and targets (N,) expected, got {tuple(features.shape)} and "
                          f"{tuple(targets.shape)}")
     return _HeadCrossEntropy.apply(features, weight, targets, float(label_smoothing),
-                                   rows or block_rows(weight.shape[0]))
+                                   rows or block_rows(weight.shape[0]), ignore_index)

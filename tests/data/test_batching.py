@@ -132,3 +132,21 @@ def test_vectorized_collate_equals_the_sentence_loop_on_one_shard_and_several():
             assert torch.equal(batch.keep, torch.nonzero(tgt_out.view(-1) != PAD_ID).squeeze(1))
             assert torch.equal(batch.targets, tgt_out.view(-1)[batch.keep])
             assert batch.src_tokens == int(src.ne(PAD_ID).sum()) and batch.tgt_tokens == int(tgt_out.ne(PAD_ID).sum())
+
+
+def test_static_shape_plan_gives_one_shape_per_width():
+    from nmt.data.batching import StaticShapes
+
+    src, tgt = lengths(2000, seed=3)
+    batches = token_batches(src, tgt, max_tokens=512, seed=1, epoch=0, length_multiple=8)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(src)))
+    static, shapes = StaticShapes(8, 512), set()
+    for batch in batches:
+        widths = {-(-(max(s, t) + 1) // 8) * 8 for s, t in zip(src[batch], tgt[batch])}
+        assert len(widths) == 1  # one padded width per batch
+        rows, width = static.shape(src[batch], tgt[batch])
+        assert width == widths.pop() and len(batch) <= rows == 512 // width
+        shapes.add((rows, width))
+    assert len(shapes) == len({-(-(max(s, t) + 1) // 8) * 8 for s, t in zip(src, tgt)}) <= 6  # 1..40 → 5 widths
+    again = token_batches(src, tgt, max_tokens=512, seed=1, epoch=0, length_multiple=8)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))

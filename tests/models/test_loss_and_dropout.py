@@ -93,3 +93,50 @@ def test_cpu_dropout_follows_the_seed():
     assert torch.equal(a, layer(torch.ones(1000)))
     with pytest.raises(ValueError):
         Dropout(1.0)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_head_cross_entropy_ignores_pad_targets_as_cross_entropy_does(smoothing):
+    g = torch.Generator().manual_seed(3)
+    features = torch.randn(40, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = (torch.randn(29, 16, generator=g, dtype=torch.float64) * 0.3).requires_grad_()
+    targets = torch.randint(0, 29, (40,), generator=g)
+    targets[::3] = PAD_ID
+    logits = F.linear(features, weight)
+    expected = F.cross_entropy(logits, targets, label_smoothing=smoothing, reduction="sum", ignore_index=PAD_ID)
+    got = head_cross_entropy(features, weight, targets, smoothing, rows=7, ignore_index=PAD_ID)
+    assert torch.allclose(got, expected, rtol=1e-9)
+    for a, b in zip(torch.autograd.grad(expected, (features, weight)), torch.autograd.grad(got, (features, weight))):
+        assert torch.allclose(a, b, rtol=1e-7, atol=1e-12)
+    grad_features = torch.autograd.grad(head_cross_entropy(features, weight, targets, smoothing,
+                                                           ignore_index=PAD_ID), features)[0]
+    assert grad_features[::3].abs().max() == 0  # an ignored row gets no gradient at all
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_a_static_shape_batch_has_the_loss_and_gradients_of_the_tight_one(name):
+    """train.length_multiple: padding to a static (rows, width) shape, empty rows included, changes nothing."""
+    import numpy as np
+
+    from nmt.data.batching import StaticShapes, collate
+    from nmt.data.dataset import ParallelArrays
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 9, (2, 6))
+    arrays = ParallelArrays(rng.integers(4, 30, lengths[0].sum()), np.r_[0, np.cumsum(lengths[0])],
+                            rng.integers(4, 30, lengths[1].sum()), np.r_[0, np.cumsum(lengths[1])])
+    indices = np.array([4, 1, 3])
+    tight, static = collate(arrays, indices), collate(arrays, indices, StaticShapes(8, 64))
+    width = 16 if int(lengths[:, indices].max()) + 1 > 8 else 8
+    assert static.src.shape == static.tgt_in.shape == (64 // width, width)
+    assert len(static.keep) == static.src.numel() and static.tgt_tokens == tight.tgt_tokens
+    results, model = [], make(name).double()
+    for batch in (tight, static):
+        loss = model(batch.src, batch.tgt_in, batch.keep, batch.targets, 0.1)
+        results.append((loss, torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)))
+    (tight_loss, tight_grads), (static_loss, static_grads) = results
+    assert torch.allclose(static_loss, tight_loss, rtol=1e-9)
+    for a, b in zip(tight_grads, static_grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert torch.allclose(a, b, rtol=1e-7, atol=1e-10)
