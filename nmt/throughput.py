@@ -78,7 +78,7 @@ class UpdateFlops:
         return 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
 
 
-PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the ranks agree on a stop request
+PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the ranks agree on stop and time flags
 
 
 class StepTimer:

@@ -65,7 +65,6 @@ class StepResult:
     sentences: int
     padded_tokens: int  # positions computed (source and target), padding included
     applied: torch.Tensor  # the update was applied (not skipped as non-finite), on the device
-    stop: bool  # a stop was requested (on some rank, where agreed)
 
 
 @dataclass(frozen=True)
@@ -207,7 +206,7 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:
         cfg, p, ctx = self.cfg.train, self.progress, self.ctx
-        if p.finished or p.step >= cfg.max_steps or self._out_of_time():
+        if p.finished or p.step >= cfg.max_steps or self._agreed_flags(stop_requested=False, agree_now=True)[1]:
             self.log(f"{self.run.directory} already finished at step {p.step}")
             return p
         bar = tqdm(total=self._planned_steps(), initial=p.step, desc="train", disable=not ctx.is_main,
@@ -231,18 +230,19 @@ class Trainer:
             self.timer.phase("data")  # waiting for the prefetcher counts as data time
             for plan, micro_batches in updates:
                 log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
-                result = self.train_step(micro_batches, stop.requested, agree_on_stop=log_line)
-                interrupted = result.stop
+                result = self.train_step(micro_batches)
                 p.step, p.epoch, p.batch_in_epoch = p.step + 1, plan.epoch, plan.batch_in_epoch
                 p.elapsed_s = elapsed_before + time.perf_counter() - session_start
                 window.add(result.loss_sum, result.src_tokens, result.tgt_tokens,
                            self.update_flops(result.src_tokens, result.tgt_tokens, result.sentences),
                            result.padded_tokens)
                 bar.update(1)
+                self.timer.phase("sync")
+                interrupted, out_of_time = self._agreed_flags(stop.requested, agree_now=log_line)
+                self.timer.phase(None)
                 if log_line:
                     self._check_nonfinite()
                     self._log_train(bar, window)
-                out_of_time = self._out_of_time(agree_now=log_line)
                 pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
                 evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
                 save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
@@ -271,13 +271,18 @@ class Trainer:
                 self.timer.phase("data")
         self.timer.phase(None)
 
-    def _out_of_time(self, agree_now: bool = True) -> bool:
-        """The time budget is spent (rank 0's clock decides, so every rank stops at the same step). In the loop,
-        ranks under torchrun agree every log_every updates (one collective then, not one per update)."""
+    def _agreed_flags(self, stop_requested: bool, agree_now: bool) -> tuple[bool, bool]:
+        """(a stop was requested, the time budget is spent), the same on every rank. Under torchrun both are agreed
+        by one collective every log_every updates (`agree_now`), not one per update; either flag on any rank stops
+        all of them at the same step."""
         budget = self.cfg.train.time_budget_s
-        if not budget or (self.ctx.enabled and not agree_now):
-            return False
-        return self.ctx.broadcast_flag(self.progress.elapsed_s >= budget)
+        out_of_time = bool(budget) and self.progress.elapsed_s >= budget
+        if not self.ctx.enabled:
+            return stop_requested, out_of_time
+        if not agree_now:
+            return False, False
+        interrupted, out_of_time = self.ctx.any_flags(stop_requested, out_of_time)
+        return interrupted, out_of_time
 
     def _plans(self, epoch: int, batch_in_epoch: int, updates: int) -> Iterator[UpdatePlan]:
         """This rank's micro-batches for the next `updates` updates from (epoch, batch_in_epoch), each with where
@@ -324,14 +329,12 @@ class Trainer:
         with autocast(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing)
 
-    def train_step(self, micro_batches: list[Batch], stop_requested: bool = False,
-                   agree_on_stop: bool = True) -> StepResult:
+    def train_step(self, micro_batches: list[Batch]) -> StepResult:
         """Forward/backward over this rank's micro-batches (collated on the host: `host_batches`), then one update,
         without waiting for the device: the loss and the non-finite check stay there (read every log_every updates,
         see `_check_nonfinite`), and an update with non-finite gradients is skipped by the fused AdamW itself (its
         `found_inf`), as GradScaler does.
-        With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm; the stop
-        request is agreed by one collective when `agree_on_stop` (every log_every updates)."""
+        With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm."""
         self.train_model.train()
         timer = self.timer
         loss_sum = torch.zeros((), device=self.device)
@@ -350,8 +353,6 @@ class Trainer:
             src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
             padded += batch.src.numel() + batch.tgt_in.numel()
             sentences += len(batch.src)
-        timer.phase("sync")
-        stop = self.ctx.any_flags(stop_requested)[0] if agree_on_stop else stop_requested
         timer.phase("optimizer")
         self.scaler.unscale_(self.optimizer)
         # The norm is needed for the non-finite check even without clipping (an infinite max_norm scales by 1).
@@ -371,7 +372,7 @@ class Trainer:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         timer.phase(None)
-        return StepResult(torch.where(skip, 0.0, loss_sum), src_tokens, tgt_tokens, sentences, padded, ~skip, stop)
+        return StepResult(torch.where(skip, 0.0, loss_sum), src_tokens, tgt_tokens, sentences, padded, ~skip)
 
     def _check_nonfinite(self) -> None:
         """Read the device's non-finite record (a host sync: at log lines, validation and checkpoints only);

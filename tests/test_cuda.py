@@ -104,7 +104,7 @@ def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir):
     torch.cuda.set_sync_debug_mode("error")  # any synchronizing call below raises
     try:
         for host in [trainer.host_batches([indices]) for indices in batches[1:]]:  # built before: not the update's
-            result = trainer.train_step(host, agree_on_stop=False)
+            result = trainer.train_step(host)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(result.loss_sum) and bool(result.applied)

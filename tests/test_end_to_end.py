@@ -76,9 +76,9 @@ def test_interrupt_between_update_and_step_counter_resumes_exactly(tmp_path, toy
 
     _signal_after_update(monkeypatch, at_step=5)
     interrupted = train(cfg, tmp_path / "stopped", toy_data_dir, log=lambda *_: None)
-    # Update 5 had already exchanged its flags when the signal came, so update 6 carries the stop request to every
-    # rank, and the loop ends after it: weights and counters of one and the same step.
-    assert interrupted.step == 6
+    # The stop request is read at the update boundary, after the step counter has caught up with update 5's
+    # weights (under torchrun the ranks agree on it at the next log line): weights and counters of one step.
+    assert interrupted.step == 5
     monkeypatch.undo()
     resumed = train(cfg, tmp_path / "stopped", toy_data_dir, log=lambda *_: None)
     assert resumed.step == 16
@@ -150,7 +150,7 @@ def test_translate_names_an_unvalidated_newer_last(tmp_path, toy_data_dir, which
     run_dir = tmp_path / "run"
     cfg = toy_config(tmp_path, train={"max_steps": 30, "eval_every": 20, "save_every": 5})
     train(cfg, run_dir, toy_data_dir, log=lambda *_: None)  # validated at 20 and (max_steps) 30
-    _signal_after_update(monkeypatch, at_step=4)
+    _signal_after_update(monkeypatch, at_step=5)
     cfg = toy_config(tmp_path, train={"max_steps": 100, "eval_every": 20, "save_every": 50})
     assert train(cfg, run_dir, toy_data_dir, log=lambda *_: None).step == 35  # saved on stop, never validated
     args = ["--checkpoint", run_dir / "checkpoints" / "last.pt"] if which == "last" else []
