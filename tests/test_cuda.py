@@ -5,6 +5,7 @@ Skipped (with a reason) without CUDA; `scripts/gpu_suite.sh` runs them on a lent
 
 import os
 import socket
+import warnings
 
 import pytest
 import torch
@@ -13,10 +14,12 @@ import torch.distributed as dist
 from nmt.checkpoint import capture_rng_state, restore_rng_state, snapshot
 from nmt.config import load_config
 from nmt.data.batching import collate
+from nmt.data.tokenizer import PAD_ID
 from nmt.distributed import CUDA_BACKEND, DistContext
 from nmt.run_dir import Run
+from nmt.search import greedy_search
 from nmt.train import Trainer, train
-from tests_helpers import TOY_RUN, write_config
+from tests_helpers import TOY_RUN, make_model, random_sources, write_config
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_suite.sh)")]
@@ -123,3 +126,22 @@ def test_nonfinite_update_is_skipped_on_the_gpu(tmp_path, toy_data_dir):
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(value.cpu(), before[key]), key
     assert all(value.device.type == "cpu" for value in before.values())  # snapshot: CPU copies
+
+
+def test_greedy_decoding_syncs_once_every_eight_steps():
+    """Issue 15: validation's greedy search reads which rows are still decoding every 8 steps, not every step."""
+    model = make_model("transformer").eval().double().cuda()  # fp64: the CPU comparison below is exact
+    src = random_sources(lengths=(3, 7, 5, 1, 9, 4)).cuda()
+    greedy_search(model, src, 1.5, 5)  # warm-up: kernels chosen, caches allocated
+    steps = int(src.ne(PAD_ID).sum(1).max() * 1.5) + 5  # the longest limit (untrained models decode to it)
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            on_gpu = greedy_search(model, src, 1.5, 5)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    # The limit's max, one read per 8 steps, and the result copied back at the end.
+    assert len(syncs) <= 2 + -(-steps // 8), [str(w.message) for w in syncs]
+    assert on_gpu.tokens == greedy_search(model.cpu(), src.cpu(), 1.5, 5).tokens

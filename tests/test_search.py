@@ -142,3 +142,46 @@ def test_patient_stop_keeps_searching_while_a_live_beam_can_still_win():
     assert patient.tokens[0] == [A] * 9  # the limit: 9 A's and the (priced) forced EOS
     expected = (math.log(.5) + 8 * math.log(.95) + math.log(.05)) / 10
     assert patient.scores[0].item() == pytest.approx(expected, abs=1e-5) and expected > math.log(.5)
+
+
+class CountdownToy(EncoderDecoder):
+    """Emits A, B, A, B, ... and then EOS after (its first source token mod 7) tokens, unless the limit comes first:
+    rows of one batch end at different steps, some before their limit. The state carries each row's count, so a
+    row that leaves the batch or is reordered keeps its own."""
+
+    def encode(self, src):
+        return {"left": src[:, 0] % 7, "made": torch.zeros(len(src), dtype=torch.long)}
+
+    def step(self, prev_tokens, state, attention=None):
+        made, left = state["made"], state["left"]
+        logits = torch.full((len(prev_tokens), 6), -5.0)
+        nxt = torch.where(made >= left, EOS_ID, torch.where(made % 2 == 0, A, B))
+        logits.scatter_(1, nxt.unsqueeze(1), 0.0)
+        return logits, {"left": left, "made": made + 1}, None
+
+
+@pytest.mark.parametrize("compact_every", [2, 3, 8, 100])
+def test_greedy_result_does_not_depend_on_how_often_finished_rows_leave(compact_every):
+    model, src = CountdownToy(), random_sources(lengths=(3, 9, 5, 1, 7, 2), seed=1)
+    every_step = greedy_search(model, src, 1.0, 0, compact_every=1)  # the limit: source length + 1 with EOS
+    lengths = [min(int(row[0]) % 7, int(row.ne(PAD_ID).sum()) - 1) for row in src]
+    assert every_step.tokens == [[A, B] * (n // 2) + [A] * (n % 2) for n in lengths]
+    assert len(set(lengths)) >= 4 and any(n < int(row.ne(PAD_ID).sum()) - 1 for n, row in zip(lengths, src))
+    deferred = greedy_search(model, src, 1.0, 0, compact_every=compact_every)
+    assert deferred.tokens == every_step.tokens
+    torch.testing.assert_close(deferred.scores, every_step.scores, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "bahdanau", "luong", "seq2seq"])
+def test_greedy_compaction_cadence_keeps_tokens_scores_and_attention(arch):
+    # Untrained models run to their limits, which differ per sentence: rows leave the batch at different steps.
+    model, src = make_model(arch).eval().double(), random_sources(lengths=(3, 7, 5, 1, 9, 4), seed=2)
+    choice = AttentionChoice() if model.has_attention else None
+    every_step = greedy_search(model, src, 1.5, 5, choice, compact_every=1)
+    deferred = greedy_search(model, src, 1.5, 5, choice, compact_every=4)
+    assert len({len(t) for t in every_step.tokens}) > 3
+    assert deferred.tokens == every_step.tokens
+    torch.testing.assert_close(deferred.scores, every_step.scores)
+    if choice is not None:
+        for a, b in zip(deferred.attention, every_step.attention):
+            torch.testing.assert_close(a, b)
