@@ -149,6 +149,10 @@ class TrainConfig:
     device: str = field(default="auto", metadata=_check(choices=("auto", "cpu", "cuda")))
     precision: str = field(default="auto", metadata=_check(choices=("auto", "fp32", "bf16", "fp16")))
     compile: bool = False
+    # torch.compile's mode. reduce-overhead replays each compiled graph as a CUDA graph (one per batch shape, so it
+    # needs train.length_multiple); on a CPU every mode compiles as default does.
+    compile_mode: str = field(default="default", metadata=_check(choices=(
+        "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")))
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
     # Peak FLOP/s for the MFU figure in the log; 0: the GPU's bf16 peak from a table, or a matmul measured on CPU.
@@ -207,6 +211,7 @@ def data_order_settings(cfg: TrainConfig) -> dict:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.metadata.get("data_order")}
 
 
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that record CUDA graphs
 _LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
 
 
@@ -233,7 +238,12 @@ def check_consistency(cfg: Config) -> list[str]:
     if t.schedule == "linear" and t.warmup_steps >= t.max_steps:
         raise ConfigError(f"train.schedule linear decays from train.warmup_steps {t.warmup_steps} to train.max_steps "
                           f"{t.max_steps}: warmup_steps must be smaller")
+    if t.compile and t.compile_mode in CUDA_GRAPH_MODES and not t.length_multiple:
+        raise ConfigError(f"train.compile_mode {t.compile_mode} records a CUDA graph per batch shape: set "
+                          "train.length_multiple (e.g. 8) so that batches come in a few static shapes")
     warnings = []
+    if t.compile_mode != "default" and not t.compile:
+        warnings.append(f"train.compile_mode {t.compile_mode} has no effect without train.compile: true (ignored)")
     defaults = ModelConfig()
     transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions")
     ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
-from nmt.config import Config, to_dict
+from nmt.config import CUDA_GRAPH_MODES, Config, to_dict
 from nmt.data.batching import Batch, EpochPlan, StaticShapes, collate, round_up, token_batches
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
@@ -158,6 +158,7 @@ class Trainer:
             if dropped:
                 self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
         self.train_model = self.model
+        self.cuda_graphs = False
         if self.ctx.enabled:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
@@ -167,7 +168,11 @@ class Trainer:
             if self.static_shapes is not None:  # every width compiles once, more than dynamo's default 8 may be
                 torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                            self._batch_widths() + 1)
-            self.train_model = torch.compile(self.train_model, dynamic=self.static_shapes is None)
+            mode = self.cfg.train.compile_mode
+            self.train_model = torch.compile(self.train_model, dynamic=self.static_shapes is None,
+                                             mode=None if mode == "default" else mode)
+            # CUDA graphs replay into the same output buffers: each update tells torch where a new one begins.
+            self.cuda_graphs = self.device.type == "cuda" and mode in CUDA_GRAPH_MODES
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
@@ -346,6 +351,8 @@ class Trainer:
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else self.train_model.no_sync()
             with sync:
                 timer.phase("forward")
+                if self.cuda_graphs:  # the previous micro-batch's graph outputs are consumed: they may be overwritten
+                    torch.compiler.cudagraph_mark_step_begin()
                 loss = self.token_loss(self.train_model, batch, self.cfg.train.label_smoothing)
                 timer.phase("backward")
                 self.scaler.scale(loss / batch.tgt_tokens / len(micro_batches)).backward()

@@ -82,6 +82,7 @@ def test_model_args_hold_exactly_the_shape_fields():
     ("model:\n  arch: transformer\n  attention: dot\n", "model.attention has no effect on a transformer"),
     ("model:\n  arch: luong\n  num_heads: 8\n", "model.num_heads has no effect on a luong"),
     ("model:\n  arch: luong\n  attention: general\n  local_window: 3\n", "local_window only applies"),
+    ("train:\n  compile_mode: max-autotune-no-cudagraphs\n", "has no effect without train.compile: true"),
 ])
 def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, message):
     warnings = []
@@ -96,6 +97,8 @@ def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, 
     ("name: ../outside\n", "must be a plain name"),
     ("train:\n  seed: -3\n", "train.seed must be >= 0"),
     ("train:\n  lr: 1\ntrain:\n  lr: 2\n", "duplicate key 'train'"),
+    ("train:\n  compile: true\n  compile_mode: reduce-overhead\n", "CUDA graph per batch shape: set train.length_mult"),
+    ("train:\n  compile_mode: graphs\n", "train.compile_mode must be one of"),
 ])
 def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):
     with pytest.raises(ConfigError, match=pattern):

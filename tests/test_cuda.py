@@ -51,6 +51,18 @@ def test_compiled_training_on_cuda_follows_eager(tmp_path, toy_data_dir):
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
+def test_cuda_graphs_on_static_shapes_follow_eager(tmp_path, toy_data_dir):
+    """compile_mode reduce-overhead (a CUDA graph per batch width) trains like eager, with gradient accumulation."""
+    losses = {}
+    for mode in ("eager", "reduce-overhead"):
+        cfg = cuda_config(tmp_path, compile=mode != "eager", compile_mode="default" if mode == "eager" else mode,
+                          length_multiple=8, accum_steps=2, max_steps=8, eval_every=100, log_every=1)
+        train(cfg, tmp_path / mode, toy_data_dir, log=lambda *_: None)
+        losses[mode] = [r["loss"] for r in Run(tmp_path / mode).metrics.split()[0]]
+    assert len(losses["eager"]) == 8
+    assert losses["reduce-overhead"] == pytest.approx(losses["eager"], rel=2e-2)
+
+
 def test_resume_on_cuda_follows_the_uninterrupted_run(tmp_path, toy_data_dir):
     cfg = cuda_config(tmp_path, max_steps=12, save_every=6, eval_every=100)
     train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)
