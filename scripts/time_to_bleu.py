@@ -1,0 +1,112 @@
+"""Time-to-BLEU: wall clock from `nmt train`'s process start (imports, data, compile and validation included) until
+dev BLEU first reaches a target, for several seeds; optionally the test BLEU reached within a wall-clock limit.
+
+    python scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 --seeds 1 2 3 \\
+        [--wall-limit-s 300 --test] [--set train.eval_every=250 ...] [--out results/time-to-bleu-....json]
+
+Each seed trains in its own run directory under --runs (removed first: every process starts cold). The script polls
+the run's metrics.jsonl; a `valid` record at or above --dev-bleu gives that seed's time (accurate to the poll
+interval). Training is stopped by SIGTERM (it saves at an update boundary) once the target is met, or at
+--wall-limit-s; with --test the best checkpoint is then evaluated on the test split (beam as the config says,
+every reference) and the test BLEU, and the wall clock it came within, are recorded too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_record import write_record  # noqa: E402
+
+
+def valid_records(metrics: Path) -> list[dict]:
+    if not metrics.is_file():
+        return []
+    records = []
+    for line in metrics.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line being written
+            continue
+        if record.get("type") == "valid":
+            records.append(record)
+    return records
+
+
+def one_seed(args, seed: int) -> dict:
+    run_dir = args.runs / f"seed{seed}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    command = [sys.executable, "-m", "nmt", "train", "--config", str(args.config), "--run-dir", str(run_dir),
+               "--data-dir", str(args.data_dir), "--set", f"train.seed={seed}"]
+    for override in args.set:
+        command += ["--set", override]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    reached_s = reached = None
+    while process.poll() is None:
+        time.sleep(args.poll_s)
+        wall = time.monotonic() - started
+        if reached is None:
+            reached = next((r for r in valid_records(run_dir / "metrics.jsonl") if r["dev_bleu"] >= args.dev_bleu),
+                           None)
+            reached_s = wall if reached else None
+        if (reached and not args.test) or wall >= args.wall_limit_s:
+            process.send_signal(signal.SIGTERM)  # saves at the next update boundary, then exits
+            break
+    _, stderr = process.communicate()
+    if process.returncode not in (0, -signal.SIGTERM, 130, 143):
+        raise SystemExit(f"seed {seed}: nmt train failed ({process.returncode}):\n{stderr[-2000:]}")
+    trained_s = time.monotonic() - started
+    records = valid_records(run_dir / "metrics.jsonl")
+    result = {"seed": seed, "dev_bleu_target": args.dev_bleu,
+              "seconds_to_target": None if reached_s is None else round(reached_s, 1),
+              "step_at_target": reached["step"] if reached else None,
+              "best_dev_bleu": max((r["dev_bleu"] for r in records), default=None),
+              "validations": len(records), "wall_s": round(trained_s, 1)}
+    if args.test:
+        out = subprocess.run([sys.executable, "-m", "nmt", "evaluate", "--run", str(run_dir), "--split", "test",
+                              "--data-dir", str(args.data_dir)], capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"seed {seed}: nmt evaluate failed:\n{out.stderr[-2000:]}")
+        report = max((run_dir / "eval").glob("test.*.report.json"), key=lambda p: p.stat().st_mtime)
+        result["test_bleu"] = json.loads(report.read_text())["bleu"]
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--dev-bleu", type=float, required=True, help="target dev BLEU (greedy, as validation runs)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--wall-limit-s", type=float, default=600.0, help="stop training here even without target")
+    parser.add_argument("--test", action="store_true", help="train to the wall limit, then evaluate test BLEU")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE for every seed's training")
+    parser.add_argument("--runs", type=Path, default=Path("runs/time-to-bleu"))
+    parser.add_argument("--data-dir", type=Path, default=Path("data"))
+    parser.add_argument("--poll-s", type=float, default=0.5)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    results = [one_seed(args, seed) for seed in args.seeds]
+    times = [r["seconds_to_target"] for r in results]
+    # A seed that never reached the target makes the median undefined: say how many did.
+    summary = {"seeds_reaching_target": sum(t is not None for t in times),
+               "median_seconds_to_target": statistics.median(times) if None not in times else None}
+    if args.test:
+        summary["median_test_bleu"] = statistics.median(r["test_bleu"] for r in results)
+    print(json.dumps(summary))
+    if args.out:
+        write_record(args.out, config=str(args.config), overrides=args.set, wall_limit_s=args.wall_limit_s,
+                     seeds=results, **summary)
+
+
+if __name__ == "__main__":
+    main()
