@@ -3,6 +3,8 @@ steps finished rows stay in the batch between host syncs; `nmt.search._default_c
 
     python scripts/bench_greedy.py --run runs/demo [--device cuda] [--batch-sizes 128 1024] [--compact-every 1 8]
         [--sentences 600] [--repeats 3] [--out results/greedy-....json]
+    python scripts/bench_greedy.py --run runs/demo --old <checkout>   # this tree's search vs an older one's,
+                                                                       # greedy and beam 5, default settings
 
 Settings alternate within each repeat (one process, one machine), so the ratios hold even on a busy machine; the
 figure is the median. Every setting must give the same translations (checked). On a GPU the host syncs of one pass
@@ -12,6 +14,7 @@ are counted too (torch.cuda.set_sync_debug_mode("warn")).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -21,6 +24,7 @@ from pathlib import Path
 import torch
 
 import nmt.search
+import nmt.translator
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.translator import Translator
@@ -43,6 +47,39 @@ def host_syncs(translate) -> int:
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
+def load_old_search(checkout: Path):
+    spec = importlib.util.spec_from_file_location("old_search", checkout / "nmt" / "search.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)  # its imports resolve to this tree's nmt (models, config: unchanged API)
+    return module.search
+
+
+def old_against_this(args, translator: Translator, sources: list[str]) -> list[dict]:
+    """nmt.search of an older checkout against this tree's, alternating in one process, same translations asserted."""
+    engines = {"old": load_old_search(args.old), "this": nmt.search.search}
+    speeds, outputs = {}, {}
+    for repeat in range(args.repeats):
+        for beam in (1, 5):
+            for name, search in engines.items():
+                nmt.translator.search = search  # what Translator.translate calls
+                if repeat == 0:
+                    translator.translate(sources[:50], beam_size=beam)  # warm-up
+                started = time.perf_counter()
+                outputs[(beam, name)] = [r.text for r in translator.translate(sources, beam_size=beam)]
+                speeds.setdefault((beam, name), []).append(len(sources) / (time.perf_counter() - started))
+    nmt.translator.search = engines["this"]
+    rows = []
+    for beam in (1, 5):
+        assert outputs[(beam, "old")] == outputs[(beam, "this")], f"beam {beam}: the translations differ"
+        old, new = (statistics.median(speeds[(beam, n)]) for n in ("old", "this"))
+        rows.append({"beam": beam, "old_sentences_per_s": round(old, 1), "this_sentences_per_s": round(new, 1),
+                     "ratio": round(new / old, 3), "old_runs": [round(v, 1) for v in speeds[(beam, "old")]],
+                     "this_runs": [round(v, 1) for v in speeds[(beam, "this")]]})
+        print(f"beam {beam}: old {old:,.1f} → this {new:,.1f} sentences/s ({new / old:.3f}×), same translations")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", required=True)
@@ -53,8 +90,17 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128])
     parser.add_argument("--compact-every", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--old", type=Path, help="a checkout of older code: its search against this tree's")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.old:
+        translator = Translator.from_run(args.run, device=args.device)
+        sources = load_references(find_prepared(translator.config.data, args.data_dir), args.split)[0]
+        rows = old_against_this(args, translator, sources[:args.sentences])
+        if args.out:
+            write_record(args.out, old_checkout=str(args.old), sentences=args.sentences, split=args.split,
+                         identical_translations=True, figures=rows)
+        return
 
     translators = {size: Translator.from_run(args.run, device=args.device, decode_overrides={"batch_size": size})
                    for size in args.batch_sizes}
