@@ -6,7 +6,8 @@
 #
 # Prints one line per run (tokens/s of the real training step: forward, backward, clipping, AdamW) and the median
 # ratio. Needs the corpus and this tree's prepared data under data/ (nmt prepare --config CONFIG).
-# RECORD=results/NAME.json also writes the figures as a results/ record.
+# RECORD=results/NAME.json also writes the figures as a results/ record. SET="KEY=VALUE ..." passes config overrides
+# to both (e.g. SET="model.arch=bahdanau model.hidden_size=256" for the demo-size Bahdanau).
 set -euo pipefail
 before=${1:?before commit}; config=${2:-configs/demo.yaml}; rounds=${3:-3}
 steps=${STEPS:-40}; warmup=${WARMUP:-10}
@@ -18,9 +19,11 @@ git -C "$root" worktree add --force --detach "$tree" "$before" >/dev/null 2>&1
 # Each tree reads the data in its own format: the BEFORE code prepares its copy beside it.
 mkdir -p "$tree/data" && cp -r "$root/data/fra-eng" "$tree/data/"
 (cd "$tree" && PYTHONPATH="$tree" "$python" -m nmt prepare --config "$root/$config" --data-dir "$tree/data" >/dev/null)
+read -r -a overrides <<< "${SET:-}"
+sets=(); for kv in "${overrides[@]}"; do sets+=(--set "$kv"); done
 run() {  # $1: tree → tokens/s
   (cd "$1" && PYTHONPATH="$1" "$python" scripts/bench_train.py --data-dir "$1/data" --config "$root/$config" \
-     --archs transformer --steps "$steps" --warmup "$warmup" | tail -n 1 | awk -F'|' '{gsub(/[ ,]/, "", $4); print $4}')
+     "${sets[@]}" --archs transformer --steps "$steps" --warmup "$warmup" | tail -n 1 | awk -F'|' '{gsub(/[ ,]/, "", $4); print $4}')
 }
 declare -a old new
 for i in $(seq "$rounds"); do
@@ -28,16 +31,17 @@ for i in $(seq "$rounds"); do
   echo "round $i: before ${old[-1]} tokens/s, after ${new[-1]} tokens/s"
 done
 (cd "$root" && PYTHONPATH="$root" "$python" - "${old[*]}" "${new[*]}" "$before" "$config" "$rounds" "$steps" "$warmup" \
-   "${RECORD:-}" <<'PY'
+   "${RECORD:-}" "${SET:-}" <<'PY'
 import statistics, sys
 from scripts.results_record import write_record
 old, new = ([float(x) for x in a.split()] for a in sys.argv[1:3])
-before, config, rounds, steps, warmup, record = sys.argv[3:]
+before, config, rounds, steps, warmup, record, overrides = sys.argv[3:]
 ratio = statistics.median(new) / statistics.median(old)
 print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: {ratio:.2f}x")
 if record:
-    sys.argv = ["scripts/ab_train.sh", before, config, rounds, f"(STEPS={steps} WARMUP={warmup})"]
-    write_record(record, figures={"before_commit": before, "config": config, "before_tokens_per_s": old,
+    sys.argv = ["scripts/ab_train.sh", before, config, rounds, f"(STEPS={steps} WARMUP={warmup} SET='{overrides}')"]
+    write_record(record, figures={"before_commit": before, "config": config, "overrides": overrides.split(),
+                                  "before_tokens_per_s": old,
                                   "after_tokens_per_s": new, "median_ratio": round(ratio, 3)})
 PY
 )

@@ -5,11 +5,18 @@
 # whole **valid** split (never test). Two trials run side by side with one thread each.
 #
 #   scripts/sweep_demo.sh            # → sweep-demo/results.md (setting → dev BLEU, steps, training seconds)
+#
+# BASE replaces the overrides every trial starts from (default: the pre-sweep demo, as issue 9 ran it). A trial that
+# sets no train.max_steps is ended by its train.time_budget_s alone (equal wall clock per trial, validated once at
+# its end): e.g. the recipe sweep of the current demo, two trials side by side with one thread each,
+#   OUT=sweep-demo-budget BASE="train.time_budget_s=900 train.max_steps=100000" TRIALS="baseline|
+#   dropout0|model.dropout=0" scripts/sweep_demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-sweep-demo}
 NMT=${NMT:-.venv/bin/nmt}
 STEPS=${STEPS:-450}
+BASE=${BASE:-"model.init=default train.time_budget_s=0"}
 mkdir -p "$OUT"
 # name | overrides (space separated --set values)
 TRIALS=${TRIALS:-"
@@ -21,10 +28,12 @@ lr3e-3-warmup100|train.max_steps=$STEPS train.lr=3e-3 train.warmup_steps=100
 
 trial() {  # name, overrides
   local name=$1; shift
-  local sets=(--set train.threads=1 --set train.eval_max_sentences=0 --set train.keep_last=0
-              --set train.time_budget_s=0 --set model.init=default)
-  for kv in "$@"; do sets+=(--set "$kv"); done
+  local sets=(--set train.threads=1 --set train.eval_max_sentences=0 --set train.keep_last=0)
+  local base; read -r -a base <<< "$BASE"
+  for kv in "${base[@]}" "$@"; do sets+=(--set "$kv"); done
+  # Validate once, at the end: at the trial's own max_steps, or (none given) when the time budget ends training.
   local steps; steps=$(printf '%s\n' "$@" | sed -n 's/^train.max_steps=//p')
+  steps=${steps:-1000000}
   sets+=(--set "train.eval_every=$steps" --set "train.save_every=$steps")
   "$NMT" train --config configs/demo.yaml --run-dir "$OUT/runs/$name" "${sets[@]}" > "$OUT/$name.log" 2>&1
 }
@@ -34,7 +43,7 @@ mapfile -t lines < <(printf '%s\n' "$TRIALS" | sed '/^$/d')
 for ((i = 0; i < ${#lines[@]}; i += 2)); do
   pids=()
   for line in "${lines[@]:i:2}"; do
-    name=${line%%|*}; read -r -a sets <<< "${line#*|}"
+    name=${line%%|*}; sets=(); read -r -a sets <<< "${line#*|}"
     if [ -f "$OUT/runs/$name/checkpoints/best.pt" ]; then continue; fi
     echo "== $name: ${sets[*]}"
     trial "$name" "${sets[@]}" & pids+=($!)

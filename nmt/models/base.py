@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmt.data.tokenizer import PAD_ID
@@ -71,19 +70,10 @@ class EncoderDecoder(nn.Module):
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor | None = None,
                 targets: torch.Tensor | None = None, label_smoothing: float = 0.0) -> torch.Tensor:
         """Teacher forcing: logits (B, T, V), or only at the target positions `keep` (B, T) marks, as (N, V); with
-        `targets` (N,), the summed cross-entropy there instead (see OutputHead). This default steps; architectures
-        that can run all steps at once override it."""
-        state = self.encode(src)
-        outputs = []
-        for t in range(tgt_in.shape[1]):
-            logits, state, _ = self.step(tgt_in[:, t], state)
-            outputs.append(logits)
-        logits = select(torch.stack(outputs, dim=1), keep)
-        if targets is None:
-            return logits
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-        return F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction="sum",
-                               ignore_index=PAD_ID)
+        `targets` (N,), the summed cross-entropy there instead (see OutputHead). Every architecture runs as much as
+        it can for all steps at once (a recurrence steps; the vocabulary projection never does) and must agree with
+        `step` (tests/models/test_models.py)."""
+        raise NotImplementedError
 
     def forward_flops(self, src_len: float, tgt_len: float) -> tuple[float, float]:
         """Forward FLOPs per source token and per target token at these mean lengths (for MFU)."""

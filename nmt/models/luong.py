@@ -46,13 +46,21 @@ class Luong(EncoderDecoder):
         context, weights = self.attention(outputs, state["keys"], state["memory"], state["src_mask"])
         return torch.tanh(self.combine(torch.cat([context, outputs], dim=-1))), weights
 
+    def _feed_step(self, inputs: torch.Tensor, feed: torch.Tensor, h: torch.Tensor, c: torch.Tensor, state: State):
+        """One input-feeding step before the head: embedded inputs (B, 1, E) joined by h~_{t-1} `feed` (B, E), the
+        LSTM, attention → attentional state h~_t (B, 1, E), weights (B, 1, S), new (h, c) as (L, B, H)."""
+        outputs, (h, c) = self.decoder(torch.cat([inputs, feed.unsqueeze(1)], dim=-1), (h, c))
+        attentional, weights = self._attend(outputs, state)
+        return attentional, weights, h, c
+
     def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
         inputs = self.dropout(self.tgt_embed(prev_tokens)).unsqueeze(1)
+        h, c = state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous()
         if self.input_feeding:
-            inputs = torch.cat([inputs, state["feed"].unsqueeze(1)], dim=-1)
-        hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
-        outputs, (h, c) = self.decoder(inputs, hc)
-        attentional, weights = self._attend(outputs, state)
+            attentional, weights, h, c = self._feed_step(inputs, state["feed"], h, c, state)
+        else:
+            outputs, (h, c) = self.decoder(inputs, (h, c))
+            attentional, weights = self._attend(outputs, state)
         logits = self.head(self.dropout(attentional))
         new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1)}
         if self.input_feeding:
@@ -60,13 +68,21 @@ class Luong(EncoderDecoder):
         return logits.squeeze(1), new_state, weights.squeeze(1) if attention is not None else None
 
     def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
-        if self.input_feeding:  # h~_{t-1} feeds step t: inherently sequential
-            return super().forward(src, tgt_in, keep, targets, label_smoothing)
-        state = self.encode(src)  # all steps in one cuDNN call, then attention for all steps in one batched matmul
-        hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
-        outputs, _ = self.decoder(self.dropout(self.tgt_embed(tgt_in)), hc)
-        attentional = select(self._attend(outputs, state)[0], keep)
-        return self.head(self.dropout(attentional), targets, label_smoothing)
+        state = self.encode(src)
+        embedded = self.dropout(self.tgt_embed(tgt_in))  # (B, T, E)
+        h, c = state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous()
+        if self.input_feeding:  # h~_{t-1} feeds step t: the recurrence steps, and the head runs once afterwards
+            feed, attentional = state["feed"], []
+            for t in range(tgt_in.shape[1]):
+                step_attentional, _, h, c = self._feed_step(embedded[:, t:t + 1], feed, h, c, state)
+                attentional.append(step_attentional)
+                feed = step_attentional.squeeze(1)
+            attentional = torch.cat(attentional, dim=1)
+        else:  # all steps in one cuDNN call, then attention for all steps in one batched matmul
+            outputs, _ = self.decoder(embedded, (h, c))
+            attentional = self._attend(outputs, state)[0]
+        # The vocabulary projection (most of the FLOPs) once, on the kept positions only, fused with the loss.
+        return self.head(self.dropout(select(attentional, keep)), targets, label_smoothing)
 
     def forward_flops(self, src_len, tgt_len):
         hidden = self.combine.in_features // 2
