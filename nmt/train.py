@@ -214,7 +214,8 @@ class Trainer:
         if p.finished or p.step >= cfg.max_steps or self._agreed_flags(stop_requested=False, agree_now=True)[1]:
             self.log(f"{self.run.directory} already finished at step {p.step}")
             return p
-        bar = tqdm(total=self._planned_steps(), initial=p.step, desc="train", disable=not ctx.is_main,
+        self.planned_steps = self._planned_steps()
+        bar = tqdm(total=self.planned_steps, initial=p.step, desc="train", disable=not ctx.is_main,
                    dynamic_ncols=True)
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
@@ -434,6 +435,9 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         bar.set_postfix(loss=f"{figures['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{figures['tokens_per_s']:,.0f}",
                         mfu=f"{figures['mfu']:.1%}")
+        if self.cfg.train.time_budget_s:  # the bar ends where the budget will, not at a max_steps never reached
+            bar.total = steps_within_budget(p.step, p.elapsed_s, self.cfg.train.time_budget_s, self.planned_steps)
+            bar.refresh()
         if self.ctx.is_main:
             self.run.metrics.append({"type": "train", "step": p.step, "epoch": p.epoch,
                                      "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
@@ -488,3 +492,11 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
         return progress
     finally:
         teardown_distributed(trainer.ctx)
+
+
+def steps_within_budget(step: int, elapsed_s: float, budget_s: float, planned_steps: int) -> int:
+    """The step at which a time budget will end training at the pace so far (validation included), never past the
+    planned steps nor before the current one."""
+    if step <= 0 or elapsed_s <= 0:
+        return planned_steps
+    return max(step, min(planned_steps, round(budget_s * step / elapsed_s)))

@@ -15,7 +15,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.errors import NMTError
 from nmt.run_dir import Run
-from nmt.train import train
+from nmt.train import steps_within_budget, train
 from tests_helpers import nmt, write_config
 
 pytestmark = pytest.mark.slow
@@ -187,3 +187,11 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, leng
         losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
     assert len(losses[True]) == 4
     assert losses[True] == pytest.approx(losses[False], rel=1e-3)
+
+
+def test_progress_bar_ends_where_the_time_budget_will():
+    # 100 steps in 60 s of a 420 s budget: at that pace the budget ends training at step 700.
+    assert steps_within_budget(100, 60.0, 420.0, planned_steps=5000) == 700
+    assert steps_within_budget(100, 60.0, 420.0, planned_steps=500) == 500  # max_steps comes first
+    assert steps_within_budget(100, 500.0, 420.0, planned_steps=5000) == 100  # over budget: ends now, never earlier
+    assert steps_within_budget(0, 0.0, 420.0, planned_steps=5000) == 5000  # no pace yet
