@@ -113,3 +113,18 @@ def test_xavier_init_zeroes_biases_and_keeps_embeddings():
     bound = (6 / sum(params[recurrent].shape)) ** 0.5
     assert params[recurrent].abs().max() <= bound
     assert not torch.equal(params[recurrent], dict(default.named_parameters())[recurrent])
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong-dot-feed", "luong-local-p"])
+def test_recurrent_teacher_forcing_projects_to_the_vocabulary_once(name):
+    """Only the recurrence steps: the vocabulary projection runs once over the kept positions (through the fused
+    loss), never once per target step over (B, V) logits."""
+    model = make(name).train()
+    head = model.readout.head if name == "bahdanau" else model.head
+    calls = []
+    head.register_forward_hook(lambda module, args, output: calls.append(args[0].shape))
+    src, tgt = pad([sentence(6, 1), sentence(3, 2)]), pad([sentence(5, 3), sentence(2, 4)])
+    keep = tgt.ne(PAD_ID)
+    loss = model(src, tgt, keep, tgt[keep], 0.1)
+    loss.backward()
+    assert calls == [(int(keep.sum()), head.weight.shape[1])]
