@@ -130,6 +130,11 @@ class TrainConfig:
     # max_tokens // width rows (empty rows and padding carry no loss), so training meets one shape per width, as
     # torch.compile without dynamic shapes (and CUDA graphs) needs. nmt/data/batching.py.
     length_multiple: int = _train(0, data_order=True, ge=0, le=1024)
+    # 0: one sentence per row. L > 0 (Transformer only): sequence packing: each batch is max_tokens // L rows of L
+    # positions on each side, every row several whole sentences (shuffled, next fit), attention kept within each
+    # sentence and positions restarting at each: one static shape for the whole of training, with little padding.
+    # L must hold the longest training sentence + 1 (checked when training starts).
+    pack_length: int = _train(0, data_order=True, ge=0, le=65536)
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
     schedule: str = field(default="inverse_sqrt", metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))
@@ -238,9 +243,19 @@ def check_consistency(cfg: Config) -> list[str]:
     if t.schedule == "linear" and t.warmup_steps >= t.max_steps:
         raise ConfigError(f"train.schedule linear decays from train.warmup_steps {t.warmup_steps} to train.max_steps "
                           f"{t.max_steps}: warmup_steps must be smaller")
-    if t.compile and t.compile_mode in CUDA_GRAPH_MODES and not t.length_multiple:
+    if t.compile and t.compile_mode in CUDA_GRAPH_MODES and not (t.length_multiple or t.pack_length):
         raise ConfigError(f"train.compile_mode {t.compile_mode} records a CUDA graph per batch shape: set "
-                          "train.length_multiple (e.g. 8) so that batches come in a few static shapes")
+                          "train.pack_length (e.g. 128) or train.length_multiple (e.g. 8) so that batches come in "
+                          "static shapes")
+    if t.pack_length:
+        if m.arch != "transformer":
+            raise ConfigError(f"train.pack_length packs several sentences into a row, which only the Transformer "
+                              f"can keep apart (a {m.arch} model's recurrence runs along the row): set it to 0")
+        if t.length_multiple:
+            raise ConfigError("train.pack_length and train.length_multiple are two ways to static shapes: set one")
+        if t.pack_length > t.max_tokens:
+            raise ConfigError(f"train.pack_length {t.pack_length} exceeds train.max_tokens {t.max_tokens}: a batch "
+                              "must hold at least one row")
     warnings = []
     if t.compile_mode != "default" and not t.compile:
         warnings.append(f"train.compile_mode {t.compile_mode} has no effect without train.compile: true (ignored)")

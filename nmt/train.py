@@ -25,7 +25,8 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import CUDA_GRAPH_MODES, Config, to_dict
-from nmt.data.batching import Batch, EpochPlan, StaticShapes, collate, round_up, token_batches
+from nmt.data.batching import (Batch, EpochPlan, PackedRows, StaticShapes, collate, collate_packed, round_up,
+                                token_batches)
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prefetch import Prefetcher
@@ -135,6 +136,11 @@ class Trainer:
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
             if cfg.train.length_multiple else None
+        # Packed rows are one shape already; compiled, every position also goes to the loss (fixed-size targets).
+        self.packed_rows = PackedRows(cfg.train.pack_length, cfg.train.max_tokens, static=cfg.train.compile) \
+            if cfg.train.pack_length else None
+        if self.packed_rows:
+            check_pack_length(self.train_data, cfg.train.pack_length)
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -169,7 +175,8 @@ class Trainer:
                 torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                            self._batch_widths() + 1)
             mode = self.cfg.train.compile_mode
-            self.train_model = torch.compile(self.train_model, dynamic=self.static_shapes is None,
+            static = self.static_shapes is not None or self.packed_rows is not None
+            self.train_model = torch.compile(self.train_model, dynamic=not static,
                                              mode=None if mode == "default" else mode)
             # CUDA graphs replay into the same output buffers: each update tells torch where a new one begins.
             self.cuda_graphs = self.device.type == "cuda" and mode in CUDA_GRAPH_MODES
@@ -297,7 +304,7 @@ class Trainer:
         group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
         while updates > 0 and epoch < cfg.max_epochs:
             batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, epoch,
-                                length_multiple=cfg.length_multiple)
+                                length_multiple=cfg.length_multiple, pack_length=cfg.pack_length)
             usable = len(batches) // group * group
             if usable == 0:
                 raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
@@ -318,22 +325,24 @@ class Trainer:
 
     def host_batches(self, micro_batches: list[np.ndarray]) -> list[Batch]:
         """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""
-        batches = [collate(self.train_data, indices, self.static_shapes) for indices in micro_batches]
+        batches = [collate_packed(self.train_data, indices, self.packed_rows) if self.packed_rows
+                   else collate(self.train_data, indices, self.static_shapes) for indices in micro_batches]
         return [b.pin_memory() for b in batches] if self.device.type == "cuda" else batches
 
     def _planned_steps(self) -> int:
         """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
         cfg = self.cfg.train
         batches = len(EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, 0,
-                                shuffle=False, length_multiple=cfg.length_multiple))
+                                shuffle=False, length_multiple=cfg.length_multiple, pack_length=cfg.pack_length))
         per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)
 
     def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
         only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
+        packed = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
         with autocast(self.device, self.dtype):
-            return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing)
+            return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **packed)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:
         """Forward/backward over this rank's micro-batches (collated on the host: `host_batches`), then one update,
@@ -360,7 +369,7 @@ class Trainer:
             loss_sum += loss.detach()
             src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
             padded += batch.src.numel() + batch.tgt_in.numel()
-            sentences += len(batch.src)
+            sentences += batch.sentences
         timer.phase("optimizer")
         self.scaler.unscale_(self.optimizer)
         # The norm is needed for the non-finite check even without clipping (an infinite max_norm scales by 1).
@@ -492,6 +501,14 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
         return progress
     finally:
         teardown_distributed(trainer.ctx)
+
+
+def check_pack_length(data: ParallelArrays, pack_length: int) -> None:
+    """Every training sentence must fit a packed row: its longer side and its marker."""
+    longest = int(np.maximum(data.src_lengths, data.tgt_lengths).max(initial=0)) + 1
+    if longest > pack_length:
+        raise NMTError(f"train.pack_length {pack_length} is shorter than the longest training sentence "
+                       f"({longest} positions with its marker): raise it to at least {longest}")
 
 
 def steps_within_budget(step: int, elapsed_s: float, budget_s: float, planned_steps: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,10 +19,13 @@ from pathlib import Path
 import torch
 
 from nmt.config import Config, load_config
-from nmt.data.batching import token_batches
+from nmt.data.batching import EpochPlan
 from nmt.data.prefetch import Prefetcher
 from nmt.run_dir import Run
 from nmt.train import Trainer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_record import write_record  # noqa: E402
 
 ARCHS = {"seq2seq": {"arch": "seq2seq"}, "bahdanau": {"arch": "bahdanau"},
          "luong": {"arch": "luong", "input_feeding": False}, "luong+feed": {"arch": "luong", "input_feeding": True},
@@ -35,15 +39,19 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
         trainer.setup()
-        plan = lambda epoch: token_batches(trainer.train_data.src_lengths,  # noqa: E731
-                                           trainer.train_data.tgt_lengths, cfg.train.max_tokens, seed=0, epoch=epoch,
-                                           length_multiple=cfg.train.length_multiple)
+        data, t = trainer.train_data, cfg.train
+
+        def plan(epoch: int) -> list:  # the training loop's own plan (token buckets, static widths or packed rows)
+            batches = EpochPlan(data.lengths, len(data), t.max_tokens, 0, epoch, length_multiple=t.length_multiple,
+                                pack_length=t.pack_length)
+            return [batches[i] for i in range(len(batches))]
         if warmup_epoch:
             first = plan(0)
             batches, warmup = first + plan(1)[:steps], len(first)
         else:
             batches = plan(0)[:warmup + steps]
         tokens, flops, started = 0, 0.0, None
+        setup_done = time.perf_counter()
         # As the training loop does: the next batches collated (and pinned) by a background thread meanwhile.
         with Prefetcher(([indices] for indices in batches), trainer.host_batches) as updates:
             for i, (_, micro_batches) in enumerate(updates):
@@ -51,6 +59,7 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
                     if trainer.device.type == "cuda":
                         torch.cuda.synchronize()
                     tokens, flops, started = 0, 0.0, time.perf_counter()
+                    warmup_s = started - setup_done  # the warm-up updates, compilation included
                 result = trainer.train_step(micro_batches)  # asynchronous on a GPU: synchronized once at the end
                 tokens += result.src_tokens + result.tgt_tokens
                 flops += trainer.update_flops(result.src_tokens, result.tgt_tokens, result.sentences)
@@ -59,7 +68,7 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
         params = sum(p.numel() for p in trainer.model.parameters())
         return {"tokens_per_s": tokens / elapsed, "mfu": flops / elapsed / trainer.peak_flops,
                 "tflops": flops / elapsed / 1e12, "params": params, "device": str(trainer.device),
-                "peak_tflops": trainer.peak_flops / 1e12}
+                "peak_tflops": trainer.peak_flops / 1e12, "warmup_s": warmup_s, "timed_s": elapsed}
 
 
 def main() -> None:
@@ -79,8 +88,10 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--archs", nargs="*", default=list(ARCHS))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    parser.add_argument("--record", type=Path, help="also write the figures as a results/ record (JSON)")
     args = parser.parse_args()
-    base = load_config(args.config, args.set) if args.config else load_config(None, [*args.set,
+    sets = [*args.set, "train.compile=true"] if args.compile else args.set  # validated with compile on
+    base = load_config(args.config, sets) if args.config else load_config(None, [*sets,
         f"model.embed_dim={args.embed_dim}", f"model.hidden_size={args.hidden_size}",
         f"model.num_layers={args.num_layers}", f"model.ff_dim={4 * args.embed_dim}",
         f"train.max_tokens={args.max_tokens}"], warn=lambda *_: None)
@@ -88,6 +99,7 @@ def main() -> None:
                                     eval_max_sentences=1)
     print("| architecture | parameters | tokens/s | achieved TFLOP/s | MFU | device, threads, max_tokens |")
     print("|---|---|---|---|---|---|")
+    rows = []
     for name in args.archs:
         model = dataclasses.replace(base.model, **ARCHS[name]) if not args.config else base.model
         cfg = dataclasses.replace(base, model=model, train=train_cfg)
@@ -95,6 +107,14 @@ def main() -> None:
         print(f"| {name} | {r['params'] / 1e6:.2f}M | {r['tokens_per_s']:,.0f} | {r['tflops']:.3f} | "
               f"{r['mfu']:.1%} of {r['peak_tflops']:.3g} | {r['device']}, {torch.get_num_threads()}, "
               f"{cfg.train.max_tokens} |", flush=True)
+        rows.append({"architecture": name, "max_tokens": cfg.train.max_tokens,
+                     "length_multiple": cfg.train.length_multiple,
+                     "pack_length": cfg.train.pack_length, "compile": cfg.train.compile,
+                     "compile_mode": cfg.train.compile_mode, "threads": torch.get_num_threads(),
+                     **{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}})
+    if args.record:
+        write_record(args.record, config=str(args.config) if args.config else None, overrides=args.set,
+                     steps=args.steps, warmup="epoch" if args.warmup_epoch else args.warmup, figures=rows)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,10 @@ def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, 
     ("name: ../outside\n", "must be a plain name"),
     ("train:\n  seed: -3\n", "train.seed must be >= 0"),
     ("train:\n  lr: 1\ntrain:\n  lr: 2\n", "duplicate key 'train'"),
-    ("train:\n  compile: true\n  compile_mode: reduce-overhead\n", "CUDA graph per batch shape: set train.length_mult"),
+    ("train:\n  compile: true\n  compile_mode: reduce-overhead\n", "CUDA graph per batch shape: set train.pack_len"),
+    ("model:\n  arch: bahdanau\ntrain:\n  pack_length: 128\n", "only the Transformer"),
+    ("train:\n  pack_length: 128\n  length_multiple: 8\n", "two ways to static shapes: set one"),
+    ("train:\n  pack_length: 128\n  max_tokens: 100\n", "exceeds train.max_tokens 100"),
     ("train:\n  compile_mode: graphs\n", "train.compile_mode must be one of"),
 ])
 def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):

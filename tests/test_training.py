@@ -1,6 +1,7 @@
 """Training end to end on the real prepared data with a tiny model: resume, DDP, errors, CLI."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -175,14 +176,14 @@ def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
         assert heat.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("length_multiple", [0, 8])  # dynamic shapes; static ones (one graph per batch width)
-def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, length_multiple):
+# Dynamic shapes; static ones (one graph per batch width); packed rows (one shape, and one graph, in all).
+@pytest.mark.parametrize("shapes", [{}, {"length_multiple": 8}, {"pack_length": 96}], ids=["tight", "static", "packed"])
+def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shapes):
     """train.compile (torch.compile) gives the eager losses, step for step."""
     losses = {}
     for compiled in (False, True):
         cfg = load_config(write_config(tmp_path, model={"dropout": 0.0},
-                                       train={"compile": compiled, "max_steps": 4, "eval_every": 100,
-                                              "length_multiple": length_multiple}))
+                                       train={"compile": compiled, "max_steps": 4, "eval_every": 100, **shapes}))
         train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
         losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
     assert len(losses[True]) == 4
@@ -195,3 +196,22 @@ def test_progress_bar_ends_where_the_time_budget_will():
     assert steps_within_budget(100, 60.0, 420.0, planned_steps=500) == 500  # max_steps comes first
     assert steps_within_budget(100, 500.0, 420.0, planned_steps=5000) == 100  # over budget: ends now, never earlier
     assert steps_within_budget(0, 0.0, 420.0, planned_steps=5000) == 5000  # no pace yet
+
+
+def test_packed_training_resumes_exactly_and_refuses_rows_too_short(tmp_path, real_data_dir, prepared):
+    """train.pack_length: training on packed rows stops and resumes bitwise like any other, and a row shorter than
+    the longest training sentence is a one-line error before anything is written."""
+    config = write_config(tmp_path, train={"pack_length": 96, "max_steps": 8, "save_every": 4, "eval_every": 4})
+    assert nmt("train", "--config", config, "--run-dir", tmp_path / "straight", data_dir=real_data_dir).returncode == 0
+    halfway = nmt("train", "--config", config, "--run-dir", tmp_path / "resumed", "--set", "train.max_steps=4",
+                  data_dir=real_data_dir)
+    assert halfway.returncode == 0, halfway.stderr
+    resumed = nmt("train", "--config", config, "--run-dir", tmp_path / "resumed", data_dir=real_data_dir)
+    assert resumed.returncode == 0 and "from step 4" in resumed.stderr, resumed.stderr
+    assert_same_weights(weights(tmp_path / "straight"), weights(tmp_path / "resumed"), exact=True)
+    losses = [r["loss"] for r in Run(tmp_path / "straight").metrics.split()[0]]
+    assert len(losses) == 8 and all(math.isfinite(x) for x in losses)
+    short = nmt("train", "--config", config, "--run-dir", tmp_path / "short", "--set", "train.pack_length=8",
+                data_dir=real_data_dir)
+    assert short.returncode == 2 and "shorter than the longest training sentence" in short.stderr
+    assert len(short.stderr.strip().splitlines()) == 1 and not (tmp_path / "short").exists()

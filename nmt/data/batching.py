@@ -13,6 +13,22 @@ from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass
+class Packing:
+    """Where each sentence sits in a packed batch (`train.pack_length`): rows hold several sentences one after
+    another, and attention stays within a sentence. segments: (B, S) / (B, T) the sentence's number in the batch, -1
+    at padding; positions: each token's position within its own sentence (where the position encoding restarts)."""
+
+    src_segments: torch.Tensor
+    tgt_segments: torch.Tensor
+    src_positions: torch.Tensor
+    tgt_positions: torch.Tensor
+
+    def map(self, move) -> "Packing":
+        return Packing(*(move(t) for t in (self.src_segments, self.tgt_segments, self.src_positions,
+                                            self.tgt_positions)))
+
+
+@dataclass
 class Batch:
     src: torch.Tensor  # (B, S) source ids + EOS, right-padded
     tgt_in: torch.Tensor  # (B, T) BOS + target ids
@@ -22,10 +38,15 @@ class Batch:
     # indices into (B, T) of those positions, and the ids there. Only these go to the device.
     keep: torch.Tensor  # (tgt_tokens,)
     targets: torch.Tensor  # (tgt_tokens,)
+    sentences: int = 0  # sentences in the batch (rows may be fewer, packed, or more, padded to a static shape)
+    packing: Packing | None = None  # None: one sentence per row
+
+    def __post_init__(self):
+        self.sentences = self.sentences or len(self.src)
 
     def _map(self, move) -> "Batch":
         return Batch(move(self.src), move(self.tgt_in), self.src_tokens, self.tgt_tokens, move(self.keep),
-                     move(self.targets))
+                     move(self.targets), self.sentences, self.packing.map(move) if self.packing else None)
 
     def pin_memory(self) -> "Batch":
         """In page-locked memory, so that the copy to a GPU really runs asynchronously (non_blocking from pageable
@@ -48,15 +69,16 @@ POOL_SENTENCES = 1 << 20
 class EpochPlan:
     """One epoch's batches over a corpus of any size, by index (`len`, `plan[i]`), built a pool at a time.
 
-    Pools are consecutive runs of `pool` sentences; each is sorted and cut into batches by `token_batches` (its own
+    Pools are consecutive runs of `pool` sentences; each is sorted and cut into batches by `token_batches` (or, with
+    `pack_length`, shuffled and packed into rows by `packed_batches`) (its own
     random stream), the pools come in a random order, and only the pool being read is held. Deterministic in (seed,
     epoch), so exact resume finds batch i again. `lengths(start, stop)` gives (source, target) lengths of a range.
     """
 
     def __init__(self, lengths, size: int, max_tokens: int, seed: int, epoch: int, shuffle: bool = True,
-                 pool: int = POOL_SENTENCES, length_multiple: int = 0):
+                 pool: int = POOL_SENTENCES, length_multiple: int = 0, pack_length: int = 0):
         self.lengths, self.max_tokens, self.seed, self.epoch, self.shuffle = lengths, max_tokens, seed, epoch, shuffle
-        self.length_multiple = length_multiple
+        self.length_multiple, self.pack_length = length_multiple, pack_length
         self.ranges = [(start, min(start + pool, size)) for start in range(0, size, pool)]
         if shuffle and len(self.ranges) > 1:
             order = np.random.default_rng([seed, epoch, len(self.ranges)]).permutation(len(self.ranges))
@@ -72,8 +94,12 @@ class EpochPlan:
             source, target = self.lengths(start, stop)
             # One pool: exactly the plan of the whole corpus (the stream [seed, epoch]); several: one stream each.
             key = (self.seed, self.epoch) if len(self.ranges) == 1 else (self.seed, self.epoch, start)
-            batches = token_batches(source, target, self.max_tokens, *key, shuffle=self.shuffle,
-                                    length_multiple=self.length_multiple)
+            if self.pack_length:
+                batches = packed_batches(source, target, self.pack_length, rows_per_batch(self.pack_length,
+                                         self.max_tokens), *key, shuffle=self.shuffle)
+            else:
+                batches = token_batches(source, target, self.max_tokens, *key, shuffle=self.shuffle,
+                                        length_multiple=self.length_multiple)
             self._held = (k, [b + start for b in batches] if start else batches)
         return self._held[1]
 
@@ -112,6 +138,32 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: 
     if shuffle:
         rng.shuffle(batches)
     return batches
+
+
+def packed_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, pack_length: int, rows: int, seed: int,
+                   epoch: int, *stream: int, shuffle: bool = True) -> list[np.ndarray]:
+    """Index arrays, one per batch of `rows` rows of `pack_length` positions on each side: the sentences in a random
+    order (deterministic in seed, epoch[, *stream]), each row filled while the next sentence still fits on both
+    sides (next fit). `collate` finds the same rows again from a batch's lengths (`pack_rows`)."""
+    rng = np.random.default_rng([seed, epoch, *stream])
+    order = rng.permutation(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
+    row_starts = pack_rows(src_lengths[order] + 1, tgt_lengths[order] + 1, pack_length)
+    return np.split(order, row_starts[rows::rows])
+
+
+def pack_rows(src_span: np.ndarray, tgt_span: np.ndarray, pack_length: int) -> np.ndarray:
+    """Where each row begins when sentences taking `src_span`/`tgt_span` positions (tokens + one marker) fill rows
+    of `pack_length` in order: a loop over rows, each cut found by two binary searches, not a loop over sentences.
+    A sentence longer than a row gets a row to itself (the trainer refuses such a pack_length before it gets here)."""
+    src_end, tgt_end = np.cumsum(src_span, dtype=np.int64), np.cumsum(tgt_span, dtype=np.int64)
+    starts, i, n = [], 0, len(src_span)
+    while i < n:
+        starts.append(i)
+        base_src, base_tgt = (src_end[i - 1], tgt_end[i - 1]) if i else (0, 0)
+        fits = min(np.searchsorted(src_end, base_src + pack_length, side="right"),
+                   np.searchsorted(tgt_end, base_tgt + pack_length, side="right"))
+        i = max(int(fits), i + 1)
+    return np.asarray(starts, dtype=np.int64)
 
 
 def round_up(n, multiple: int):
@@ -201,7 +253,65 @@ def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static:
                  tgt_in=torch.from_numpy(padded(rows.target, rows.target_lengths, BOS_ID, None, width, n)),
                  src_tokens=int(rows.source_lengths.sum()) + len(indices),
                  tgt_tokens=int(rows.target_lengths.sum()) + len(indices),
-                 keep=torch.from_numpy(keep), targets=torch.from_numpy(tgt_out.reshape(-1)[keep]))
+                 keep=torch.from_numpy(keep), targets=torch.from_numpy(tgt_out.reshape(-1)[keep]),
+                 sentences=len(indices))
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    """`train.pack_length`: batches of max_tokens // pack_length rows of pack_length positions, each row several
+    whole sentences. `static`: every position goes to the loss (padding with target PAD_ID, which the loss ignores),
+    so that keep and targets have one size too: the single static shape torch.compile and CUDA graphs want."""
+
+    pack_length: int
+    max_tokens: int
+    static: bool = False
+
+    @property
+    def rows(self) -> int:
+        return rows_per_batch(self.pack_length, self.max_tokens)
+
+
+def collate_packed(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, layout: PackedRows) -> Batch:
+    """Sentences `indices` (a batch of `packed_batches`, in its order) packed into (rows, pack_length) on each side:
+    each sentence's tokens and marker at its row and offset, its number as the segment of those positions and its
+    own positions from 0. Array operations throughout; the rows found by `pack_rows`, as the plan found them."""
+    rows = arrays.gather(np.asarray(indices, dtype=np.int64))
+    src_span, tgt_span = rows.source_lengths + 1, rows.target_lengths + 1
+    row_starts = pack_rows(src_span, tgt_span, layout.pack_length)
+    if len(row_starts) > layout.rows:
+        raise ValueError(f"{len(indices)} sentences need {len(row_starts)} packed rows, more than {layout.rows}")
+    row = np.repeat(np.arange(len(row_starts)), np.diff(np.r_[row_starts, len(indices)]))
+    shape = (layout.rows, layout.pack_length)
+
+    def place(span: np.ndarray, sentence_rows: np.ndarray):
+        """Flat positions in `shape` of every sentence's span, and each position's sentence and own position."""
+        end = np.cumsum(span)
+        row_begin = (end - span)[row_starts]  # where each row's first sentence begins in the running sum
+        offset = end - span - row_begin[row]
+        sentence = np.repeat(np.arange(len(span)), span)
+        within = ragged_arange(span)
+        return np.repeat(sentence_rows * layout.pack_length + offset, span) + within, sentence, within
+
+    def scatter(flat_positions, values, fill, dtype=np.int64):
+        out = np.full(shape, fill, dtype=dtype)
+        out.reshape(-1)[flat_positions] = values
+        return torch.from_numpy(out)
+
+    src_at, src_sentence, src_within = place(src_span, row)
+    tgt_at, tgt_sentence, tgt_within = place(tgt_span, row)
+    tgt_out = padded(rows.target, rows.target_lengths, None, EOS_ID)
+    tgt_out = tgt_out[tgt_sentence, tgt_within]
+    keep = np.arange(shape[0] * shape[1]) if layout.static else tgt_at
+    targets = scatter(tgt_at, tgt_out, PAD_ID).reshape(-1)[keep] if layout.static else torch.from_numpy(tgt_out)
+    return Batch(
+        src=scatter(src_at, padded(rows.source, rows.source_lengths, None, EOS_ID)[src_sentence, src_within], PAD_ID),
+        tgt_in=scatter(tgt_at, padded(rows.target, rows.target_lengths, BOS_ID, None)[tgt_sentence, tgt_within],
+                       PAD_ID),
+        src_tokens=int(src_span.sum()), tgt_tokens=int(tgt_span.sum()),
+        keep=torch.from_numpy(keep), targets=targets, sentences=len(indices),
+        packing=Packing(scatter(src_at, src_sentence, -1), scatter(tgt_at, tgt_sentence, -1),
+                        scatter(src_at, src_within, 0), scatter(tgt_at, tgt_within, 0)))
 
 
 def source_batch(rows: list[list[int]]) -> torch.Tensor:

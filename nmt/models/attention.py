@@ -123,9 +123,11 @@ class MultiHeadAttention(nn.Module):
             k, v = F.linear(keys, w_k, b_k), F.linear(values, w_v, b_v)
         return self._heads(k), self._heads(v)
 
-    def attend(self, q, k, v, key_padding_mask=None, is_causal=False, need_weights=False):
-        """q (B, H, T, Dh), k/v (B, H, S, Dh) → context (B, T, D), weights (B, H, T, S) or None."""
-        mask = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
+    def attend(self, q, k, v, key_padding_mask=None, is_causal=False, need_weights=False, allowed=None):
+        """q (B, H, T, Dh), k/v (B, H, S, Dh) → context (B, T, D), weights (B, H, T, S) or None.
+        `allowed` (B, 1, T, S), True where a query may see a key, replaces key_padding_mask (packed rows)."""
+        mask = allowed if allowed is not None else \
+            None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         if need_weights:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
             if mask is not None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from nmt.data.batching import Packing
 from nmt.data.tokenizer import PAD_ID
 from nmt.errors import NMTError
 from nmt.models.attention import MultiHeadAttention
@@ -26,7 +28,10 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("table", table, persistent=False)
         self.dropout, self.scale = Dropout(dropout), math.sqrt(dim)
 
-    def forward(self, embedded: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, embedded: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """`positions` (B, L): each token's own position (packed rows, where they restart per sentence)."""
+        if positions is not None:
+            return self.dropout(embedded * self.scale + self.table[positions])
         end = offset + embedded.shape[1]
         if end > len(self.table):  # configs are checked at load time; this guards direct library use
             raise NMTError(f"sequence of {end} positions exceeds model.max_positions {len(self.table)}")
@@ -57,8 +62,10 @@ class EncoderLayer(nn.Module):
         self.ff = feed_forward(dim, ff_dim, dropout)
         self.res_attn, self.res_ff = Residual(dim, dropout, pre_norm), Residual(dim, dropout, pre_norm)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        x = self.res_attn(x, lambda h: self.self_attn(h, h, h, src_mask)[0])
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor, allowed: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.res_attn(x, lambda h: self.self_attn.attend(self.self_attn.project_query(h),
+                                                             *self.self_attn.project_keys_values(h), src_mask,
+                                                             allowed=allowed)[0])
         return self.res_ff(x, self.ff)
 
 
@@ -70,8 +77,10 @@ class DecoderLayer(nn.Module):
         self.ff = feed_forward(dim, ff_dim, dropout)
         self.res_self, self.res_cross, self.res_ff = (Residual(dim, dropout, pre_norm) for _ in range(3))
 
-    def forward(self, x, cross_k, cross_v, src_mask, cache: tuple | None = None, need_weights: bool = False):
-        """x (B, T, D); cross_k/v (B, H, S, Dh). With `cache` (past k, v), x holds only the new token(s)."""
+    def forward(self, x, cross_k, cross_v, src_mask, cache: tuple | None = None, need_weights: bool = False,
+                masks: PackedMasks | None = None):
+        """x (B, T, D); cross_k/v (B, H, S, Dh). With `cache` (past k, v), x holds only the new token(s).
+        With `masks` (packed rows), they decide what each query sees, causality included."""
         new_cache, weights = None, None
 
         def self_attention(h):
@@ -82,17 +91,41 @@ class DecoderLayer(nn.Module):
                 k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
                 new_cache = (k, v)
             # With a cache the single new query may see every cached key: no causal mask needed.
+            if masks is not None:
+                return self.self_attn.attend(q, k, v, allowed=masks.decoder)[0]
             return self.self_attn.attend(q, k, v, is_causal=cache is None)[0]
 
         def cross_attention(h):
             nonlocal weights
             context, weights = self.cross_attn.attend(self.cross_attn.project_query(h), cross_k, cross_v, src_mask,
-                                                      need_weights=need_weights)
+                                                      need_weights=need_weights,
+                                                      allowed=None if masks is None else masks.cross)
             return context
 
         x = self.res_self(x, self_attention)
         x = self.res_cross(x, cross_attention)
         return self.res_ff(x, self.ff), new_cache, weights
+
+
+@dataclass
+class PackedMasks:
+    """What each query may see in packed rows (nmt.data.batching.Packing), (B, 1, T, S) for SDPA: its own sentence,
+    earlier positions only in the decoder. Padding (segment -1) sees padding, and the decoder's padding sees the
+    whole source row, so that no query is left without a key (an all-masked softmax row is NaN, and a NaN value
+    spreads through the weights' zeros)."""
+
+    encoder: torch.Tensor
+    decoder: torch.Tensor
+    cross: torch.Tensor
+
+    @classmethod
+    def of(cls, packing: Packing) -> "PackedMasks":
+        src, tgt = packing.src_segments, packing.tgt_segments
+        length = tgt.shape[1]
+        causal = torch.ones(length, length, dtype=torch.bool, device=tgt.device).tril()
+        cross = (tgt[:, :, None] == src[:, None, :]) | (tgt < 0)[:, :, None]
+        return cls(encoder=(src[:, :, None] == src[:, None, :]).unsqueeze(1),
+                   decoder=((tgt[:, :, None] == tgt[:, None, :]) & causal).unsqueeze(1), cross=cross.unsqueeze(1))
 
 
 class Transformer(EncoderDecoder):
@@ -123,12 +156,13 @@ class Transformer(EncoderDecoder):
     def attention_layers_heads(self) -> tuple[int, int]:
         return len(self.decoder_layers), self.decoder_layers[0].cross_attn.num_heads
 
-    def encode_memory(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode_memory(self, src: torch.Tensor, packing: Packing | None = None, masks: PackedMasks | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) → memory (B, S, D), src_mask (B, S)."""
         mask = padding_mask(src)
-        x = self.positions(self.src_embed(src))
+        x = self.positions(self.src_embed(src), positions=None if packing is None else packing.src_positions)
         for layer in self.encoder_layers:
-            x = layer(x, mask)
+            x = layer(x, mask, allowed=None if masks is None else masks.encoder)
         return self.encoder_norm(x), mask
 
     def encode(self, src: torch.Tensor) -> State:
@@ -156,12 +190,14 @@ class Transformer(EncoderDecoder):
                 returned = (weights.mean(1) if attention.head is None else weights[:, attention.head]).squeeze(1)
         return self.head(self.decoder_norm(x)).squeeze(1), new_state, returned
 
-    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
-        memory, mask = self.encode_memory(src)
-        x = self.positions(self.tgt_embed(tgt_in))
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0, packing: Packing | None = None):
+        """Teacher forcing; with `packing`, rows of several sentences that attend only within themselves."""
+        masks = None if packing is None else PackedMasks.of(packing)
+        memory, mask = self.encode_memory(src, packing, masks)
+        x = self.positions(self.tgt_embed(tgt_in), positions=None if packing is None else packing.tgt_positions)
         for layer in self.decoder_layers:
             k, v = layer.cross_attn.project_keys_values(memory)
-            x = layer(x, k, v, mask)[0]
+            x = layer(x, k, v, mask, masks=masks)[0]
         # The vocabulary projection, the largest matmul here, only where a loss is taken (not over padding).
         return self.head(select(self.decoder_norm(x), keep), targets, label_smoothing)
 

@@ -150,3 +150,64 @@ def test_static_shape_plan_gives_one_shape_per_width():
     assert len(shapes) == len({-(-(max(s, t) + 1) // 8) * 8 for s, t in zip(src, tgt)}) <= 6  # 1..40 → 5 widths
     again = token_batches(src, tgt, max_tokens=512, seed=1, epoch=0, length_multiple=8)
     assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+def test_packed_plan_holds_every_sentence_once_in_rows_that_fit():
+    from nmt.data.batching import pack_rows, packed_batches
+
+    src, tgt = lengths(2000, seed=4)
+    batches = packed_batches(src, tgt, pack_length=64, rows=6, seed=1, epoch=0)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(src)))
+    full_rows = 0
+    for batch in batches:
+        starts = pack_rows(src[batch] + 1, tgt[batch] + 1, 64)
+        assert len(starts) <= 6
+        full_rows += len(starts) == 6
+        for row in np.split(np.arange(len(batch)), starts[1:]):
+            assert (src[batch][row] + 1).sum() <= 64 and (tgt[batch][row] + 1).sum() <= 64
+            if row[-1] + 1 < len(batch):  # next fit: a row closes only when its next sentence would not fit
+                following = row[-1] + 1
+                assert ((src[batch][row] + 1).sum() + src[batch][following] + 1 > 64
+                        or (tgt[batch][row] + 1).sum() + tgt[batch][following] + 1 > 64)
+    assert full_rows >= len(batches) - 1  # only the epoch's last batch may be short of rows
+    again = packed_batches(src, tgt, pack_length=64, rows=6, seed=1, epoch=0)
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+    other = packed_batches(src, tgt, pack_length=64, rows=6, seed=1, epoch=1)
+    assert not np.array_equal(np.concatenate(batches), np.concatenate(other))
+
+
+def _arrays(n=40, seed=6):
+    rng = np.random.default_rng(seed)
+    src_len, tgt_len = rng.integers(1, 12, n), rng.integers(1, 12, n)
+    return ParallelArrays(rng.integers(4, 30, src_len.sum()), np.r_[0, np.cumsum(src_len)],
+                          rng.integers(4, 30, tgt_len.sum()), np.r_[0, np.cumsum(tgt_len)]), src_len, tgt_len
+
+
+def test_packed_collate_puts_each_sentence_whole_in_its_own_segment():
+    """Reading each segment back out of the packed rows gives the tight batch's rows, positions counting from 0."""
+    from nmt.data.batching import PackedRows, collate_packed, packed_batches
+
+    arrays, src_len, tgt_len = _arrays()
+    indices = packed_batches(src_len, tgt_len, pack_length=32, rows=4, seed=0, epoch=0)[0]
+    packed, tight = collate_packed(arrays, indices, PackedRows(32, 128)), collate(arrays, indices)
+    p = packed.packing
+    assert packed.src.shape == packed.tgt_in.shape == (4, 32) and packed.sentences == len(indices)
+    assert (packed.src_tokens, packed.tgt_tokens) == (tight.src_tokens, tight.tgt_tokens)
+    tgt_out = torch.full((tight.tgt_in.numel(),), PAD_ID)
+    tgt_out[tight.keep] = tight.targets
+    tgt_out = tgt_out.view(tight.tgt_in.shape)
+    packed_out = torch.full((packed.tgt_in.numel(),), PAD_ID)
+    packed_out[packed.keep] = packed.targets
+    packed_out = packed_out.view(4, 32)
+    for j in range(len(indices)):
+        for side, segments, positions, tight_rows in ((packed.src, p.src_segments, p.src_positions, tight.src),
+                                                      (packed.tgt_in, p.tgt_segments, p.tgt_positions, tight.tgt_in),
+                                                      (packed_out, p.tgt_segments, p.tgt_positions, tgt_out)):
+            at = segments == j
+            assert at.sum(1).count_nonzero() == 1  # one row holds the whole sentence
+            span = int(at.sum())
+            assert torch.equal(side[at], tight_rows[j, :span]) and torch.equal(positions[at], torch.arange(span))
+            assert tight_rows[j, span:].eq(PAD_ID).all()
+    assert packed.src[p.src_segments < 0].eq(PAD_ID).all() and packed.tgt_in[p.tgt_segments < 0].eq(PAD_ID).all()
+    static = collate_packed(arrays, indices, PackedRows(32, 128, static=True))
+    assert torch.equal(static.keep, torch.arange(4 * 32)) and torch.equal(static.targets, packed_out.view(-1))
