@@ -3,6 +3,7 @@
 # BEFORE commit and from this tree, alternating ROUNDS times (so drift in the machine's speed hits both alike).
 #
 #   scripts/ab_train.sh BEFORE_COMMIT [CONFIG] [ROUNDS]      e.g. scripts/ab_train.sh ddabc86 configs/demo.yaml 3
+#   scripts/ab_train.sh .device/trees/ddabc86 ...            the BEFORE tree exported ahead (no git history needed)
 #
 # Prints one line per run (tokens/s of the real training step: forward, backward, clipping, AdamW) and the median
 # ratio. Needs the corpus and this tree's prepared data under data/ (nmt prepare --config CONFIG).
@@ -13,9 +14,16 @@ before=${1:?before commit}; config=${2:-configs/demo.yaml}; rounds=${3:-3}
 steps=${STEPS:-40}; warmup=${WARMUP:-10}
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$root/.venv/bin/python}
+[ -x "$python" ] || python=python3  # a lent GPU machine: its python3 holds torch
 tree=$(mktemp -d)
-trap 'git -C "$root" worktree remove --force "$tree" >/dev/null 2>&1 || true' EXIT
-git -C "$root" worktree add --force --detach "$tree" "$before" >/dev/null 2>&1
+if [ -d "$before" ]; then  # a tree exported ahead (scripts/device_pack.sh): a lent GPU machine has no git history
+  cp -r "$before/." "$tree/"
+  trap 'rm -rf "$tree"' EXIT
+  before=$(cat "$before/COMMIT" 2>/dev/null || basename "$before")
+else
+  trap 'git -C "$root" worktree remove --force "$tree" >/dev/null 2>&1 || true' EXIT
+  git -C "$root" worktree add --force --detach "$tree" "$before" >/dev/null 2>&1
+fi
 # Each tree reads the data in its own format: the BEFORE code prepares its copy beside it.
 mkdir -p "$tree/data" && cp -r "$root/data/fra-eng" "$tree/data/"
 (cd "$tree" && PYTHONPATH="$tree" "$python" -m nmt prepare --config "$root/$config" --data-dir "$tree/data" >/dev/null)

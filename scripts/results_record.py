@@ -9,13 +9,37 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import torch
+
 from nmt.device import cpu_has_bf16
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def current_commit(root: Path = ROOT) -> str:
+    """The checkout's commit; on a lent GPU machine, which gets a copy of the tree without its git history, the one
+    that scripts/device_pack.sh wrote into .device/COMMIT (or $NMT_COMMIT)."""
+    found = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                           text=True).stdout.strip()
+    if found:
+        return found
+    if os.environ.get("NMT_COMMIT"):
+        return os.environ["NMT_COMMIT"]
+    packed = root / ".device" / "COMMIT"
+    return packed.read_text().strip() if packed.is_file() else "unknown"
+
+
+def device_description() -> str:
+    """The accelerator a measurement could have used: the GPU by name when CUDA is there, else the CPU."""
+    cpu = f"CPU, {os.cpu_count()} cores, native bf16: {cpu_has_bf16()}"
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name()} (torch {torch.__version__}, CUDA {torch.version.cuda}); host {cpu}"
+    return cpu
 
 
 def write_record(path: Path, **figures) -> None:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    record = {"command": " ".join(["python", *sys.argv]), "commit": commit,
-              "device": f"CPU, {os.cpu_count()} cores, native bf16: {cpu_has_bf16()}",
+    record = {"command": " ".join(["python", *sys.argv]), "commit": current_commit(),
+              "device": device_description(),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **figures}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

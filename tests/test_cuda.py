@@ -51,12 +51,14 @@ def test_compiled_training_on_cuda_follows_eager(tmp_path, toy_data_dir):
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
-def test_cuda_graphs_on_static_shapes_follow_eager(tmp_path, toy_data_dir):
-    """compile_mode reduce-overhead (a CUDA graph per batch width) trains like eager, with gradient accumulation."""
+@pytest.mark.parametrize("shapes", [{"length_multiple": 8}, {"pack_length": 100}], ids=["widths", "packed"])
+def test_cuda_graphs_on_static_shapes_follow_eager(tmp_path, toy_data_dir, shapes):
+    """compile_mode reduce-overhead (a CUDA graph per batch width, or one for packed rows) trains like eager, with
+    gradient accumulation."""
     losses = {}
     for mode in ("eager", "reduce-overhead"):
         cfg = cuda_config(tmp_path, compile=mode != "eager", compile_mode="default" if mode == "eager" else mode,
-                          length_multiple=8, accum_steps=2, max_steps=8, eval_every=100, log_every=1)
+                          accum_steps=2, max_steps=8, eval_every=100, log_every=1, **shapes)
         train(cfg, tmp_path / mode, toy_data_dir, log=lambda *_: None)
         losses[mode] = [r["loss"] for r in Run(tmp_path / mode).metrics.split()[0]]
     assert len(losses["eager"]) == 8
@@ -109,9 +111,11 @@ def test_flags_through_the_cuda_process_group():
         dist.destroy_process_group()
 
 
-def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir):
+@pytest.mark.parametrize("shapes", [{}, {"pack_length": 100}], ids=["tight", "packed"])
+def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir, shapes):
     """Issue 15: no host sync inside an update (loss, token counts and the non-finite check stay on the device)."""
-    trainer = Trainer(cuda_config(tmp_path, precision="bf16"), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
+    trainer = Trainer(cuda_config(tmp_path, precision="bf16", **shapes), Run(tmp_path / "x"), toy_data_dir,
+                      log=lambda *_: None)
     trainer.setup()
     batches = [list(range(i, i + 8)) for i in range(0, 32, 8)]
     trainer.train_step(trainer.host_batches([batches[0]]))  # the first update may allocate and choose kernels

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# A lent GPU session's measurements for issue 15, in the order the issue needs them, each phase one device-tool
+# command that ends within its limit by itself. A developer's session has 30 minutes of device time; a machine idle
+# for 30 s is given back and the next call starts a bare one, so every phase sets itself up (about 30 s) and the
+# phases are independent. Here, after committing:
+#
+#   scripts/device_pack.sh                       # corpus, commit and the BEFORE trees into .device/
+#
+# then, through the device tool, one call per phase (carry [".device"]), highest value first:
+#
+#   bash scripts/gpu_session.sh measure   # CUDA tests; warm tokens/s + MFU (eager, packed rows, rounded lengths,
+#                                         #   compile, CUDA graphs); old vs new path on this GPU (ddabc86, 3 rounds)
+#   bash scripts/gpu_session.sh bleu      # wall clock to dev BLEU 50, seeds 1 2 3 (SET="..." = measure's winner)
+#   bash scripts/gpu_session.sh test      # test BLEU within 5 minutes from process start, seed 1
+#   bash scripts/gpu_session.sh rnn       # RNN configs, old (606d490) vs new path
+#
+# Each phase writes results/gpu-*.json records (command, commit, device, date, figures) and its logs under
+# gpu-session/PHASE/, and packs both into $OUT/PHASE.tgz after every step: what is under $OUT comes back even from
+# a command cut off at its limit. Unpack it here with `tar -xzf FILE` in the repository root.
+#
+# DEVICE=cpu dry-runs a phase on a CPU (how this script was tested): tiny models, few steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+phase=${1:?phase: measure, bleu, test or rnn}
+LIMIT_S=${LIMIT_S:-560}   # this command's share of the 10-minute limit, with room to pack
+DEVICE=${DEVICE:-cuda}
+PYTHON=${PYTHON:-python3}
+SET=${SET:-}              # overrides for the bleu and test trainings (the winner of measure), e.g. "train.pack_length=128"
+OUT=${OUT:-gpu-session/out}
+export NMT_DATA_DIR=data PYTHONUNBUFFERED=1 PYTHON
+START=$(date +%s)
+logs=gpu-session/$phase
+mkdir -p "$logs" "$OUT" results
+touch "$logs/.start"
+
+left() { echo $(( LIMIT_S - ($(date +%s) - START) )); }
+pack() { tar -czf "$OUT/$phase.tgz" "$logs" $(find results -name 'gpu-*.json' -newer "$logs/.start"); }
+step() {  # step NAME SECONDS_NEEDED COMMAND...: run it, logged, if the time left allows; a failure is logged, not fatal
+  local name=$1 needs=$2; shift 2
+  if [ "$(left)" -lt "$needs" ]; then echo "== $name skipped: $(left) s left, needs $needs" | tee -a "$logs/skipped.txt"; return; fi
+  echo "== $name ($(( $(date +%s) - START )) s in)"
+  local status=0
+  timeout -s TERM "$(( $(left) - 10 ))" "$@" > "$logs/$name.log" 2>&1 || status=$?
+  tail -n 25 "$logs/$name.log"
+  [ "$status" = 0 ] || echo "== $name: exit $status" | tee -a "$logs/failed.txt"
+  pack
+}
+
+if [ "$DEVICE" = cpu ]; then  # the dry run: a model small enough for a CPU, a handful of steps
+  slug=cpu; tiny=(--set model.num_layers=1 --set model.embed_dim=64 --set model.ff_dim=128 --set train.max_tokens=1000)
+  steps=3; warmup=(--warmup 1); ab_config=configs/demo.yaml; ab=(STEPS=2 WARMUP=1); wall=40; test_wall=40
+  rnn_steps=2; rnn_warmup=1
+  SET="$SET model.num_layers=1 model.embed_dim=64 model.ff_dim=128 train.max_tokens=1000 train.eval_max_sentences=50"
+else
+  slug=$("$PYTHON" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+  tiny=(); steps=200; warmup=(--warmup-epoch); ab_config=configs/transformer.yaml; ab=(STEPS=200 WARMUP=300)
+  wall=150; test_wall=300; rnn_steps=100; rnn_warmup=50  # the old RNN path: ~0.1–0.2 s an update
+fi
+sets=(); for kv in $SET; do sets+=(--set "$kv"); done
+
+# Every phase: the corpus from the carried copy, prepared here (SentencePiece and arrays: ~15 s).
+{ nvidia-smi 2>/dev/null || true; "$PYTHON" -c "import torch; print(torch.__version__)"
+  "$PYTHON" -m nmt download --url .device/fra-eng.zip && "$PYTHON" -m nmt prepare --config configs/transformer.yaml
+} > "$logs/setup.log" 2>&1 || { tail -n 20 "$logs/setup.log"; pack; exit 1; }
+
+bench() {  # bench NAME [bench_train args...]: the Transformer's real training step, warm, as a record
+  local name=$1; shift
+  step "bench-$name" 60 "$PYTHON" scripts/bench_train.py --config configs/transformer.yaml --archs transformer \
+    --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" "$@" \
+    --record "results/gpu-bench-transformer-$name-$slug.json"
+}
+
+case $phase in
+measure)
+  step cuda-tests 60 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
+  bench eager
+  step ab-transformer 240 env "${ab[@]}" RECORD="results/gpu-train-ab-transformer-$slug.json" \
+    scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
+  # Static shapes: packed rows (one shape: one compiled graph) first, then lengths rounded to 8 (a graph per width).
+  bench packed128 --set train.pack_length=128
+  bench packed128-compile --set train.pack_length=128 --compile
+  bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
+  bench static8 --set train.length_multiple=8
+  bench static8-graphs --set train.length_multiple=8 --compile --set train.compile_mode=reduce-overhead
+  ;;
+bleu)
+  step time-to-dev-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
+    --seeds 1 2 3 --wall-limit-s "$wall" --set train.eval_every=250 --set "train.device=$DEVICE" "${sets[@]}" \
+    --out "results/gpu-time-to-dev-bleu50-$slug.json"
+  ;;
+test)
+  step time-to-test-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
+    --seeds 1 --test --wall-limit-s "$test_wall" --set train.eval_every=500 --set "train.device=$DEVICE" "${sets[@]}" \
+    --out "results/gpu-time-to-test-bleu-$slug.json"
+  ;;
+rnn)
+  for arch in bahdanau luong seq2seq; do
+    config=configs/$arch.yaml; [ "$DEVICE" = cpu ] && config=$ab_config
+    step "ab-$arch" 150 env STEPS="$rnn_steps" WARMUP="$rnn_warmup" SET="$([ "$DEVICE" = cpu ] && echo "model.arch=$arch")" \
+      RECORD="results/gpu-train-ab-$arch-$slug.json" scripts/ab_train.sh .device/trees/606d490 "$config" 2
+  done
+  ;;
+*) echo "error: unknown phase $phase (measure, bleu, test, rnn)" >&2; exit 2 ;;
+esac
+pack
+echo "== phase $phase done in $(( $(date +%s) - START )) s: $OUT/$phase.tgz"
