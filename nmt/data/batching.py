@@ -284,22 +284,21 @@ def collate_packed(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, 
     row = np.repeat(np.arange(len(row_starts)), np.diff(np.r_[row_starts, len(indices)]))
     shape = (layout.rows, layout.pack_length)
 
-    def place(span: np.ndarray, sentence_rows: np.ndarray):
+    def place(span: np.ndarray):
         """Flat positions in `shape` of every sentence's span, and each position's sentence and own position."""
-        end = np.cumsum(span)
-        row_begin = (end - span)[row_starts]  # where each row's first sentence begins in the running sum
-        offset = end - span - row_begin[row]
+        begin = np.cumsum(span) - span  # where each sentence begins in the running sum
+        offset = begin - begin[row_starts][row]  # ... and within its row
         sentence = np.repeat(np.arange(len(span)), span)
         within = ragged_arange(span)
-        return np.repeat(sentence_rows * layout.pack_length + offset, span) + within, sentence, within
+        return np.repeat(row * layout.pack_length + offset, span) + within, sentence, within
 
-    def scatter(flat_positions, values, fill, dtype=np.int64):
-        out = np.full(shape, fill, dtype=dtype)
+    def scatter(flat_positions, values, fill):
+        out = np.full(shape, fill, dtype=np.int64)
         out.reshape(-1)[flat_positions] = values
         return torch.from_numpy(out)
 
-    src_at, src_sentence, src_within = place(src_span, row)
-    tgt_at, tgt_sentence, tgt_within = place(tgt_span, row)
+    src_at, src_sentence, src_within = place(src_span)
+    tgt_at, tgt_sentence, tgt_within = place(tgt_span)
     tgt_out = padded(rows.target, rows.target_lengths, None, EOS_ID)
     tgt_out = tgt_out[tgt_sentence, tgt_within]
     keep = np.arange(shape[0] * shape[1]) if layout.static else tgt_at
