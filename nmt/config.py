@@ -143,7 +143,8 @@ class TrainConfig:
     clip_norm: float = field(default=1.0, metadata=_check(ge=0.0))  # 0 disables clipping
     label_smoothing: float = field(default=0.1, metadata=_check(ge=0.0, lt=1.0))
     eval_every: int = field(default=1000, metadata=_check(ge=1))
-    eval_max_sentences: int = field(default=0, metadata=_check(ge=0))  # 0: the whole valid split
+    # Validation reads the first N source sentences (BLEU) and the first N pairs (dev loss); 0: the whole split.
+    eval_max_sentences: int = field(default=0, metadata=_check(ge=0))
     save_every: int = field(default=1000, metadata=_check(ge=1))
     # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
     keep_last: int = field(default=0, metadata=_check(ge=0, le=100))

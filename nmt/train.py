@@ -405,7 +405,9 @@ class Trainer:
         """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator."""
         self.model.eval()
         nll, tokens = torch.zeros((), dtype=torch.float64, device=self.device), 0  # summed on the device
-        for indices in token_batches(self.valid_data.src_lengths, self.valid_data.tgt_lengths,
+        # train.eval_max_sentences bounds the loss as well as the BLEU: the first N pairs (fairseq's max_valid_steps).
+        pairs = self.cfg.train.eval_max_sentences or len(self.valid_data.src_lengths)
+        for indices in token_batches(self.valid_data.src_lengths[:pairs], self.valid_data.tgt_lengths[:pairs],
                                      self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
             batch = collate(self.valid_data, indices).to(self.device)
             nll += self.token_loss(self.model, batch, 0.0)

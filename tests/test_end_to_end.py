@@ -203,3 +203,22 @@ def test_bf16_autocast_on_cpu_trains_and_resumes_deterministically(tmp_path, toy
     assert all(torch.equal(a[k], b[k]) for k in a)
     losses = [r["loss"] for r in Run(tmp_path / "straight").metrics.split()[0]]
     assert losses[-1] < losses[0]
+
+
+def test_eval_max_sentences_bounds_the_dev_loss_too(tmp_path, toy_data_dir):
+    """Validation's dev loss is the NLL of the first N valid pairs, not of the whole split, when N is set."""
+    from nmt.data.batching import collate
+    from nmt.train import Trainer
+
+    dev_loss = {}
+    for limit in (5, 0):
+        cfg = toy_config(tmp_path, train={"eval_max_sentences": limit, "precision": "fp32"})
+        trainer = Trainer(cfg, Run(tmp_path / f"run-{limit}"), toy_data_dir, log=lambda *_: None)
+        trainer.setup()
+        dev_loss[limit] = trainer.validate()["dev_loss"]
+    first_five = collate(trainer.valid_data, torch.arange(5).numpy())
+    with torch.no_grad():
+        trainer.model.eval()
+        expected = float(trainer.token_loss(trainer.model, first_five, 0.0)) / first_five.tgt_tokens
+    assert dev_loss[5] == pytest.approx(expected, abs=1e-4)  # the same seed: both trainers' models are equal
+    assert dev_loss[0] != pytest.approx(expected, abs=1e-3)
