@@ -37,6 +37,7 @@ from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
+from nmt.models.base import compile_loss_outside_graph
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
@@ -170,12 +171,15 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.cfg.train.compile:
             # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling,
-            # unless train.length_multiple makes them static (one graph per batch width).
+            # the fused loss left out of the graph (its block loop depends on the token count), unless
+            # train.length_multiple or train.pack_length makes them static (one graph per batch width).
+            static = self.static_shapes is not None or self.packed_rows is not None
+            if not static:
+                compile_loss_outside_graph(self.model)
             if self.static_shapes is not None:  # every width compiles once, more than dynamo's default 8 may be
                 torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                            self._batch_widths() + 1)
             mode = self.cfg.train.compile_mode
-            static = self.static_shapes is not None or self.packed_rows is not None
             self.train_model = torch.compile(self.train_model, dynamic=not static,
                                              mode=None if mode == "default" else mode)
             # CUDA graphs replay into the same output buffers: each update tells torch where a new one begins.
