@@ -101,21 +101,15 @@ def _owner(module: nn.Module, parameter_name: str) -> nn.Module:
     return module.get_submodule(parameter_name.rpartition(".")[0]) if "." in parameter_name else module
 
 
-# The fused loss outside torch.compile's graph: its loop over blocks of rows would otherwise make the graph depend on
-# the number of target tokens, which with dynamic shapes changes almost every batch (a recompile each time).
-_eager_head_cross_entropy = torch.compiler.disable(head_cross_entropy)
-
-
 class OutputHead(nn.Module):
     """Features (…, E) → vocabulary logits (…, V); with `tied`, the matrix is that embedding's (Press & Wolf 2017)."""
-
-    loss_outside_graph = False  # set by `compile_loss_outside_graph`
 
     def __init__(self, embed_dim: int, vocab_size: int, tied: nn.Embedding | None):
         super().__init__()
         self.proj = nn.Linear(embed_dim, vocab_size, bias=False)
         if tied is not None:
             self.proj.weight = tied.weight
+        self.loss = head_cross_entropy  # `compile_loss_outside_graph` may swap in a copy torch.compile leaves out
 
     @property
     def weight(self) -> torch.Tensor:
@@ -127,16 +121,17 @@ class OutputHead(nn.Module):
         projection so that the (N, V) logits are never held whole (nmt.models.loss); PAD targets count nothing."""
         if targets is None:
             return self.proj(features)
-        loss = _eager_head_cross_entropy if self.loss_outside_graph else head_cross_entropy
-        return loss(features, self.proj.weight, targets, label_smoothing, ignore_index=PAD_ID)
+        return self.loss(features, self.proj.weight, targets, label_smoothing, ignore_index=PAD_ID)
 
 
 def compile_loss_outside_graph(model: nn.Module) -> None:
     """For torch.compile with dynamic shapes: the model's fused loss runs eagerly, between compiled graphs (a graph
-    break), so that a new count of target tokens is not a new graph. Static shapes keep the loss in the graph."""
+    break). Its loop over blocks of rows would otherwise fix the graph to the number of target tokens, which changes
+    almost every batch (a recompile each time). Static shapes keep the loss in the graph."""
+    eager = torch.compiler.disable(head_cross_entropy)  # imports torch._dynamo (~2 s): only when compiling
     for module in model.modules():
         if isinstance(module, OutputHead):
-            module.loss_outside_graph = True
+            module.loss = eager
 
 
 class Readout(nn.Module):
