@@ -102,9 +102,10 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
     Several GPUs: torchrun --nproc_per_node=4 -m nmt train --config configs/transformer.yaml
     """
     from nmt.config import load_config
+
+    cfg = load_config(config, overrides)  # a bad config is refused before torch is imported (~2 s)
     from nmt.train import train as run_training
 
-    cfg = load_config(config, overrides)
     progress = run_training(cfg, run_dir, data_dir, url, log=_log)
     _log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
 
