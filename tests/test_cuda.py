@@ -43,12 +43,18 @@ def test_bf16_autocast_and_fused_adamw_train_like_fp32(tmp_path, toy_data_dir):
 
 
 def test_compiled_training_on_cuda_follows_eager(tmp_path, toy_data_dir):
+    """Tight batches, dynamic shapes: the eager losses, and no new graph for each batch's count of target tokens."""
+    from torch._dynamo.utils import counters
+
     losses = {}
     for compiled in (False, True):
         cfg = cuda_config(tmp_path, compile=compiled, max_steps=6, eval_every=100)
+        torch._dynamo.reset()
+        counters.clear()
         train(cfg, tmp_path / f"c{compiled}", toy_data_dir, log=lambda *_: None)
         losses[compiled] = [r["loss"] for r in Run(tmp_path / f"c{compiled}").metrics.split()[0]]
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
+    assert 1 <= counters["stats"]["unique_graphs"] <= 2
 
 
 @pytest.mark.parametrize("shapes", [{"length_multiple": 8}, {"pack_length": 100}], ids=["widths", "packed"])
