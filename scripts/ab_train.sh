@@ -15,6 +15,7 @@ steps=${STEPS:-40}; warmup=${WARMUP:-10}
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$root/.venv/bin/python}
 [ -x "$python" ] || python=python3  # a lent GPU machine: its python3 holds torch
+[[ $python == */* ]] && python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python")  # runs inside other trees
 tree=$(mktemp -d)
 if [ -d "$before" ]; then  # a tree exported ahead (scripts/device_pack.sh): a lent GPU machine has no git history
   cp -r "$before/." "$tree/"
