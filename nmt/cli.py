@@ -129,11 +129,11 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
 
     Example: nmt translate "i'm home ."   or   cat source.txt | nmt translate --beam 5 > target.txt
     """
+    if attention is not None:  # argument checks first: importing the engines (torch) takes ~2 s
+        attention = _picture_path(attention)
     from nmt.engines import open_engine, translate_stream
     from nmt.models.base import AttentionChoice
 
-    if attention is not None:
-        attention = _picture_path(attention)
     translator = open_engine(engine, run, checkpoint, model, device,
                              {"beam_size": beam, "length_penalty": length_penalty}, warn=warn)
     choice = AttentionChoice(attention_layer, attention_head)
@@ -234,11 +234,11 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
 
     Example: nmt evaluate --run runs/transformer --beam 5   or   nmt evaluate --compare runs/a --compare runs/b
     """
+    if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
+        raise NMTError("--ref needs --src (the source sentences the references translate)")
     from nmt import evaluate as ev
     from nmt.engines import open_engine
 
-    if ref and src is None:
-        raise NMTError("--ref needs --src (the source sentences the references translate)")
     overrides = {"beam_size": beam, "length_penalty": length_penalty}
     if compare:
         typer.echo(ev.format_comparison(ev.compare_runs(compare, split, overrides, device, data_dir)))
