@@ -410,7 +410,7 @@ class Trainer:
         self.model.eval()
         nll, tokens = torch.zeros((), dtype=torch.float64, device=self.device), 0  # summed on the device
         # train.eval_max_sentences bounds the loss as well as the BLEU: the first N pairs (fairseq's max_valid_steps).
-        pairs = self.cfg.train.eval_max_sentences or len(self.valid_data.src_lengths)
+        pairs = self.cfg.train.eval_max_sentences or None  # None: the whole split
         for indices in token_batches(self.valid_data.src_lengths[:pairs], self.valid_data.tgt_lengths[:pairs],
                                      self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
             batch = collate(self.valid_data, indices).to(self.device)

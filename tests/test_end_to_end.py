@@ -4,6 +4,7 @@ import json
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
 
@@ -210,15 +211,16 @@ def test_eval_max_sentences_bounds_the_dev_loss_too(tmp_path, toy_data_dir):
     from nmt.data.batching import collate
     from nmt.train import Trainer
 
-    dev_loss = {}
+    dev_loss, trainers = {}, {}
     for limit in (5, 0):
         cfg = toy_config(tmp_path, train={"eval_max_sentences": limit, "precision": "fp32"})
-        trainer = Trainer(cfg, Run(tmp_path / f"run-{limit}"), toy_data_dir, log=lambda *_: None)
-        trainer.setup()
-        dev_loss[limit] = trainer.validate()["dev_loss"]
-    first_five = collate(trainer.valid_data, torch.arange(5).numpy())
+        trainers[limit] = Trainer(cfg, Run(tmp_path / f"run-{limit}"), toy_data_dir, log=lambda *_: None)
+        trainers[limit].setup()
+        dev_loss[limit] = trainers[limit].validate()["dev_loss"]
+    bounded = trainers[5]
+    first_five = collate(bounded.valid_data, np.arange(5))
     with torch.no_grad():
-        trainer.model.eval()
-        expected = float(trainer.token_loss(trainer.model, first_five, 0.0)) / first_five.tgt_tokens
-    assert dev_loss[5] == pytest.approx(expected, abs=1e-4)  # the same seed: both trainers' models are equal
+        bounded.model.eval()
+        expected = float(bounded.token_loss(bounded.model, first_five, 0.0)) / first_five.tgt_tokens
+    assert dev_loss[5] == pytest.approx(expected, abs=1e-4)
     assert dev_loss[0] != pytest.approx(expected, abs=1e-3)
