@@ -30,8 +30,8 @@ browser:
 	  echo "note: could not install chromium; the browser test will be skipped"; \
 	else echo "note: no chromium/chromedriver and no apt-get as root; the browser test will be skipped"; fi
 
-# Tests run in parallel processes (pytest-xdist): most of the suite waits on subprocesses importing torch, so two
-# workers on two cores take ~0.6x the serial time. TEST_WORKERS=0 runs serially.
+# Tests run in parallel processes (pytest-xdist): much of the suite is single-threaded (subprocesses importing
+# torch), so two workers on two cores take ~0.65x the serial time. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist worksteal
 
