@@ -131,6 +131,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     """
     if attention is not None:  # argument checks first: importing the engines (torch) takes ~2 s
         attention = _picture_path(attention)
+    _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine, translate_stream
     from nmt.models.base import AttentionChoice
 
@@ -158,6 +159,15 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                         for t, s in zip(result.target_pieces, strongest)))
     if attention is not None:
         _save_heatmap(results[0], attention)
+
+
+def _check_run_first(engine: str, run: Optional[Path], checkpoint: Optional[Path], model: Optional[Path]) -> None:
+    """Refuse a missing run (the one named, or none trained yet) before the engines import torch (~2 s); the
+    engine opens it again to load it. Other mixes of options are the engine's to judge."""
+    if engine == "nmt" and checkpoint is None and model is None:
+        from nmt.run_dir import Run
+
+        Run.open(run)
 
 
 def _argument_text(argument: str) -> str:
@@ -236,6 +246,8 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     """
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
+    if not compare:
+        _check_run_first(engine, run, checkpoint, model)
     from nmt import evaluate as ev
     from nmt.engines import open_engine
 
@@ -277,11 +289,12 @@ def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (
 
     Example: nmt plot --run runs/demo
     """
-    from nmt.plotting import plot_learning_curves
     from nmt.run_dir import Run
 
-    selected = Run.open(run)
+    selected = Run.open(run)  # a missing run and a bad picture path are refused before matplotlib and torch load
     path = _picture_path(output) if output else selected.directory / "curves.png"
+    from nmt.plotting import plot_learning_curves
+
     plot_learning_curves(selected, path)
     typer.echo(f"learning curves written to {path}")
 

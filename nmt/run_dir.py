@@ -17,13 +17,12 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import yaml
 
 from nmt import __version__
 from nmt.atomic import copy_file_atomic, write_text_atomic
-from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
     read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
@@ -31,6 +30,12 @@ from nmt.data.sources import resolve_normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
+
+if TYPE_CHECKING:
+    import torch
+
+# torch (and nmt.checkpoint, which needs it) is imported where a checkpoint is written or read, not here: finding a
+# run, and refusing a missing one, should not wait ~2 s for torch to load.
 
 DEFAULT_ROOT = Path("runs")
 
@@ -191,6 +196,8 @@ class Run:
     # --- writing ------------------------------------------------------------------------------------------------
     def initialize(self, cfg: Config, prepared: Path, device: torch.device, world_size: int) -> None:
         """Write the resolved config, the environment, and copies of the tokenizer(s) and normalization settings."""
+        import torch
+
         self._make_dirs()
         write_text_atomic(self.config_path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         env = {"nmt": __version__, "torch": torch.__version__, "python": platform.python_version(),
@@ -228,6 +235,8 @@ class Run:
         return DirectoryLock(self.directory)
 
     def save(self, which: CheckpointKind | str, checkpoint: Weights) -> Path:
+        from nmt.checkpoint import save_checkpoint
+
         path = self.checkpoint_path(which)
         save_checkpoint(checkpoint.payload(), path)
         return path
@@ -240,6 +249,8 @@ class Run:
 
     def save_step(self, step: int, checkpoint: Weights, keep: int) -> None:
         """Weights of this step, keeping only the newest `keep` such files."""
+        from nmt.checkpoint import save_checkpoint
+
         save_checkpoint(checkpoint.payload(), self.checkpoint_dir / f"step-{step:07d}.pt")
         for old in self.step_checkpoints()[:-keep]:
             old.unlink(missing_ok=True)
@@ -277,6 +288,8 @@ class Run:
 
     def load(self, path: Path, required: tuple[str, ...] = WEIGHTS_KEYS) -> dict:
         """A checkpoint as a dict with at least `required` keys; anything else is a one-line error naming the file."""
+        from nmt.checkpoint import load_checkpoint
+
         state = load_checkpoint(path, map_location="cpu")
         if not isinstance(state, dict):
             raise NMTError(f"{path} is not an nmt checkpoint (holds a {type(state).__name__})")

@@ -292,3 +292,27 @@ def test_a_full_disk_during_training_is_one_line_and_keeps_last_pt(tmp_path, toy
     assert len(lines) == 1 and "cannot write checkpoint" in lines[0] and "Traceback" not in result.stderr
     assert hashlib.sha256(last.read_bytes()).hexdigest() == before
     assert not list((run / "checkpoints").glob(".*.tmp"))
+
+
+# The CLI as a user runs it, with a probe at exit that reports whether torch was ever imported.
+_TORCH_PROBE = """
+import atexit, sys
+atexit.register(lambda: print("torch imported:", "torch" in sys.modules, file=sys.stderr))
+from nmt.cli import main
+sys.argv = ["nmt", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("command", [["translate", "hi"], ["evaluate"], ["plot"], ["average"]])
+def test_a_missing_run_is_refused_before_torch_is_imported(command, tmp_path):
+    """Finding the run comes first: a missing one is refused without waiting ~2 s for torch (or matplotlib)."""
+    import subprocess
+    import sys
+
+    missing = tmp_path / "no-such-run"
+    done = subprocess.run([sys.executable, "-c", _TORCH_PROBE, *command, "--run", str(missing)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"error: {missing} is not a run directory" in done.stderr
+    assert "torch imported: False" in done.stderr
