@@ -6,6 +6,8 @@ Each row: (id, arguments, what to plant first). `{R}` is a copy of a trained toy
 
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -307,9 +309,6 @@ main()
 @pytest.mark.parametrize("command", [["translate", "hi"], ["evaluate"], ["plot"], ["average"]])
 def test_a_missing_run_is_refused_before_torch_is_imported(command, tmp_path):
     """Finding the run comes first: a missing one is refused without waiting ~2 s for torch (or matplotlib)."""
-    import subprocess
-    import sys
-
     missing = tmp_path / "no-such-run"
     done = subprocess.run([sys.executable, "-c", _TORCH_PROBE, *command, "--run", str(missing)],
                           capture_output=True, text=True, cwd=tmp_path)
