@@ -22,11 +22,9 @@ from nmt.config import ModelConfig
 from nmt.models.builder import build_model
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bench_train import ARCHS  # noqa: E402  (the same architecture names and settings as the throughput bench)
 from results_record import write_record  # noqa: E402
 
-ARCHS = {"seq2seq": {"arch": "seq2seq"}, "bahdanau": {"arch": "bahdanau"},
-         "luong": {"arch": "luong", "input_feeding": False}, "luong+feed": {"arch": "luong", "input_feeding": True},
-         "transformer": {"arch": "transformer"}}
 VOCAB, BATCH, SRC_LEN, TGT_LEN = 100, 4, 7, 6
 
 
