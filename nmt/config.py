@@ -159,6 +159,10 @@ class TrainConfig:
     # needs train.length_multiple); on a CPU every mode compiles as default does.
     compile_mode: str = field(default="default", metadata=_check(choices=(
         "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")))
+    # torch.compile's backend. inductor generates fused kernels (for an RNN, whose time loops a graph unrolls, that
+    # takes minutes per batch width); cudagraphs generates nothing and replays the traced graph's own kernels as a
+    # CUDA graph per batch shape (static shapes; on a CPU the traced graph runs eagerly, as aot_eager).
+    compile_backend: str = field(default="inductor", metadata=_check(choices=("inductor", "cudagraphs")))
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
     # Peak FLOP/s for the MFU figure in the log; 0: the GPU's bf16 peak from a table, or a matmul measured on CPU.
@@ -244,8 +248,10 @@ def check_consistency(cfg: Config) -> list[str]:
     if t.schedule == "linear" and t.warmup_steps >= t.max_steps:
         raise ConfigError(f"train.schedule linear decays from train.warmup_steps {t.warmup_steps} to train.max_steps "
                           f"{t.max_steps}: warmup_steps must be smaller")
-    if t.compile and t.compile_mode in CUDA_GRAPH_MODES and not (t.length_multiple or t.pack_length):
-        raise ConfigError(f"train.compile_mode {t.compile_mode} records a CUDA graph per batch shape: set "
+    graphs = (f"train.compile_backend {t.compile_backend}" if t.compile_backend == "cudagraphs"
+              else f"train.compile_mode {t.compile_mode}" if t.compile_mode in CUDA_GRAPH_MODES else None)
+    if t.compile and graphs and not (t.length_multiple or t.pack_length):
+        raise ConfigError(f"{graphs} records a CUDA graph per batch shape: set "
                           "train.pack_length (e.g. 128) or train.length_multiple (e.g. 8) so that batches come in "
                           "static shapes")
     if t.pack_length:
@@ -258,8 +264,12 @@ def check_consistency(cfg: Config) -> list[str]:
             raise ConfigError(f"train.pack_length {t.pack_length} exceeds train.max_tokens {t.max_tokens}: a batch "
                               "must hold at least one row")
     warnings = []
-    if t.compile_mode != "default" and not t.compile:
-        warnings.append(f"train.compile_mode {t.compile_mode} has no effect without train.compile: true (ignored)")
+    for name, default in (("compile_mode", "default"), ("compile_backend", "inductor")):
+        if getattr(t, name) != default and not t.compile:
+            warnings.append(f"train.{name} {getattr(t, name)} has no effect without train.compile: true (ignored)")
+    if t.compile and t.compile_backend == "cudagraphs" and t.compile_mode != "default":
+        warnings.append(f"train.compile_mode {t.compile_mode} is inductor's: train.compile_backend cudagraphs "
+                        "ignores it")
     defaults = ModelConfig()
     transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions")
     ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),

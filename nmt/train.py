@@ -39,6 +39,7 @@ from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.base import compile_loss_outside_graph
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
+from nmt.models.rnn_encoder import trace_rnn_encoders
 from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
@@ -179,11 +180,22 @@ class Trainer:
             if self.static_shapes is not None:  # every width compiles once, more than dynamo's default 8 may be
                 torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
                                                            self._batch_widths() + 1)
-            mode = self.cfg.train.compile_mode
-            self.train_model = torch.compile(self.train_model, dynamic=not static,
+                # An RNN in one graph: the encoder's recurrence written out with pads masked, the decoder's
+                # nn.GRU/nn.LSTM steps traced through (dynamo's allow_rnn), both loops unrolled per width.
+                trace_rnn_encoders(self.model)
+                torch._dynamo.config.allow_rnn = True
+            mode, backend = self.cfg.train.compile_mode, self.cfg.train.compile_backend
+            if backend == "cudagraphs":
+                mode = "default"
+                if self.device.type != "cuda":  # the same trace, run eagerly: cudagraphs would warn and do this
+                    backend = "aot_eager"
+                    if self.ctx.is_main:
+                        self.log("train.compile_backend cudagraphs: no CUDA graphs on the CPU, the traced graph "
+                                 "runs eagerly (aot_eager)")
+            self.train_model = torch.compile(self.train_model, dynamic=not static, backend=backend,
                                              mode=None if mode == "default" else mode)
             # CUDA graphs replay into the same output buffers: each update tells torch where a new one begins.
-            self.cuda_graphs = self.device.type == "cuda" and mode in CUDA_GRAPH_MODES
+            self.cuda_graphs = self.device.type == "cuda" and (mode in CUDA_GRAPH_MODES or backend == "cudagraphs")
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)

@@ -83,6 +83,9 @@ def test_model_args_hold_exactly_the_shape_fields():
     ("model:\n  arch: luong\n  num_heads: 8\n", "model.num_heads has no effect on a luong"),
     ("model:\n  arch: luong\n  attention: general\n  local_window: 3\n", "local_window only applies"),
     ("train:\n  compile_mode: max-autotune-no-cudagraphs\n", "has no effect without train.compile: true"),
+    ("train:\n  compile_backend: cudagraphs\n", "compile_backend cudagraphs has no effect without train.compile"),
+    ("train:\n  compile: true\n  compile_backend: cudagraphs\n  compile_mode: max-autotune\n  length_multiple: 8\n",
+     "inductor's: train.compile_backend cudagraphs ignores it"),
 ])
 def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, message):
     warnings = []
@@ -98,6 +101,8 @@ def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, 
     ("train:\n  seed: -3\n", "train.seed must be >= 0"),
     ("train:\n  lr: 1\ntrain:\n  lr: 2\n", "duplicate key 'train'"),
     ("train:\n  compile: true\n  compile_mode: reduce-overhead\n", "CUDA graph per batch shape: set train.pack_len"),
+    ("train:\n  compile: true\n  compile_backend: cudagraphs\n", "compile_backend cudagraphs records a CUDA graph"),
+    ("train:\n  compile_backend: tensorrt\n", "train.compile_backend must be one of"),
     ("model:\n  arch: bahdanau\ntrain:\n  pack_length: 128\n", "only the Transformer"),
     ("train:\n  pack_length: 128\n  length_multiple: 8\n", "two ways to static shapes: set one"),
     ("train:\n  pack_length: 128\n  max_tokens: 100\n", "exceeds train.max_tokens 100"),

@@ -71,6 +71,24 @@ def test_cuda_graphs_on_static_shapes_follow_eager(tmp_path, toy_data_dir, shape
     assert losses["reduce-overhead"] == pytest.approx(losses["eager"], rel=2e-2)
 
 
+@pytest.mark.parametrize("model, shapes", [({"arch": "bahdanau", "hidden_size": 32}, {"length_multiple": 8}),
+                                           ({}, {"pack_length": 100})], ids=["bahdanau-widths", "transformer-packed"])
+def test_the_cudagraphs_backend_follows_eager(tmp_path, toy_data_dir, model, shapes):
+    """compile_backend cudagraphs (the traced graph's own kernels replayed as CUDA graphs, no code generation): an
+    RNN's update (masked encoder, decoder steps traced through) or packed Transformer rows train like eager."""
+    losses = {}
+    for compiled in (False, True):
+        settings = {"compile": True, "compile_backend": "cudagraphs"} if compiled else {}
+        cfg = load_config(write_config(tmp_path, base=TOY_RUN, model=model,
+                                       train={"device": "cuda", "max_steps": 8, "eval_every": 100, "log_every": 1,
+                                              **shapes, **settings}), warn=lambda *_: None)
+        torch._dynamo.reset()
+        train(cfg, tmp_path / f"c{compiled}", toy_data_dir, log=lambda *_: None)
+        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"c{compiled}").metrics.split()[0]]
+    assert len(losses[False]) == 8
+    assert losses[True] == pytest.approx(losses[False], rel=2e-2)
+
+
 def test_resume_on_cuda_follows_the_uninterrupted_run(tmp_path, toy_data_dir):
     cfg = cuda_config(tmp_path, max_steps=12, save_every=6, eval_every=100)
     train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)

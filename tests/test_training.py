@@ -199,6 +199,29 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
         assert 1 <= counters["stats"]["unique_graphs"] <= max_graphs
 
 
+def test_compiled_rnn_on_static_shapes_is_one_graph_and_follows_eager(tmp_path, real_data_dir, prepared):
+    """An RNN compiled on static shapes (the cudagraphs backend; on the CPU its trace runs eagerly): the whole update
+    is one graph, the encoder masking its padding instead of packing it and the decoder's steps traced through, at
+    most one graph per batch width met, and it trains like the eager (packed) model. (Luong and seq2seq trace whole
+    too: tests/models/test_masked_rnn.py.)"""
+    from torch._dynamo.utils import counters
+
+    losses = {}
+    for compiled in (False, True):
+        compile_settings = {"compile": True, "compile_backend": "cudagraphs"} if compiled else {}
+        cfg = load_config(write_config(tmp_path, model={"arch": "bahdanau", "hidden_size": 32, "dropout": 0.0},
+                                       train={"length_multiple": 8, "max_steps": 3, "eval_every": 100,
+                                              **compile_settings}))
+        torch._dynamo.reset()
+        counters.clear()
+        train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
+        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
+    assert len(losses[True]) == 3
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert 1 <= counters["stats"]["unique_graphs"] <= 3
+
+
 def test_progress_bar_ends_where_the_time_budget_will():
     # 100 steps in 60 s of a 420 s budget: at that pace the budget ends training at step 700.
     assert steps_within_budget(100, 60.0, 420.0, planned_steps=5000) == 700

@@ -8,6 +8,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.models.base import padding_mask
 from nmt.models.dropout import Dropout
+from nmt.models.masked_rnn import masked_rnn
 
 
 def stacked_rnn(cell: str, input_size: int, hidden_size: int, num_layers: int, dropout: float,
@@ -26,16 +27,21 @@ class RNNEncoder(nn.Module):
         super().__init__()
         self.embedding, self.dropout = embedding, Dropout(dropout)
         self.rnn = stacked_rnn(cell, embedding.embedding_dim, hidden_size, num_layers, dropout, bidirectional)
-        # Packed so that padding never changes a sentence's outputs or final state.
         self.bidirectional = bidirectional
+        self.masked_when_compiled = False  # see trace_rnn_encoders
 
     def forward(self, src: torch.Tensor):
         mask = padding_mask(src)
-        lengths = (~mask).sum(1).cpu()
-        packed = pack_padded_sequence(self.dropout(self.embedding(src)), lengths, batch_first=True,
-                                      enforce_sorted=False)
-        outputs, final = self.rnn(packed)
-        outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
+        embedded = self.dropout(self.embedding(src))
+        # Padding never changes a sentence's outputs or final state: packed sequences (cuDNN's and the CPU's fast
+        # path), or in a compiled graph the recurrence written out with pads masked (packing cannot be traced).
+        if self.masked_when_compiled and torch.compiler.is_compiling():
+            outputs, final = masked_rnn(self.rnn, embedded, ~mask)
+        else:
+            lengths = (~mask).sum(1).cpu()
+            packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+            outputs, final = self.rnn(packed)
+            outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
         if isinstance(final, tuple):
             final = tuple(self._merge_directions(x) for x in final)
         else:
@@ -47,3 +53,12 @@ class RNNEncoder(nn.Module):
             return state
         layers2, batch, hidden = state.shape  # (L·2, B, H) → (L, B, 2H)
         return state.view(layers2 // 2, 2, batch, hidden).transpose(1, 2).reshape(layers2 // 2, batch, 2 * hidden)
+
+
+def trace_rnn_encoders(model: nn.Module) -> None:
+    """For torch.compile on static shapes: the model's RNN encoders run their masked recurrence when compiled, so
+    that a graph holds the whole update (eager calls, such as validation's, keep packing). Not for dynamic shapes:
+    the time loop would fix a graph to each source length."""
+    for module in model.modules():
+        if isinstance(module, RNNEncoder):
+            module.masked_when_compiled = True
