@@ -13,6 +13,7 @@
 #   bash scripts/gpu_session.sh bleu      # wall clock to dev BLEU 50, seeds 1 2 3 (SET="..." = measure's winner)
 #   bash scripts/gpu_session.sh test      # test BLEU within 5 minutes from process start, seed 1
 #   bash scripts/gpu_session.sh rnn       # RNN configs, old (606d490) vs new path
+#   bash scripts/gpu_session.sh rnn-graphs  # Bahdanau compiled whole: CUDA graphs against eager cuDNN
 #
 # Each phase writes results/gpu-*.json records (command, commit, device, date, figures) and its logs under
 # gpu-session/PHASE/, and packs both into $OUT/PHASE.tgz after every step: what is under $OUT comes back even from
@@ -21,7 +22,7 @@
 # DEVICE=cpu dry-runs a phase on a CPU (how this script was tested): tiny models, few steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-phase=${1:?phase: measure, bleu, test or rnn}
+phase=${1:?phase: measure, bleu, test, rnn or rnn-graphs}
 LIMIT_S=${LIMIT_S:-560}   # this command's share of the 10-minute limit, with room to pack
 DEVICE=${DEVICE:-cuda}
 PYTHON=${PYTHON:-python3}
@@ -80,6 +81,8 @@ measure)
   bench packed128 --set train.pack_length=128
   bench packed128-compile --set train.pack_length=128 --compile
   bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
+  # CUDA graphs of the traced graph's own kernels, no inductor code generation (seconds to compile, not minutes)
+  bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
   bench compile --compile  # tight batches, dynamic shapes: since 0d12bc0 no recompile per batch (no CUDA graphs)
   bench static8 --set train.length_multiple=8
   bench static8-graphs --set train.length_multiple=8 --compile --set train.compile_mode=reduce-overhead
@@ -101,7 +104,26 @@ rnn)
       RECORD="results/gpu-train-ab-$arch-$slug.json" scripts/ab_train.sh .device/trees/606d490 "$config" 2
   done
   ;;
-*) echo "error: unknown phase $phase (measure, bleu, test, rnn)" >&2; exit 2 ;;
+rnn-graphs)
+  # One batch width of bahdanau.yaml's model compiled whole (masked encoder, decoder steps traced) against eager
+  # cuDNN, compile seconds from an empty cache: `cudagraphs` replays the traced kernels; inductor's code generation
+  # for the unrolled time loops takes minutes on a CPU, so it goes last.
+  compile_rnn() {
+    step "compile-rnn-$1" 90 "$PYTHON" scripts/bench_compile_rnn.py --arch bahdanau --width 16 \
+      --tokens "$([ "$DEVICE" = cpu ] && echo 256 || echo 6144)" --hidden-size "$([ "$DEVICE" = cpu ] && echo 64 || echo 512)" \
+      --device "$DEVICE" --backends "$@" --record "results/gpu-compile-rnn-bahdanau-$1-$slug.json"
+  }
+  compile_rnn cudagraphs
+  # The real training step on lengths rounded to 16, eager and as CUDA graphs, warmed over every width.
+  for variant in eager cudagraphs; do
+    step "bench-bahdanau-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config configs/bahdanau.yaml \
+      --archs bahdanau --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
+      $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
+      --record "results/gpu-bench-bahdanau-static16-$variant-$slug.json"
+  done
+  compile_rnn inductor --mode reduce-overhead
+  ;;
+*) echo "error: unknown phase $phase (measure, bleu, test, rnn, rnn-graphs)" >&2; exit 2 ;;
 esac
 pack
 echo "== phase $phase done in $(( $(date +%s) - START )) s: $OUT/$phase.tgz"
