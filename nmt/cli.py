@@ -162,12 +162,12 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
 
 
 def _check_run_first(engine: str, run: Optional[Path], checkpoint: Optional[Path], model: Optional[Path]) -> None:
-    """Refuse a missing run (the one named, or none trained yet) before the engines import torch (~2 s); the
-    engine opens it again to load it. Other mixes of options are the engine's to judge."""
-    if engine == "nmt" and checkpoint is None and model is None:
+    """Refuse a missing run or checkpoint (the one named, or none trained yet) before the engines import torch
+    (~2 s); the engine finds them again to load them. Other mixes of options are the engine's to judge."""
+    if engine == "nmt" and model is None:
         from nmt.run_dir import Run
 
-        Run.open(run)
+        Run.of_checkpoint(run, checkpoint).find_checkpoint(checkpoint)
 
 
 def _argument_text(argument: str) -> str:
@@ -198,11 +198,12 @@ def export(run: Optional[Path] = typer.Option(None, "--run", help="Run directory
 
     Example: nmt export --run runs/demo --quantization int8 -o exports/demo-int8
     """
+    if format != "ctranslate2":
+        raise NMTError(f"unknown export format {format!r}: use ctranslate2")
+    _check_run_first("nmt", run, checkpoint, None)
     from nmt.export import export_ctranslate2
     from nmt.translator import Translator
 
-    if format != "ctranslate2":
-        raise NMTError(f"unknown export format {format!r}: use ctranslate2")
     translator = Translator.from_run(run, checkpoint, "cpu", warn=warn)
     path = export_ctranslate2(translator, output, quantization, force)
     typer.echo(f"exported {translator.checkpoint} ({quantization}) to {path}")
@@ -221,6 +222,7 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
 
     Example: nmt serve --run runs/demo --port 8000   then open http://127.0.0.1:8000/
     """
+    _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
     from nmt.serve import check_bind_address, run_server
 

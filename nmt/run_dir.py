@@ -302,11 +302,17 @@ class Run:
             raise NMTError(f"{path} has no usable config section")
         return state
 
-    def choose_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, str | None]:
-        """(checkpoint to translate with, warning or None): an explicit file, else averaged, best, then last.
+    @classmethod
+    def of_checkpoint(cls, directory: Path | None, checkpoint: Path | None) -> "Run":
+        """The run to translate with: `directory`, else the one a checkpoint file sits in (RUN/checkpoints/X.pt),
+        else the newest (see `open`)."""
+        if directory is None and checkpoint is not None:
+            directory = Path(checkpoint).parent.parent
+        return cls.open(directory)
 
-        A `last.pt` saved after the newest validation was never scored: say so rather than silently prefer best.
-        """
+    def find_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, CheckpointKind | None]:
+        """The checkpoint to translate with and its kind (None for an explicit file): `checkpoint`, else averaged,
+        best, then last; a one-line error if there is none. Reads no checkpoint (and imports no torch)."""
         if checkpoint is not None:
             if not Path(checkpoint).is_file():
                 raise NMTError(f"checkpoint not found: {checkpoint}")
@@ -314,9 +320,17 @@ class Run:
         for which in (CheckpointKind.AVERAGED, CheckpointKind.BEST, CheckpointKind.LAST):
             path = self.checkpoint_path(which)
             if path.is_file():
-                break
-        else:
-            raise NMTError(f"no checkpoint in {self.directory}; train one with `nmt train --config configs/demo.yaml`")
+                return path, which
+        raise NMTError(f"no checkpoint in {self.directory}; train one with `nmt train --config configs/demo.yaml`")
+
+    def choose_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, str | None]:
+        """(checkpoint to translate with, warning or None): see `find_checkpoint`.
+
+        A `last.pt` saved after the newest validation was never scored: say so rather than silently prefer best.
+        """
+        path, which = self.find_checkpoint(checkpoint)
+        if which is None:
+            return path, None
         warning = None
         last = self.checkpoint_path(CheckpointKind.LAST)
         if which is CheckpointKind.AVERAGED and last.is_file():

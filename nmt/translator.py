@@ -52,9 +52,7 @@ class Translator:
         """The model of a run (its best checkpoint, else its last, or `checkpoint`) with the run's own tokenizer and
         normalization. `decode_overrides` (e.g. {"beam_size": 1}) replace the run's decode settings for this
         translator only."""
-        if run_dir is None and checkpoint is not None:
-            run_dir = Path(checkpoint).parent.parent
-        run = Run.open(run_dir)
+        run = Run.of_checkpoint(run_dir, checkpoint)
         path, notice = run.choose_checkpoint(checkpoint)
         if notice:
             warn(notice)

@@ -306,7 +306,8 @@ main()
 """
 
 
-@pytest.mark.parametrize("command", [["translate", "hi"], ["evaluate"], ["plot"], ["average"]])
+@pytest.mark.parametrize("command", [["translate", "hi"], ["evaluate"], ["plot"], ["average"], ["export", "-o", "x"],
+                                     ["serve"]])
 def test_a_missing_run_is_refused_before_torch_or_matplotlib_is_imported(command, tmp_path):
     """Finding the run comes first: a missing one is refused without waiting ~2 s for torch (or matplotlib)."""
     missing = tmp_path / "no-such-run"
@@ -314,4 +315,20 @@ def test_a_missing_run_is_refused_before_torch_or_matplotlib_is_imported(command
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2
     assert f"error: {missing} is not a run directory" in done.stderr
+    assert "heavy imports: []" in done.stderr
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["named-checkpoint", "none-saved"])
+@pytest.mark.parametrize("command", [["translate", "hi"], ["evaluate"], ["export", "-o", "x"], ["serve"]])
+def test_a_missing_checkpoint_is_refused_before_torch_is_imported(command, named, tmp_path):
+    """A run without the checkpoint named by --checkpoint, or without any: refused without waiting for torch."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("")
+    missing = run / "checkpoints" / "step-5.pt"
+    options = ["--checkpoint", str(missing)] if named else ["--run", str(run)]
+    done = subprocess.run([sys.executable, "-c", _TORCH_PROBE, *command, *options], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 2
+    assert (f"error: checkpoint not found: {missing}" if named else f"error: no checkpoint in {run}") in done.stderr
     assert "heavy imports: []" in done.stderr
