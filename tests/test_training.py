@@ -176,6 +176,22 @@ def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
         assert heat.read_bytes()[:4] == b"\x89PNG"
 
 
+def eager_and_compiled_losses(tmp_path, data_dir, model: dict, train_settings: dict, compile_settings: dict) -> dict:
+    """The logged losses of one config trained eagerly (False) and with `compile_settings` (True); dynamo's counters
+    are left as the compiled run made them."""
+    from torch._dynamo.utils import counters
+
+    losses = {}
+    for compiled in (False, True):
+        settings = {**train_settings, **(compile_settings if compiled else {})}
+        cfg = load_config(write_config(tmp_path, model=model, train=settings))
+        torch._dynamo.reset()
+        counters.clear()
+        train(cfg, tmp_path / f"run-{compiled}", data_dir, log=lambda *_: None)
+        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
+    return losses
+
+
 # Dynamic shapes: the 4 updates' batches have 4 different target-token counts, yet no graph is compiled again (the
 # fused loss stays out of the graph; in it, each count was a new graph); static ones: one graph per batch width met;
 # packed rows: one shape, and one graph, in all.
@@ -185,14 +201,8 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
     """train.compile (torch.compile) gives the eager losses, step for step, without compiling a graph per batch."""
     from torch._dynamo.utils import counters
 
-    losses = {}
-    for compiled in (False, True):
-        cfg = load_config(write_config(tmp_path, model={"dropout": 0.0},
-                                       train={"compile": compiled, "max_steps": 4, "eval_every": 100, **shapes}))
-        torch._dynamo.reset()
-        counters.clear()
-        train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
-        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
+    losses = eager_and_compiled_losses(tmp_path, real_data_dir, {"dropout": 0.0},
+                                       {"max_steps": 4, "eval_every": 100, **shapes}, {"compile": True})
     assert len(losses[True]) == 4
     assert losses[True] == pytest.approx(losses[False], rel=1e-3)
     if max_graphs is not None:
@@ -206,16 +216,9 @@ def test_compiled_rnn_on_static_shapes_is_one_graph_and_follows_eager(tmp_path, 
     too: tests/models/test_masked_rnn.py.)"""
     from torch._dynamo.utils import counters
 
-    losses = {}
-    for compiled in (False, True):
-        compile_settings = {"compile": True, "compile_backend": "cudagraphs"} if compiled else {}
-        cfg = load_config(write_config(tmp_path, model={"arch": "bahdanau", "hidden_size": 32, "dropout": 0.0},
-                                       train={"length_multiple": 8, "max_steps": 3, "eval_every": 100,
-                                              **compile_settings}))
-        torch._dynamo.reset()
-        counters.clear()
-        train(cfg, tmp_path / f"run-{compiled}", real_data_dir, log=lambda *_: None)
-        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"run-{compiled}").metrics.split()[0]]
+    losses = eager_and_compiled_losses(tmp_path, real_data_dir, {"arch": "bahdanau", "hidden_size": 32, "dropout": 0.0},
+                                       {"length_multiple": 8, "max_steps": 3, "eval_every": 100},
+                                       {"compile": True, "compile_backend": "cudagraphs"})
     assert len(losses[True]) == 3
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
     assert not counters["graph_break"], dict(counters["graph_break"])
