@@ -143,6 +143,10 @@ class Trainer:
             if cfg.train.pack_length else None
         if self.packed_rows:
             check_pack_length(self.train_data, cfg.train.pack_length)
+        # A recurrent encoder packs its input: batches come longest source first with their lengths on the host, so
+        # that packing needs no host sync. Not under compile, which traces the masked recurrence on static shapes
+        # (a host array in a graph would be a graph input, or a recompile per batch).
+        self.sources_longest_first = self.model.takes_source_lengths and not cfg.train.compile
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -342,7 +346,8 @@ class Trainer:
     def host_batches(self, micro_batches: list[np.ndarray]) -> list[Batch]:
         """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""
         batches = [collate_packed(self.train_data, indices, self.packed_rows) if self.packed_rows
-                   else collate(self.train_data, indices, self.static_shapes) for indices in micro_batches]
+                   else collate(self.train_data, indices, self.static_shapes, self.sources_longest_first)
+                   for indices in micro_batches]
         return [b.pin_memory() for b in batches] if self.device.type == "cuda" else batches
 
     def _planned_steps(self) -> int:
@@ -356,9 +361,11 @@ class Trainer:
     def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
         only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
-        packed = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
+        inputs = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
+        if batch.source_lengths is not None:  # the recurrent models' (see sources_longest_first)
+            inputs["src_lengths"] = batch.source_lengths
         with autocast(self.device, self.dtype):
-            return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **packed)
+            return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **inputs)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:
         """Forward/backward over this rank's micro-batches (collated on the host: `host_batches`), then one update,
@@ -425,7 +432,8 @@ class Trainer:
         pairs = self.cfg.train.eval_max_sentences or None  # None: the whole split
         for indices in token_batches(self.valid_data.src_lengths[:pairs], self.valid_data.tgt_lengths[:pairs],
                                      self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
-            batch = collate(self.valid_data, indices).to(self.device)
+            batch = collate(self.valid_data, indices, longest_source_first=self.model.takes_source_lengths
+                            ).to(self.device)
             nll += self.token_loss(self.model, batch, 0.0)
             tokens += batch.tgt_tokens
         nll = float(nll)

@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_suite.sh)")]
 
 
-def cuda_config(tmp_path, **train_settings):
-    return load_config(write_config(tmp_path, base=TOY_RUN, train={"device": "cuda", **train_settings}))
+def cuda_config(tmp_path, model: dict | None = None, **train_settings):
+    return load_config(write_config(tmp_path, base=TOY_RUN, model=model or {},
+                                    train={"device": "cuda", **train_settings}))
 
 
 def test_bf16_autocast_and_fused_adamw_train_like_fp32(tmp_path, toy_data_dir):
@@ -135,10 +136,14 @@ def test_flags_through_the_cuda_process_group():
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("shapes", [{}, {"pack_length": 100}], ids=["tight", "packed"])
-def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir, shapes):
-    """Issue 15: no host sync inside an update (loss, token counts and the non-finite check stay on the device)."""
-    trainer = Trainer(cuda_config(tmp_path, precision="bf16", **shapes), Run(tmp_path / "x"), toy_data_dir,
+@pytest.mark.parametrize("model, shapes", [
+    ({}, {}), ({}, {"pack_length": 100}), ({"arch": "bahdanau", "hidden_size": 32}, {}),
+    ({"arch": "luong", "input_feeding": True, "hidden_size": 32}, {}), ({"arch": "seq2seq", "hidden_size": 32}, {})],
+    ids=["tight", "packed", "bahdanau", "luong-feed", "seq2seq"])
+def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir, model, shapes):
+    """Issue 15: no host sync inside an update (loss, token counts and the non-finite check stay on the device; a
+    recurrent encoder packs with the batch's host lengths, rows longest first)."""
+    trainer = Trainer(cuda_config(tmp_path, model, precision="bf16", **shapes), Run(tmp_path / "x"), toy_data_dir,
                       log=lambda *_: None)
     trainer.setup()
     batches = [list(range(i, i + 8)) for i in range(0, 32, 8)]

@@ -224,3 +224,27 @@ def test_eval_max_sentences_bounds_the_dev_loss_too(tmp_path, toy_data_dir):
         expected = float(bounded.token_loss(bounded.model, first_five, 0.0)) / first_five.tgt_tokens
     assert dev_loss[5] == pytest.approx(expected, abs=1e-4)
     assert dev_loss[0] != pytest.approx(expected, abs=1e-3)
+
+
+@pytest.mark.parametrize("arch, train_settings, longest_first", [
+    ("bahdanau", {}, True), ("seq2seq", {"length_multiple": 8}, True), ("transformer", {}, False),
+    ("bahdanau", {"compile": True, "length_multiple": 8}, False)],  # compiled: the masked recurrence, no packing
+    ids=["bahdanau", "seq2seq-static", "transformer", "bahdanau-compiled"])
+def test_recurrent_training_batches_come_longest_source_first(tmp_path, toy_data_dir, arch, train_settings,
+                                                             longest_first):
+    """A packing encoder's batches carry their source lengths on the host, rows longest first (no host sync)."""
+    from nmt.data.tokenizer import PAD_ID
+    from nmt.train import Trainer
+
+    cfg = toy_config(tmp_path, model={"arch": arch, "hidden_size": 32}, train=train_settings)
+    trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
+    batch = trainer.host_batches([np.arange(12)])[0]
+    if not longest_first:
+        assert batch.source_lengths is None
+        return
+    assert batch.source_lengths.tolist() == batch.src.ne(PAD_ID).sum(1).tolist()
+    assert np.all(np.diff(batch.source_lengths) <= 0) and len(set(batch.source_lengths.tolist())) > 1
+    encoder, seen = trainer.model.encoder, []
+    encoder.forward = lambda src, lengths=None, pack=encoder.forward: (seen.append(lengths), pack(src, lengths))[1]
+    assert torch.isfinite(trainer.token_loss(trainer.model, batch, 0.0))
+    assert len(seen) == 1 and seen[0] is batch.source_lengths  # the encoder packed with the host lengths

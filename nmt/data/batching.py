@@ -40,13 +40,18 @@ class Batch:
     targets: torch.Tensor  # (tgt_tokens,)
     sentences: int = 0  # sentences in the batch (rows may be fewer, packed, or more, padded to a static shape)
     packing: Packing | None = None  # None: one sentence per row
+    # With `collate(..., longest_source_first=True)`: each row's source length (EOS included), longest first, kept on
+    # the host (numpy, which DistributedDataParallel does not move), so that a recurrent encoder packs the batch
+    # without asking the device for them (a host sync on a GPU). None: rows in plan order.
+    source_lengths: np.ndarray | None = None
 
     def __post_init__(self):
         self.sentences = self.sentences or len(self.src)
 
     def _map(self, move) -> "Batch":
         return Batch(move(self.src), move(self.tgt_in), self.src_tokens, self.tgt_tokens, move(self.keep),
-                     move(self.targets), self.sentences, self.packing.map(move) if self.packing else None)
+                     move(self.targets), self.sentences, self.packing.map(move) if self.packing else None,
+                     self.source_lengths)
 
     def pin_memory(self) -> "Batch":
         """In page-locked memory, so that the copy to a GPU really runs asynchronously (non_blocking from pageable
@@ -234,12 +239,16 @@ class StaticShapes:
         return max(rows_per_batch(width, self.max_tokens), len(source_lengths)), width
 
 
-def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static: StaticShapes | None = None) -> Batch:
+def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static: StaticShapes | None = None,
+            longest_source_first: bool = False) -> Batch:
     """Sentences `indices` as a training batch, built with array operations (a batch of thousands of sentences
     costs a few numpy calls, not a Python loop). With `static`, the batch has that static shape: every position
     goes to the loss, padding with target PAD_ID (which the loss ignores), so `keep` and `targets` keep a fixed
-    size too."""
+    size too. With `longest_source_first`, the rows are ordered by source length, longest first (ties in plan
+    order), and the batch carries those lengths on the host: what packing a recurrent encoder's input needs."""
     rows = arrays.gather(np.asarray(indices, dtype=np.int64))
+    if longest_source_first:
+        rows = rows.take(np.argsort(-rows.source_lengths, kind="stable"))
     n, width = static.shape(rows.source_lengths, rows.target_lengths) if static else (None, None)
     tgt_out = padded(rows.target, rows.target_lengths, None, EOS_ID, width, n)
     if static:
@@ -254,7 +263,12 @@ def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static:
                  src_tokens=int(rows.source_lengths.sum()) + len(indices),
                  tgt_tokens=int(rows.target_lengths.sum()) + len(indices),
                  keep=torch.from_numpy(keep), targets=torch.from_numpy(tgt_out.reshape(-1)[keep]),
-                 sentences=len(indices))
+                 sentences=len(indices), source_lengths=_row_lengths(src) if longest_source_first else None)
+
+
+def _row_lengths(src: np.ndarray) -> np.ndarray:
+    """Each row's non-pad positions (right-padded rows)."""
+    return np.count_nonzero(src != PAD_ID, axis=1)
 
 
 @dataclass(frozen=True)

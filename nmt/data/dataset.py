@@ -58,6 +58,11 @@ class Rows:
     target: np.ndarray
     target_lengths: np.ndarray
 
+    def take(self, order: np.ndarray) -> "Rows":
+        """These rows in `order` (positions into them)."""
+        return Rows(*_reorder(self.source, self.source_lengths, order), *_reorder(self.target, self.target_lengths,
+                                                                                  order))
+
 
 def ragged_arange(lengths: np.ndarray) -> np.ndarray:
     """0..n-1 for each n in `lengths`, concatenated: each token's position within its own sentence."""
@@ -114,9 +119,7 @@ class ShardedArrays:
         parts = [self.shards[k].gather(indices[order][shard_of[order] == k] - self.starts[k])
                  for k in np.unique(shard_of).tolist()]
         grouped = Rows(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(Rows)))
-        back = np.argsort(order, kind="stable")  # request position → its place in the grouped rows
-        return Rows(*_reorder(grouped.source, grouped.source_lengths, back),
-                    *_reorder(grouped.target, grouped.target_lengths, back))
+        return grouped.take(np.argsort(order, kind="stable"))  # request position → its place in the grouped rows
 
 
 def _reorder(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

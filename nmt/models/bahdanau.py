@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -12,6 +13,8 @@ from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
 class Bahdanau(EncoderDecoder):
+    takes_source_lengths = True
+
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
                  dropout: float, tie_output: bool):
         super().__init__()
@@ -24,8 +27,8 @@ class Bahdanau(EncoderDecoder):
         self.readout = Readout(hidden_size + memory_dim + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
                                tgt_embed if tie_output else None)
 
-    def encode(self, src: torch.Tensor) -> State:
-        memory, final, mask = self.encoder(src)
+    def encode(self, src: torch.Tensor, src_lengths: np.ndarray | None = None) -> State:
+        memory, final, mask = self.encoder(src, src_lengths)
         return {"memory": memory, "keys": self.attention.prepare_keys(memory), "src_mask": mask,
                 "hidden": torch.tanh(self.bridge(final)).transpose(0, 1)}
 
@@ -43,10 +46,10 @@ class Bahdanau(EncoderDecoder):
         new_state = {**state, "hidden": hidden.transpose(0, 1)}
         return logits, new_state, weights.squeeze(1) if attention is not None else None
 
-    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0, src_lengths=None):
         # Only the recurrence is sequential (step t's query is state t-1): the embeddings go in, and the readout and
         # the vocabulary projection (most of the FLOPs) come out, once for all steps, on the kept positions only.
-        state = self.encode(src)
+        state = self.encode(src, src_lengths)
         embedded = self.dropout(self.tgt_embed(tgt_in))  # (B, T, E)
         hidden = state["hidden"].transpose(0, 1).contiguous()
         outputs, contexts = [], []

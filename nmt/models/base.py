@@ -46,6 +46,9 @@ def padding_mask(tokens: torch.Tensor) -> torch.Tensor:
 
 class EncoderDecoder(nn.Module):
     has_attention = True  # False for models without source attention (seq2seq): nothing to plot
+    # True: `forward` and `encode` also take `src_lengths`, the rows' source lengths on the host, longest first
+    # (`Batch.source_lengths`), with which a recurrent encoder packs its input without a host sync.
+    takes_source_lengths = False
 
     @property
     def attention_layers_heads(self) -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -22,6 +23,8 @@ def luong_attention(score: str, hidden_size: int, window: int) -> nn.Module:
 class Luong(EncoderDecoder):
     """Attentional state h~_t = tanh(W_c [c_t; h_t]); logits = W_s h~_t; optional input feeding of h~_{t-1}."""
 
+    takes_source_lengths = True
+
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
                  dropout: float, tie_output: bool, score: str, window: int, input_feeding: bool):
         super().__init__()
@@ -33,8 +36,8 @@ class Luong(EncoderDecoder):
         self.combine = nn.Linear(2 * hidden_size, embed_dim, bias=False)  # W_c; its output size allows tying W_s
         self.head = OutputHead(embed_dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
 
-    def encode(self, src: torch.Tensor) -> State:
-        memory, (h, c), mask = self.encoder(src)
+    def encode(self, src: torch.Tensor, src_lengths: np.ndarray | None = None) -> State:
+        memory, (h, c), mask = self.encoder(src, src_lengths)
         state = {"memory": memory, "keys": self.attention.prepare_keys(memory), "src_mask": mask,
                  "h": h.transpose(0, 1), "c": c.transpose(0, 1)}
         if self.input_feeding:
@@ -67,8 +70,8 @@ class Luong(EncoderDecoder):
             new_state["feed"] = attentional.squeeze(1)
         return logits.squeeze(1), new_state, weights.squeeze(1) if attention is not None else None
 
-    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
-        state = self.encode(src)
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0, src_lengths=None):
+        state = self.encode(src, src_lengths)
         embedded = self.dropout(self.tgt_embed(tgt_in))  # (B, T, E)
         h, c = state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous()
         if self.input_feeding:  # h~_{t-1} feeds step t: the recurrence steps, and the head runs once afterwards

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -30,7 +31,9 @@ class RNNEncoder(nn.Module):
         self.bidirectional = bidirectional
         self.masked_when_compiled = False  # see trace_rnn_encoders
 
-    def forward(self, src: torch.Tensor):
+    def forward(self, src: torch.Tensor, lengths: np.ndarray | None = None):
+        """`lengths`: the rows' source lengths on the host, longest first (`Batch.source_lengths`), when the caller
+        has them; without them they are counted on the device and read back, a host sync on a GPU."""
         mask = padding_mask(src)
         embedded = self.dropout(self.embedding(src))
         # Padding never changes a sentence's outputs or final state: packed sequences (cuDNN's and the CPU's fast
@@ -38,8 +41,11 @@ class RNNEncoder(nn.Module):
         if self.masked_when_compiled and torch.compiler.is_compiling():
             outputs, final = masked_rnn(self.rnn, embedded, ~mask)
         else:
-            lengths = (~mask).sum(1).cpu()
-            packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+            # Rows in any order are sorted by packing, which moves the order to the device and reads its inverse
+            # back (two more syncs); rows already longest first need neither.
+            longest_first = lengths is not None
+            lengths = torch.from_numpy(lengths) if longest_first else (~mask).sum(1).cpu()
+            packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=longest_first)
             outputs, final = self.rnn(packed)
             outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=src.shape[1])
         if isinstance(final, tuple):

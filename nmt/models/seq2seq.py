@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -14,6 +15,7 @@ class Seq2Seq(EncoderDecoder):
     """GRU encoder; GRU decoder fed [embedding; final encoder state] at every step (d2l.ai's Seq2SeqDecoder)."""
 
     has_attention = False
+    takes_source_lengths = True
 
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, hidden_size: int, num_layers: int,
                  dropout: float, tie_output: bool):
@@ -25,8 +27,8 @@ class Seq2Seq(EncoderDecoder):
         self.readout = Readout(hidden_size + hidden_size + embed_dim, embed_dim, tgt_embed.num_embeddings, dropout,
                                tgt_embed if tie_output else None)
 
-    def encode(self, src: torch.Tensor) -> State:
-        _, hidden, _ = self.encoder(src)  # (L, B, H)
+    def encode(self, src: torch.Tensor, src_lengths: np.ndarray | None = None) -> State:
+        _, hidden, _ = self.encoder(src, src_lengths)  # (L, B, H)
         return {"hidden": hidden.transpose(0, 1), "context": hidden[-1]}
 
     def _decode(self, embedded: torch.Tensor, hidden: torch.Tensor, context: torch.Tensor):
@@ -40,8 +42,8 @@ class Seq2Seq(EncoderDecoder):
         features, hidden = self._decode(embedded, state["hidden"].transpose(0, 1).contiguous(), state["context"])
         return self.readout(features).squeeze(1), {**state, "hidden": hidden.transpose(0, 1)}, None
 
-    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0):
-        state = self.encode(src)  # no attention, so the whole target runs in one cuDNN call
+    def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0, src_lengths=None):
+        state = self.encode(src, src_lengths)  # no attention, so the whole target runs in one cuDNN call
         features, _ = self._decode(self.dropout(self.tgt_embed(tgt_in)),
                                    state["hidden"].transpose(0, 1).contiguous(), state["context"])
         return self.readout(select(features, keep), targets, label_smoothing)

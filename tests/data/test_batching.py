@@ -211,3 +211,26 @@ def test_packed_collate_puts_each_sentence_whole_in_its_own_segment():
     assert packed.src[p.src_segments < 0].eq(PAD_ID).all() and packed.tgt_in[p.tgt_segments < 0].eq(PAD_ID).all()
     static = collate_packed(arrays, indices, PackedRows(32, 128, static=True))
     assert torch.equal(static.keep, torch.arange(4 * 32)) and torch.equal(static.targets, packed_out.view(-1))
+
+
+def test_longest_source_first_reorders_the_rows_and_carries_their_lengths():
+    """What a recurrent encoder packs without a host sync: the batch of the same sentences, rows ordered by source
+    length (longest first, ties in plan order), and each row's source length (EOS included) on the host."""
+    from nmt.data.batching import StaticShapes
+
+    rng = np.random.default_rng(11)
+    arrays = _random_arrays(rng, 60)
+    for static in (None, StaticShapes(8, 1024)):
+        for _ in range(10):
+            indices = rng.choice(len(arrays), size=rng.integers(1, 25), replace=False)
+            batch = collate(arrays, indices, static, longest_source_first=True)
+            by_length = sorted(range(len(indices)), key=lambda k: -len(arrays.source(indices[k])))  # stable
+            reordered = collate(arrays, indices[by_length], static)
+            for field in ("src", "tgt_in", "keep", "targets"):
+                assert torch.equal(getattr(batch, field), getattr(reordered, field)), field
+            assert (batch.src_tokens, batch.tgt_tokens) == (reordered.src_tokens, reordered.tgt_tokens)
+            empty_rows = len(batch.src) - len(indices)  # a static shape's: a lone EOS each
+            expected = [len(arrays.source(indices[k])) + 1 for k in by_length] + [1] * empty_rows
+            assert isinstance(batch.source_lengths, np.ndarray) and batch.source_lengths.tolist() == expected
+            assert reordered.source_lengths is None
+            assert batch.to(torch.device("cpu")).source_lengths is batch.source_lengths

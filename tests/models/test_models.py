@@ -1,9 +1,12 @@
 """Every architecture: shapes, gradients, padding invariance, teacher forcing == stepping, overfitting."""
 
+import numpy as np
 import pytest
 import torch
 
 from nmt.config import ModelConfig
+from nmt.data.batching import collate
+from nmt.data.dataset import ParallelArrays
 from nmt.data.tokenizer import EOS_ID, PAD_ID
 from nmt.models import build_model
 from nmt.models.base import AttentionChoice
@@ -128,3 +131,29 @@ def test_recurrent_teacher_forcing_projects_to_the_vocabulary_once(name):
     loss = model(src, tgt, keep, tgt[keep], 0.1)
     loss.backward()
     assert calls == [(int(keep.sum()), head.weight.shape[1])]
+
+
+@pytest.mark.parametrize("name", [n for n, a in ARCHS.items() if a["arch"] != "transformer"])
+def test_recurrent_models_pack_rows_longest_first_with_host_lengths(name):
+    """Training's recurrent batches come longest source first with their lengths on the host (no host sync to pack
+    them on a GPU): the same loss and gradients as the batch in plan order, whose lengths the encoder counts."""
+    rng = np.random.default_rng(3)
+    src_len, tgt_len = rng.integers(1, 12, 9), rng.integers(1, 12, 9)
+    arrays = ParallelArrays(rng.integers(4, VOCAB, src_len.sum()), np.r_[0, np.cumsum(src_len)],
+                            rng.integers(4, VOCAB, tgt_len.sum()), np.r_[0, np.cumsum(tgt_len)])
+    model = make(name).double()
+    assert model.takes_source_lengths
+    losses, grads = [], []
+    for longest_first in (False, True):
+        batch = collate(arrays, np.arange(9), longest_source_first=longest_first)
+        assert (batch.source_lengths is not None) == longest_first
+        inputs = {"src_lengths": batch.source_lengths} if longest_first else {}
+        model.zero_grad()
+        loss = model(batch.src, batch.tgt_in, batch.keep, batch.targets, 0.1, **inputs)
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert not torch.equal(collate(arrays, np.arange(9)).src, collate(arrays, np.arange(9), None, True).src)
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-12, atol=0)
+    for sorted_grad, plain_grad in zip(*grads):
+        torch.testing.assert_close(sorted_grad, plain_grad, rtol=1e-9, atol=1e-12)
