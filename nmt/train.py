@@ -25,6 +25,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import CUDA_GRAPH_MODES, Config, to_dict
+from nmt.cpu_memory import HeapTrimmer, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedRows, StaticShapes, collate, collate_packed, round_up,
                                 token_batches)
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
@@ -113,6 +114,8 @@ class Trainer:
         self.cfg, self.run, self.log = cfg, run, log
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
+        if self.device.type == "cpu":
+            limit_onednn_cache()  # before the first matmul (nmt.cpu_memory)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.prepared = self._prepare_data(data_dir, url)
@@ -136,6 +139,8 @@ class Trainer:
         self.timer = StepTimer(self.device)
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
+        # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
+        self.trim_heap = HeapTrimmer() if self.device.type == "cpu" else lambda force=False: False
         self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
             if cfg.train.length_multiple else None
         # Packed rows are one shape already; compiled, every position also goes to the loss (fixed-size targets).
@@ -264,6 +269,7 @@ class Trainer:
             for plan, micro_batches in updates:
                 log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
                 result = self.train_step(micro_batches)
+                self.trim_heap()
                 p.step, p.epoch, p.batch_in_epoch = p.step + 1, plan.epoch, plan.batch_in_epoch
                 p.elapsed_s = elapsed_before + time.perf_counter() - session_start
                 window.add(result.loss_sum, result.src_tokens, result.tgt_tokens,
@@ -282,8 +288,10 @@ class Trainer:
                         or interrupted or out_of_time)
                 if evaluate or save:
                     self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
-                if evaluate:
+                if evaluate:  # decoding starts from a trimmed heap and meets shapes of its own
+                    self.trim_heap(force=True)
                     p.finished = self.evaluate_and_maybe_stop()
+                    self.trim_heap(force=True)
                 if save or p.finished:
                     saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
                     self.save_checkpoint()

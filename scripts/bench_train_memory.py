@@ -60,8 +60,11 @@ def main() -> None:
             raise SystemExit(f"{' '.join(command)} failed:\n{output[-2000:]}")
         records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r.get("type") == "train"]
+    peak_at_s = max(memory.timeline, key=lambda sample: sample[1])[0] if memory.timeline else None
     figures = {"wall_s": round(seconds, 1), "steps": train[-1]["step"] if train else 0,
                "peak_rss_gib": round(memory.peak / GIB, 3), "peak_anon_gib": round(memory.peak_anon / GIB, 3),
+               "peak_at_s": peak_at_s and round(peak_at_s, 1),
+               "validations_step_s": [(r["step"], r["seconds"]) for r in records if r.get("type") == "valid"],
                "median_tokens_per_s": sorted(r["tokens_per_s"] for r in train)[len(train) // 2] if train else None,
                "timeline_s_rss_gib": [(round(t, 1), round(rss / GIB, 3)) for t, rss, _ in memory.timeline[::20]],
                "overrides": args.overrides, "env": args.env,

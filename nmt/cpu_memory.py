@@ -1,0 +1,73 @@
+"""A CPU training process's memory kept flat while its batch shapes change.
+
+Token-bucketed batches change shape at almost every update, and on a CPU two things then grow with the number of
+shapes met, not with what is in use (measured on an AVX512-BF16 CPU under bf16 autocast, `configs/cpu-base.yaml` at
+4,096 tokens: 3.7 GiB resident after 4 minutes, 4.12 GiB after 12 in issue 15's run; docs/results.md, "Training
+memory"):
+
+- glibc's malloc keeps freed heap blocks for reuse instead of returning them, and raises its mmap threshold each time
+  a large mmapped block is freed (up to 32 MiB), so the activations of later shapes come from a heap that fragments
+  and never shrinks. `malloc_trim(0)` hands the free pages back (madvise). Trimming after every update costs time
+  (the next update faults its pages in again: 0.84x tokens/s there), so `HeapTrimmer` trims only once the resident
+  set has grown by a slack beyond one update's working set.
+- oneDNN, which runs bf16 matmuls on such a CPU, caches a kernel per matmul shape, 1,024 by default: ~0.3 GiB there
+  once full. 64 hold every shape one update meets (the encoder's layers share theirs) and trained as fast.
+
+Elsewhere than Linux with glibc the trimmer does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+ONEDNN_CACHE_CAPACITY = 64
+DEFAULT_SLACK_BYTES = 128 * 2**20
+
+
+def limit_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> None:
+    """Bound oneDNN's kernel cache, unless the user set ONEDNN_PRIMITIVE_CACHE_CAPACITY. oneDNN reads it when it
+    first builds a kernel, so this must run before the process's first bf16 matmul (later, it changes nothing)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set (Linux), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _glibc_malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim  # the running process's C library: glibc has it, musl and macOS not
+    except (OSError, AttributeError):
+        return None
+
+
+class HeapTrimmer:
+    """Called after each update (and after validation). The first call after a trim notes the resident set holding
+    one update's working set (the baseline); a later one trims once the resident set exceeds it by `slack_bytes`.
+    `trims` counts the trims."""
+
+    def __init__(self, slack_bytes: int = DEFAULT_SLACK_BYTES):
+        self.slack_bytes = slack_bytes
+        self.malloc_trim = _glibc_malloc_trim() if resident_bytes() is not None else None
+        self.baseline: int | None = None
+        self.trims = 0
+
+    def __call__(self, force: bool = False) -> bool:
+        """True if it trimmed; `force`: whatever the growth (before work of another kind, such as validation)."""
+        if self.malloc_trim is None:
+            return False
+        resident = resident_bytes()
+        if self.baseline is None and not force:
+            self.baseline = resident
+            return False
+        if not force and resident <= self.baseline + self.slack_bytes:
+            return False
+        self.malloc_trim(0)
+        self.baseline, self.trims = None, self.trims + 1
+        return True
