@@ -294,8 +294,7 @@ class Trainer:
                     self.trim_heap(force=True)
                 if save or p.finished:
                     saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
-                    self.save_checkpoint(final=interrupted or out_of_time or p.finished or p.step >= cfg.max_steps
-                                         or p.epoch >= cfg.max_epochs)
+                    self.save_checkpoint()
                     if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
                         self.run.metrics.append({"type": "checkpoint", "step": p.step,
                                                  "seconds": round(time.perf_counter() - saving, 3),
@@ -490,26 +489,22 @@ class Trainer:
                                      **self.timer.report(),
                                      "mfu": round(figures["mfu"], 5)})
 
-    def _weights(self, copy=snapshot, **extra) -> Weights:
+    def _weights(self, **extra) -> Weights:
         """The weights as they are now, copied (a background writer saves them while training changes them)."""
-        return Weights(model=copy(self.model.state_dict()), config=to_dict(self.cfg), model_args=self.model_args,
+        return Weights(model=snapshot(self.model.state_dict()), config=to_dict(self.cfg), model_args=self.model_args,
                        nmt_version=__version__, **extra)
 
-    def save_checkpoint(self, final: bool = False) -> None:
+    def save_checkpoint(self) -> None:
         """Every rank's RNG state goes to rank 0, which snapshots the training state at this update boundary and
-        hands `last.pt` (and the step file) to the background writer (called by all ranks at the same step).
-        `final` (training stops after it) on a CPU: no snapshot, the write done before returning: nothing changes the
-        tensors any more, and a copy of weights and AdamW state would be the run's memory peak (nmt.cpu_memory)."""
+        hands `last.pt` (and the step file) to the background writer (called by all ranks at the same step)."""
         rng = self.ctx.gather_to_main(capture_rng_state(self.device))
         if not self.ctx.is_main:
             return
-        in_place = final and self.device.type == "cpu"
-        copy = (lambda state: state) if in_place else snapshot
         step, keep = self.progress.step, self.cfg.train.keep_last
-        weights = self._weights(copy)
-        state = TrainingState(**weights.__dict__, optimizer=copy(self.optimizer.state_dict()),
-                              scheduler=copy(self.scheduler.state_dict()),
-                              scaler=copy(self.scaler.state_dict()), rng=rng,
+        weights = self._weights()
+        state = TrainingState(**weights.__dict__, optimizer=snapshot(self.optimizer.state_dict()),
+                              scheduler=snapshot(self.scheduler.state_dict()),
+                              scaler=snapshot(self.scaler.state_dict()), rng=rng,
                               progress=dataclasses.asdict(self.progress))
 
         def write() -> None:
@@ -517,8 +512,6 @@ class Trainer:
                 self.run.save_step(step, dataclasses.replace(weights, step=step), keep)
             self.run.save(CheckpointKind.LAST, state)
         self.writer.submit(write)
-        if in_place:
-            self.writer.wait()
 
 
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,
