@@ -8,10 +8,10 @@ memory"):
 - glibc's malloc keeps freed heap blocks for reuse instead of returning them, and raises its mmap threshold each time
   a large mmapped block is freed (up to 32 MiB), so the activations of later shapes come from a heap that fragments
   and never shrinks. `malloc_trim(0)` hands the free pages back (madvise). Trimming after every update costs time
-  (the next update faults its pages in again: 0.84x tokens/s there), so `HeapTrimmer` trims only once the resident
+  (the next update faults its pages in again: 0.85x tokens/s there), so `HeapTrimmer` trims only once the resident
   set has grown by a slack beyond one update's working set.
 - oneDNN, which runs bf16 matmuls on such a CPU, caches a kernel per matmul shape, 1,024 by default: ~0.3 GiB there
-  once full. 64 hold every shape one update meets (the encoder's layers share theirs) and trained as fast.
+  once full. With 64 it trained as fast (results/heap-trim-probe-cpu-bf16.json).
 
 Elsewhere than Linux with glibc the trimmer does nothing.
 """
