@@ -13,6 +13,9 @@ memory"):
 - oneDNN, which runs bf16 matmuls on such a CPU, caches a kernel per matmul shape, 1,024 by default: ~0.3 GiB there
   once full. With 64 it trained as fast (results/heap-trim-probe-cpu-bf16.json).
 
+Validation and translation meet shapes of their own (every decode step's cache is one token longer), and their heap
+grows the same way: the translator trims between its batches too.
+
 Elsewhere than Linux with glibc the trimmer does nothing.
 """
 
@@ -20,6 +23,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Callable
+
+import torch
 
 ONEDNN_CACHE_CAPACITY = 64
 DEFAULT_SLACK_BYTES = 128 * 2**20
@@ -71,3 +77,8 @@ class HeapTrimmer:
         self.malloc_trim(0)
         self.baseline, self.trims = None, self.trims + 1
         return True
+
+
+def heap_trimmer_for(device: torch.device) -> Callable[..., bool]:
+    """A `HeapTrimmer` for work on the CPU; on an accelerator, whose memory the host heap does not hold, a no-op."""
+    return HeapTrimmer() if device.type == "cpu" else lambda force=False: False

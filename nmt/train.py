@@ -25,7 +25,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import CUDA_GRAPH_MODES, Config, to_dict
-from nmt.cpu_memory import HeapTrimmer, limit_onednn_cache
+from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedRows, StaticShapes, collate, collate_packed, round_up,
                                 token_batches)
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
@@ -140,7 +140,7 @@ class Trainer:
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
-        self.trim_heap = HeapTrimmer() if self.device.type == "cpu" else lambda force=False: False
+        self.trim_heap = heap_trimmer_for(self.device)
         self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
             if cfg.train.length_multiple else None
         # Packed rows are one shape already; compiled, every position also goes to the loss (fixed-size targets).
@@ -444,6 +444,7 @@ class Trainer:
                             ).to(self.device)
             nll += self.token_loss(self.model, batch, 0.0)
             tokens += batch.tgt_tokens
+            self.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
         nll = float(nll)
         hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
         scores = corpus_scores(hypotheses, self.valid_references)

@@ -10,6 +10,7 @@ from typing import Callable
 import torch
 
 from nmt.config import Config, DecodeConfig
+from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import source_batch
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
@@ -45,6 +46,7 @@ class Translator:
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
         self.run, self.checkpoint, self.config = run, checkpoint, config
         self.source_lang, self.target_lang = languages(config.data) if config else ("", "")
+        self.trim_heap = heap_trimmer_for(device)  # a long-lived server meets every shape: nmt.cpu_memory
 
     @classmethod
     def from_run(cls, run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
@@ -142,6 +144,7 @@ class Translator:
                     results[i].source_pieces = [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"]
                     results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
                     results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
+            self.trim_heap()  # the search's freed cache and logits go back to the OS once they add up
         return results  # type: ignore[return-value]
 
 

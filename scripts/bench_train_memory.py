@@ -4,8 +4,10 @@
         --set train.time_budget_s=720 --out results/train-memory-cpu-base.json
 
 Any `--set` is passed to `nmt train`, any `--env KEY=VALUE` to its environment; the run goes to a fresh temporary
-directory. The record holds the peak RSS, the peak anonymous RSS (without the pages of memory-mapped data files) and
-the RSS at each logged training step.
+directory. The record holds the peak RSS sampled every 0.5 s, the peak anonymous RSS (without the pages of
+memory-mapped data files), the kernel's high-water mark of the training process's RSS (`peak_rss_hwm_gib`: no
+sampling gap; within one update the RSS peaks for milliseconds) and a timeline. scripts/probe_phase_memory.py says
+which phase of training makes the peak.
 
 Where a peak is high, one variable at a time tells its cause apart (docs/results.md, "Training memory"): oneDNN's
 kernel cache (`--env ONEDNN_PRIMITIVE_CACHE_CAPACITY=0`), glibc's per-thread arenas (`--env MALLOC_ARENA_MAX=2`),
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,6 +58,7 @@ def main() -> None:
         memory = TreeMemory(process.pid, interval_s=0.5)
         output = process.communicate()[0]
         memory.finish()
+        high_water = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux; its largest child
         seconds = time.perf_counter() - started
         if process.returncode != 0:
             raise SystemExit(f"{' '.join(command)} failed:\n{output[-2000:]}")
@@ -63,6 +67,7 @@ def main() -> None:
     peak_at_s = max(memory.timeline, key=lambda sample: sample[1])[0] if memory.timeline else None
     figures = {"wall_s": round(seconds, 1), "steps": train[-1]["step"] if train else 0,
                "peak_rss_gib": round(memory.peak / GIB, 3), "peak_anon_gib": round(memory.peak_anon / GIB, 3),
+               "peak_rss_hwm_gib": round(high_water / GIB, 3),
                "peak_at_s": peak_at_s and round(peak_at_s, 1),
                "validations_step_s": [(r["step"], r["seconds"]) for r in records if r.get("type") == "valid"],
                "median_tokens_per_s": sorted(r["tokens_per_s"] for r in train)[len(train) // 2] if train else None,
