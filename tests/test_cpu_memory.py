@@ -4,9 +4,13 @@ import ctypes
 import os
 
 import pytest
+import torch
 
 from nmt import cpu_memory
-from nmt.cpu_memory import HeapTrimmer, limit_onednn_cache, resident_bytes
+from nmt.config import load_config
+from nmt.cpu_memory import HeapTrimmer, heap_trimmer_for, limit_onednn_cache, resident_bytes
+from nmt.translator import Translator
+from tests_helpers import TOY_RUN, write_config
 
 MIB = 2**20
 
@@ -66,3 +70,51 @@ def test_oneDNN_cache_is_bounded_unless_the_user_chose(monkeypatch):
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
     limit_onednn_cache()
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+
+
+def test_work_on_the_cpu_gets_a_trimmer_and_elsewhere_a_no_op():
+    assert isinstance(heap_trimmer_for(torch.device("cpu")), HeapTrimmer)
+    elsewhere = heap_trimmer_for(torch.device("meta"))  # an accelerator's memory is not the host heap
+    assert not elsewhere() and not elsewhere(force=True)
+
+
+def test_the_translator_trims_after_each_batch(toy_transformer_run):
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"batch_size": 2})
+    calls = []
+    translator.trim_heap = lambda force=False: calls.append(force) or False
+    results = translator.translate(["I have two cats.", "", "Hello.", "We are here.", "Go.", "Tom left."])
+    assert len(results) == 6 and results[1].text == ""
+    assert calls == [False, False, False]  # five sentences to decode, two a batch: three batches
+
+
+@pytest.mark.slow
+def test_validation_trims_between_its_loss_batches(tmp_path, toy_data_dir, monkeypatch):
+    """The dev-loss pass meets a batch shape per batch, as training does: the trainer's trimmer sees each one."""
+    from nmt import train as train_module
+    from nmt.train import Trainer, train
+
+    in_validation, trims, losses = [False], [], []
+    monkeypatch.setattr(train_module, "heap_trimmer_for",
+                        lambda device: lambda force=False: trims.append((in_validation[0], force)) or False)
+    validate, token_loss = Trainer.validate, Trainer.token_loss
+
+    def spy_validate(self):
+        in_validation[0] = True
+        try:
+            return validate(self)
+        finally:
+            in_validation[0] = False
+
+    def spy_token_loss(self, *args):
+        losses.append(in_validation[0])
+        return token_loss(self, *args)
+
+    monkeypatch.setattr(Trainer, "validate", spy_validate)
+    monkeypatch.setattr(Trainer, "token_loss", spy_token_loss)
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"max_steps": 4, "eval_every": 4, "max_tokens": 100}))
+    train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    loss_batches = sum(losses)
+    assert loss_batches >= 2
+    assert trims.count((True, False)) == loss_batches
+    assert trims.count((False, True)) == 2  # forced around validation
+    assert trims.count((False, False)) == 4  # one per update
