@@ -33,7 +33,7 @@ from nmt.data.sources import resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared
 from nmt.data.tokenizer import Tokenizers
-from nmt.device import autocast, autocast_dtype, pick_device
+from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
@@ -372,7 +372,7 @@ class Trainer:
         inputs = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
         if batch.source_lengths is not None:  # the recurrent models' (see sources_longest_first)
             inputs["src_lengths"] = batch.source_lengths
-        with autocast(self.device, self.dtype):
+        with autocast(self.device, self.dtype), training_attention_kernels(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **inputs)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:

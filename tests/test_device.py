@@ -1,8 +1,9 @@
 import pytest
 import torch
+import torch.nn.functional as F
 
 from nmt import device
-from nmt.device import autocast_dtype, cpu_has_bf16, pick_device
+from nmt.device import autocast, autocast_dtype, cpu_has_bf16, pick_device, training_attention_kernels
 from nmt.errors import NMTError
 
 
@@ -25,3 +26,31 @@ def test_unknown_or_missing_devices_are_clear_errors():
     if not torch.cuda.is_available():
         with pytest.raises(NMTError, match="no CUDA device"):
             pick_device("cuda")
+
+
+def attention_ops(dtype: torch.dtype | None) -> set[str]:
+    """The ops one attention forward and backward on the CPU ran under `training_attention_kernels`."""
+    cpu = torch.device("cpu")
+    q, k, v = (torch.randn(2, 2, 5, 8, requires_grad=True) for _ in range(3))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        with autocast(cpu, dtype), training_attention_kernels(cpu, dtype):
+            F.scaled_dot_product_attention(q, k, v).float().sum().backward()
+    return {event.name for event in profile.events()}
+
+
+def test_cpu_bf16_training_attention_takes_the_math_kernel():
+    """The flash kernel's backward is slow on a CPU in bf16: a training step there attends with matmuls and a
+    softmax instead (whatever this CPU's ISA: bf16 autocast runs everywhere, emulated where not native)."""
+    ops = attention_ops(torch.bfloat16)
+    assert not any("flash" in name for name in ops) and "aten::_softmax" in ops
+    assert any("_softmax_backward" in name for name in ops)
+
+
+@pytest.mark.parametrize("dtype, kernel_device", [(None, "cpu"), (torch.bfloat16, "cuda")])
+def test_elsewhere_sdpa_keeps_its_own_choice(dtype, kernel_device):
+    with training_attention_kernels(torch.device(kernel_device), dtype):
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled()  # nothing left switched off after a bf16 CPU step either
+    with training_attention_kernels(torch.device("cpu"), torch.bfloat16):
+        assert not torch.backends.cuda.flash_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled()

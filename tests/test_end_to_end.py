@@ -248,3 +248,15 @@ def test_recurrent_training_batches_come_longest_source_first(tmp_path, toy_data
     encoder.forward = lambda src, lengths=None, pack=encoder.forward: (seen.append(lengths), pack(src, lengths))[1]
     assert torch.isfinite(trainer.token_loss(trainer.model, batch, 0.0))
     assert len(seen) == 1 and seen[0] is batch.source_lengths  # the encoder packed with the host lengths
+
+
+def test_training_steps_attend_with_the_kernels_of_their_precision(tmp_path, toy_data_dir, monkeypatch):
+    """Every loss the trainer computes goes through `training_attention_kernels` with the autocast dtype in force
+    (on a CPU in bf16: SDPA's math kernel, tests/test_device.py)."""
+    from nmt import train as train_module
+    seen, real = [], train_module.training_attention_kernels
+    monkeypatch.setattr(train_module, "training_attention_kernels",
+                        lambda device, dtype: seen.append((device.type, dtype)) or real(device, dtype))
+    cfg = toy_config(tmp_path, train={"max_steps": 3, "eval_every": 100, "precision": "bf16"})
+    progress = train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    assert progress.step == 3 and len(seen) > 3 and set(seen) == {("cpu", torch.bfloat16)}  # updates, dev loss
