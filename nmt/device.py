@@ -56,12 +56,12 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device.type, dtype=dtype)
 
 
-
 def training_attention_kernels(device: torch.device, dtype: torch.dtype | None):
     """The SDPA kernels a training step may use. On a CPU under bf16 autocast the flash kernel's backward ran ~9× its
     forward (a quarter of the demo's update) while SDPA's math kernel (matmuls and a softmax through oneDNN) trained
-    the demo 1.26× faster; in fp32 the two were even (0.96×), and decoding, forward only, was even in bf16 too
-    (docs/results.md, "Tenth session"). Elsewhere (a GPU: flash or memory-efficient kernels) SDPA chooses."""
+    the demo 1.24× faster; in fp32 the two were even (0.95×), and decoding, forward only, was even in bf16 too
+    (results/attention-kernels-demo-*-cpu-bf16.json, docs/results.md "Tenth session"). Elsewhere (a GPU: flash or
+    memory-efficient kernels) SDPA chooses."""
     if device.type == "cpu" and dtype == torch.bfloat16:
         return sdpa_kernel([SDPBackend.MATH])
     return contextlib.nullcontext()

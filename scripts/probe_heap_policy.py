@@ -18,18 +18,14 @@ import argparse
 import ctypes
 import json
 import os
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from process_memory import peak_rss_bytes, reset_peak_rss
+
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-
-
-def peak_gib() -> float:
-    with open("/proc/self/status") as status:
-        return int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1)) / 2**20
 
 
 def main() -> None:
@@ -71,8 +67,7 @@ def main() -> None:
         tokens, began = 0, 0.0
         for i, plan in enumerate(plans):
             if i == args.warmup:
-                with open("/proc/self/clear_refs", "w") as refs:
-                    refs.write("5")
+                reset_peak_rss()
                 tokens, began, trims_before = 0, time.perf_counter(), trimmer.trims
             batches = trainer.host_batches(plan.micro_batches)
             size = sum(b.src.numel() + b.tgt_in.numel() for b in batches)
@@ -84,7 +79,7 @@ def main() -> None:
             trimmer()
         figures = {"onednn_cache": os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"),
                    "mmap_threshold": args.mmap_threshold, "trim_before_larger": args.trim_before_larger,
-                   "peak_gib": round(peak_gib(), 3),
+                   "peak_gib": round(peak_rss_bytes() / 2**30, 3),
                    "target_tokens_per_s": round(tokens / (time.perf_counter() - began)),
                    "trims": trimmer.trims - trims_before, "updates": args.updates}
         print(json.dumps(figures))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -26,17 +25,10 @@ from nmt.cpu_memory import resident_bytes  # noqa: E402
 from nmt.run_dir import Run  # noqa: E402
 from nmt.train import Trainer  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process_memory import peak_rss_bytes, reset_peak_rss  # noqa: E402
+
 GIB = 2**30
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-
-
-def peak_bytes() -> int:
-    with open("/proc/self/status") as status:
-        return int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1)) * 1024
 
 
 class Phases:
@@ -47,10 +39,10 @@ class Phases:
 
     def run(self, name: str, work):
         start = resident_bytes()
-        reset_peak()
+        reset_peak_rss()
         result = work()
         self.records.append({"phase": name, "start_gib": round(start / GIB, 3),
-                             "peak_gib": round(peak_bytes() / GIB, 3), "end_gib": round(resident_bytes() / GIB, 3)})
+                             "peak_gib": round(peak_rss_bytes() / GIB, 3), "end_gib": round(resident_bytes() / GIB, 3)})
         print(json.dumps(self.records[-1]), flush=True)
         return result
 

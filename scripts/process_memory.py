@@ -4,6 +4,7 @@ timeline, for the benchmarks that report peak memory."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -57,3 +58,15 @@ class TreeMemory:
         self.stop.set()
         self.thread.join()
         return self.peak
+
+
+def reset_peak_rss() -> None:
+    """Restart this process's RSS high-water mark (VmHWM) from its current RSS (Linux: /proc/self/clear_refs)."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def peak_rss_bytes() -> int:
+    """This process's RSS high-water mark since it started or since `reset_peak_rss`: no sampling gap."""
+    with open("/proc/self/status") as status:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", status.read()).group(1)) * 1024
