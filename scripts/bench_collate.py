@@ -1,8 +1,16 @@
-"""Host time to build training batches: `collate` of this tree against the sentence loop of an older commit,
-on the real prepared data, in one run (the older code imported from a checkout of it).
+"""Host time to build training batches on the real prepared data.
+
+With `--old`: `collate` of this tree against the sentence loop of an older commit, in one run (the older code
+imported from a checkout of it):
 
     git worktree add /tmp/old ff0b427
     python scripts/bench_collate.py --data-dir data --old /tmp/old --max-tokens 1500 8192 --out results/x.json
+
+Without: what the trainer's prefetch thread does per update for each batch layout (tight batches, lengths rounded to
+8 as `train.length_multiple: 8` pads them, packed rows of 128 as `train.pack_length: 128` under compile builds
+them): the epoch's plan (seconds, once an epoch) and one batch's collation (ms), to hold against a GPU's update time:
+
+    python scripts/bench_collate.py --config configs/transformer.yaml --max-tokens 8192 32768 --out results/x.json
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import time
 from pathlib import Path
 
 from nmt.config import load_config
-from nmt.data.batching import collate, token_batches
+from nmt.data.batching import EpochPlan, PackedRows, StaticShapes, collate, collate_packed, token_batches
 from nmt.data.dataset import load_arrays
 from nmt.data.prepare import find_prepared
 
@@ -44,13 +52,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--config", type=Path, default=Path("configs/demo.yaml"))
-    parser.add_argument("--old", type=Path, required=True, help="a checkout of the commit to compare with")
+    parser.add_argument("--old", type=Path, help="a checkout of the commit to compare with (else: the layouts)")
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[1500, 8192])
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     arrays = load_arrays(find_prepared(load_config(args.config).data, args.data_dir), "train")
+    rows = compare_with_old(arrays, args) if args.old else time_layouts(arrays, args)
+    if args.out:
+        write_record(args.out, old_checkout=str(args.old) if args.old else None, figures=rows)
+
+
+def time_layouts(arrays, args) -> list[dict]:
+    rows = []
+    for max_tokens in args.max_tokens:
+        layouts = {"tight": ({}, lambda indices: collate(arrays, indices)),
+                   "length_multiple_8": ({"length_multiple": 8},
+                                         lambda indices: collate(arrays, indices, StaticShapes(8, max_tokens))),
+                   "pack_length_128": ({"pack_length": 128},
+                                       lambda indices: collate_packed(arrays, indices,
+                                                                      PackedRows(128, max_tokens, static=True)))}
+        for name, (plan_args, build) in layouts.items():
+            started = time.perf_counter()
+            plan = EpochPlan(arrays.lengths, len(arrays), max_tokens, seed=0, epoch=0, **plan_args)
+            batches = [plan[i] for i in range(len(plan))]
+            plan_s = time.perf_counter() - started
+            timed = batches[:args.batches]
+            rows.append({"max_tokens": max_tokens, "layout": name, "batches_per_epoch": len(batches),
+                         "plan_s": round(plan_s, 3),
+                         "ms_per_batch": round(time_per_batch(lambda _, b: build(b), arrays, timed, args.repeats)
+                                               * 1e3, 3)})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def compare_with_old(arrays, args) -> list[dict]:
     old_collate, rows = load_old_collate(args.old), []
     for max_tokens in args.max_tokens:
         batches = token_batches(arrays.src_lengths, arrays.tgt_lengths, max_tokens, seed=0, epoch=0)[:args.batches]
@@ -62,8 +99,7 @@ def main() -> None:
                      "old_ms_per_batch": round(old * 1e3, 3), "new_ms_per_batch": round(new * 1e3, 3),
                      "speedup": round(old / new, 2)})
         print(rows[-1], flush=True)
-    if args.out:
-        write_record(args.out, old_checkout=str(args.old), figures=rows)
+    return rows
 
 
 if __name__ == "__main__":
