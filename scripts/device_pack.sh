@@ -26,4 +26,4 @@ for commit in "${befores[@]}"; do
   git -C "$root" archive "$commit" | tar -x -C "$pack/trees/$commit"
   git -C "$root" rev-parse --short "$commit" > "$pack/trees/$commit/COMMIT"
 done
-echo "packed $(du -sh "$pack" | cut -f1) in .device/ (commit $(cat "$pack/COMMIT")): carry [\".device\"]"
+echo "packed $(du -sh "$pack" | cut -f1) in .device/ (commit $(cat "$pack/COMMIT")): carry [\".device\", \"gpu-session\"]"

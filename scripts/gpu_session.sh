@@ -6,10 +6,11 @@
 #
 #   scripts/device_pack.sh                       # corpus, commit and the BEFORE trees into .device/
 #
-# then, through the device tool, one call per phase (carry [".device"]), highest value first:
+# then, through the device tool, one call per phase (carry [".device", "gpu-session"]), highest value first:
 #
-#   bash scripts/gpu_session.sh measure   # CUDA tests; warm tokens/s + MFU (eager, packed rows, rounded lengths,
-#                                         #   compile, CUDA graphs); old vs new path on this GPU (ddabc86, 3 rounds)
+#   bash scripts/gpu_session.sh measure   # CUDA tests; warm tokens/s + MFU (eager, packed rows as CUDA graphs,
+#                                         #   old vs new path on this GPU (ddabc86, 3 rounds), then the other packed,
+#                                         #   compiled and rounded-length variants); call it again if it skipped any
 #   bash scripts/gpu_session.sh bleu      # wall clock to dev BLEU 50, seeds 1 2 3 (SET="..." = measure's winner)
 #   bash scripts/gpu_session.sh test      # test BLEU within 5 minutes from process start, seed 1
 #   bash scripts/gpu_session.sh rnn       # RNN configs, old (606d490) vs new path
@@ -17,9 +18,12 @@
 #
 # Each phase writes results/gpu-*.json records (command, commit, device, date, figures) and its logs under
 # gpu-session/PHASE/, and packs both into $OUT/PHASE.tgz after every step: what is under $OUT comes back even from
-# a command cut off at its limit. Unpack it here with `tar -xzf FILE` in the repository root.
+# a command cut off at its limit. Unpack it here with `tar -xzf FILE` in the repository root. A step that succeeded
+# leaves a marker there (gpu-session/PHASE/STEP.DEVICE.done), and the unpacked tree travels with the next call: the
+# same phase called again runs only the steps that were skipped for time or failed (REDO=1 runs them all).
 #
-# DEVICE=cpu dry-runs a phase on a CPU (how this script was tested): tiny models, few steps.
+# DEVICE=cpu dry-runs a phase on a CPU (how this script was tested): tiny models, few steps, records under
+# gpu-session/dry-run-results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 phase=${1:?phase: measure, bleu, test, rnn or rnn-graphs}
@@ -28,22 +32,29 @@ DEVICE=${DEVICE:-cuda}
 PYTHON=${PYTHON:-python3}
 SET=${SET:-}              # overrides for the bleu and test trainings (the winner of measure), e.g. "train.pack_length=128"
 OUT=${OUT:-gpu-session/out}
+# A CPU dry run's records (tiny models) stay out of results/, where they could be taken for GPU figures.
+RESULTS=$([ "$DEVICE" = cpu ] && echo gpu-session/dry-run-results || echo results)
 export NMT_DATA_DIR=data PYTHONUNBUFFERED=1 PYTHON
 START=$(date +%s)
+skipped=0
 logs=gpu-session/$phase
-mkdir -p "$logs" "$OUT" results
+mkdir -p "$logs" "$OUT" "$RESULTS"
 touch "$logs/.start"
 
 left() { echo $(( LIMIT_S - ($(date +%s) - START) )); }
-pack() { tar -czf "$OUT/$phase.tgz" "$logs" $(find results -name 'gpu-*.json' -newer "$logs/.start"); }
+pack() { tar -czf "$OUT/$phase.tgz" "$logs" $(find "$RESULTS" -name 'gpu-*.json' -newer "$logs/.start"); }
 step() {  # step NAME SECONDS_NEEDED COMMAND...: run it, logged, if the time left allows; a failure is logged, not fatal
   local name=$1 needs=$2; shift 2
-  if [ "$(left)" -lt "$needs" ]; then echo "== $name skipped: $(left) s left, needs $needs" | tee -a "$logs/skipped.txt"; return; fi
+  local done_marker="$logs/$name.$slug.done"  # per device kind: a CPU dry run's markers never skip a GPU's steps
+  if [ -e "$done_marker" ] && [ -z "${REDO:-}" ]; then echo "== $name: done in an earlier call ($done_marker)"; return; fi
+  if [ "$(left)" -lt "$needs" ]; then
+    echo "== $name skipped: $(left) s left, needs $needs" | tee -a "$logs/skipped.txt"; skipped=$((skipped + 1)); return
+  fi
   echo "== $name ($(( $(date +%s) - START )) s in)"
   local status=0
   timeout -s TERM "$(( $(left) - 10 ))" "$@" > "$logs/$name.log" 2>&1 || status=$?
   tail -n 25 "$logs/$name.log"
-  [ "$status" = 0 ] || echo "== $name: exit $status" | tee -a "$logs/failed.txt"
+  if [ "$status" = 0 ]; then touch "$done_marker"; else echo "== $name: exit $status" | tee -a "$logs/failed.txt"; fi
   pack
 }
 
@@ -68,21 +79,23 @@ bench() {  # bench NAME [bench_train args...]: the Transformer's real training s
   local name=$1; shift
   step "bench-$name" 60 "$PYTHON" scripts/bench_train.py --config configs/transformer.yaml --archs transformer \
     --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" "$@" \
-    --record "results/gpu-bench-transformer-$name-$slug.json"
+    --record "$RESULTS/gpu-bench-transformer-$name-$slug.json"
 }
 
 case $phase in
 measure)
   step cuda-tests 60 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
   bench eager
-  step ab-transformer 240 env "${ab[@]}" RECORD="results/gpu-train-ab-transformer-$slug.json" \
+  # The likeliest MFU winners before the long A/B, so that a call cut short still has them: packed rows (one shape,
+  # one graph) as inductor's CUDA graph, then as CUDA graphs of the traced graph's own kernels (no inductor code
+  # generation: seconds to compile, not minutes). A later call of this phase runs what this one skipped.
+  bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
+  bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
+  step ab-transformer 240 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
     scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
-  # Static shapes: packed rows (one shape: one compiled graph) first, then lengths rounded to 8 (a graph per width).
+  # The rest of the static shapes: packed rows eager and compiled, then lengths rounded to 8 (a graph per width).
   bench packed128 --set train.pack_length=128
   bench packed128-compile --set train.pack_length=128 --compile
-  bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
-  # CUDA graphs of the traced graph's own kernels, no inductor code generation (seconds to compile, not minutes)
-  bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
   bench compile --compile  # tight batches, dynamic shapes: since 0d12bc0 no recompile per batch (no CUDA graphs)
   bench static8 --set train.length_multiple=8
   bench static8-graphs --set train.length_multiple=8 --compile --set train.compile_mode=reduce-overhead
@@ -90,18 +103,18 @@ measure)
 bleu)
   step time-to-dev-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
     --seeds 1 2 3 --wall-limit-s "$wall" --set train.eval_every=250 --set "train.device=$DEVICE" "${sets[@]}" \
-    --out "results/gpu-time-to-dev-bleu50-$slug.json"
+    --out "$RESULTS/gpu-time-to-dev-bleu50-$slug.json"
   ;;
 test)
   step time-to-test-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
     --seeds 1 --test --wall-limit-s "$test_wall" --set train.eval_every=500 --set "train.device=$DEVICE" "${sets[@]}" \
-    --out "results/gpu-time-to-test-bleu-$slug.json"
+    --out "$RESULTS/gpu-time-to-test-bleu-$slug.json"
   ;;
 rnn)
   for arch in bahdanau luong seq2seq; do
     config=configs/$arch.yaml; [ "$DEVICE" = cpu ] && config=$ab_config
     step "ab-$arch" 150 env STEPS="$rnn_steps" WARMUP="$rnn_warmup" SET="$([ "$DEVICE" = cpu ] && echo "model.arch=$arch")" \
-      RECORD="results/gpu-train-ab-$arch-$slug.json" scripts/ab_train.sh .device/trees/606d490 "$config" 2
+      RECORD="$RESULTS/gpu-train-ab-$arch-$slug.json" scripts/ab_train.sh .device/trees/606d490 "$config" 2
   done
   ;;
 rnn-graphs)
@@ -111,7 +124,7 @@ rnn-graphs)
   compile_rnn() {
     step "compile-rnn-$1" 90 "$PYTHON" scripts/bench_compile_rnn.py --arch bahdanau --width 16 \
       --tokens "$([ "$DEVICE" = cpu ] && echo 256 || echo 6144)" --hidden-size "$([ "$DEVICE" = cpu ] && echo 64 || echo 512)" \
-      --device "$DEVICE" --backends "$@" --record "results/gpu-compile-rnn-bahdanau-$1-$slug.json"
+      --device "$DEVICE" --backends "$@" --record "$RESULTS/gpu-compile-rnn-bahdanau-$1-$slug.json"
   }
   compile_rnn cudagraphs
   # The real training step on lengths rounded to 16, eager and as CUDA graphs, warmed over every width.
@@ -119,7 +132,7 @@ rnn-graphs)
     step "bench-bahdanau-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config configs/bahdanau.yaml \
       --archs bahdanau --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
       $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
-      --record "results/gpu-bench-bahdanau-static16-$variant-$slug.json"
+      --record "$RESULTS/gpu-bench-bahdanau-static16-$variant-$slug.json"
   done
   compile_rnn inductor --mode reduce-overhead
   ;;
@@ -127,3 +140,4 @@ rnn-graphs)
 esac
 pack
 echo "== phase $phase done in $(( $(date +%s) - START )) s: $OUT/$phase.tgz"
+[ "$skipped" = 0 ] || echo "== $skipped step(s) skipped for time: unpack, then call this phase again"
