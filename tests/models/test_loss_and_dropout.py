@@ -32,14 +32,21 @@ def test_head_cross_entropy_matches_full_logits(smoothing, rows):
         assert torch.allclose(a, b, rtol=1e-6, atol=1e-9)
 
 
-def test_head_cross_entropy_under_bf16_autocast_stays_close():
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_head_cross_entropy_under_bf16_autocast_stays_close(smoothing):
+    """Loss and gradients in bf16 (the logits' gradient made in fp32, written back in bf16) near fp32's."""
     g = torch.Generator().manual_seed(1)
-    features, weight = torch.randn(64, 32, generator=g), torch.randn(100, 32, generator=g) * 0.2
+    features = torch.randn(64, 32, generator=g, requires_grad=True)
+    weight = (torch.randn(100, 32, generator=g) * 0.2).requires_grad_()
     targets = torch.randint(0, 100, (64,), generator=g)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = head_cross_entropy(features, weight, targets, 0.1, rows=16)
+        got = head_cross_entropy(features, weight, targets, smoothing, rows=16)
+    expected = reference(features, weight, targets, smoothing)
     assert got.dtype == torch.float32
-    assert torch.allclose(got, reference(features, weight, targets, 0.1), rtol=2e-2)
+    assert torch.allclose(got, expected, rtol=2e-2)
+    for a, b in zip(torch.autograd.grad(got, (features, weight)), torch.autograd.grad(expected, (features, weight))):
+        assert a.dtype == torch.float32
+        assert (a - b).norm() <= 2e-2 * b.norm()
 
 
 def test_head_cross_entropy_without_grad_keeps_no_gradients():
