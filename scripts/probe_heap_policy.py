@@ -10,8 +10,8 @@ page faults per update (first touches of memory the process got from the kernel)
 The variables, one at a time: oneDNN's kernel cache capacity (set before the first matmul); a fixed glibc mmap
 threshold (`mallopt(M_MMAP_THRESHOLD)`: blocks from that size up are mmapped and unmapped when freed, and the
 threshold no longer rises); a fixed glibc trim threshold (`mallopt(M_TRIM_THRESHOLD)`: how much free memory at the
-heap's top `free` leaves before it shrinks the heap; it no longer follows the mmap threshold); trimming also before an update whose padded size exceeds every update's since the last
-trim (its blocks would not fit the freed ones). Run the variants one after another, alternating, nothing else
+heap's top `free` leaves before it shrinks the heap; it no longer follows the mmap threshold); trimming also before
+an update whose padded size exceeds every update's since the last trim (its blocks would not fit the freed ones). Run the variants one after another, alternating, nothing else
 running: the peak varies by ~±0.05 GiB from run to run.
 """
 
@@ -89,7 +89,8 @@ def main() -> None:
             trimmer()
         figures = {"config": str(args.config or "configs/cpu-base.yaml"),
                    "onednn_cache": os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY"),
-                   "mmap_threshold": args.mmap_threshold, "trim_threshold": args.trim_threshold, "trim_before_larger": args.trim_before_larger,
+                   "mmap_threshold": args.mmap_threshold, "trim_threshold": args.trim_threshold,
+                   "trim_before_larger": args.trim_before_larger,
                    "peak_gib": round(peak_rss_bytes() / 2**30, 3),
                    "target_tokens_per_s": round(tokens / (time.perf_counter() - began)),
                    "trims": trimmer.trims - trims_before, "updates": args.updates,
