@@ -11,8 +11,9 @@ The variables, one at a time: oneDNN's kernel cache capacity (set before the fir
 threshold (`mallopt(M_MMAP_THRESHOLD)`: blocks from that size up are mmapped and unmapped when freed, and the
 threshold no longer rises); a fixed glibc trim threshold (`mallopt(M_TRIM_THRESHOLD)`: how much free memory at the
 heap's top `free` leaves before it shrinks the heap; it no longer follows the mmap threshold); trimming also before
-an update whose padded size exceeds every update's since the last trim (its blocks would not fit the freed ones). Run the variants one after another, alternating, nothing else
-running: the peak varies by ~±0.05 GiB from run to run.
+an update whose padded size exceeds every update's since the last trim (its blocks would not fit the freed ones).
+Run the variants one after another, alternating, nothing else running: the peak varies by ~±0.05 GiB from run to
+run.
 """
 
 from __future__ import annotations
