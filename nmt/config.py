@@ -131,7 +131,7 @@ class TrainConfig:
     # torch.compile without dynamic shapes (and CUDA graphs) needs. nmt/data/batching.py.
     length_multiple: int = _train(0, data_order=True, ge=0, le=1024)
     # 0: one sentence per row. L > 0 (Transformer only): sequence packing: each batch is max_tokens // L rows of L
-    # positions on each side, every row several whole sentences (shuffled, next fit), attention kept within each
+    # positions on each side, every row several whole sentences (shuffled, first fit), attention kept within each
     # sentence and positions restarting at each: one static shape for the whole of training, with little padding.
     # L must hold the longest training sentence + 1 (checked when training starts).
     pack_length: int = _train(0, data_order=True, ge=0, le=65536)

@@ -26,8 +26,8 @@ from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.config import CUDA_GRAPH_MODES, Config, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
-from nmt.data.batching import (Batch, EpochPlan, PackedRows, StaticShapes, collate, collate_packed, round_up,
-                                token_batches)
+from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
+                               round_up, token_batches)
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prefetch import Prefetcher
@@ -73,7 +73,7 @@ class StepResult:
 
 @dataclass(frozen=True)
 class UpdatePlan:
-    micro_batches: list[np.ndarray]  # this rank's sentence indices, one array per micro-batch
+    micro_batches: list[np.ndarray | PackedPlan]  # this rank's sentences, one plan per micro-batch
     epoch: int  # where training stands once this update is done
     batch_in_epoch: int
 
@@ -351,7 +351,7 @@ class Trainer:
         longest = np.maximum(self.train_data.src_lengths, self.train_data.tgt_lengths).astype(np.int64) + 1
         return len(np.unique(round_up(longest, self.cfg.train.length_multiple)))
 
-    def host_batches(self, micro_batches: list[np.ndarray]) -> list[Batch]:
+    def host_batches(self, micro_batches: list[np.ndarray | PackedPlan]) -> list[Batch]:
         """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""
         batches = [collate_packed(self.train_data, indices, self.packed_rows) if self.packed_rows
                    else collate(self.train_data, indices, self.static_shapes, self.sources_longest_first)

@@ -8,7 +8,8 @@ imported from a checkout of it):
 
 Without: what the trainer's prefetch thread does per update for each batch layout (tight batches, lengths rounded to
 8 as `train.length_multiple: 8` pads them, packed rows of 128 as `train.pack_length: 128` under compile builds
-them): the epoch's plan (seconds, once an epoch) and one batch's collation (ms), to hold against a GPU's update time:
+them): the epoch's plan (seconds, once an epoch), one batch's collation (ms), to hold against a GPU's update time,
+and the share of the epoch's positions (both sides) that hold a token:
 
     python scripts/bench_collate.py --config configs/transformer.yaml --max-tokens 8192 32768 --out results/x.json
 """
@@ -79,7 +80,10 @@ def time_layouts(arrays, args) -> list[dict]:
             batches = [plan[i] for i in range(len(plan))]
             plan_s = time.perf_counter() - started
             timed = batches[:args.batches]
+            built = [build(b) for b in batches]
+            non_pad = sum(b.src_tokens + b.tgt_tokens for b in built)
             rows.append({"max_tokens": max_tokens, "layout": name, "batches_per_epoch": len(batches),
+                         "non_pad_share": round(non_pad / sum(b.src.numel() + b.tgt_in.numel() for b in built), 4),
                          "plan_s": round(plan_s, 3),
                          "ms_per_batch": round(time_per_batch(lambda _, b: build(b), arrays, timed, args.repeats)
                                                * 1e3, 3)})

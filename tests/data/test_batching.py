@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 from nmt.data.batching import collate, source_batch, token_batches
@@ -153,27 +154,62 @@ def test_static_shape_plan_gives_one_shape_per_width():
 
 
 def test_packed_plan_holds_every_sentence_once_in_rows_that_fit():
-    from nmt.data.batching import pack_rows, packed_batches
+    from nmt.data.batching import packed_batches
 
     src, tgt = lengths(2000, seed=4)
     batches = packed_batches(src, tgt, pack_length=64, rows=6, seed=1, epoch=0)
-    assert sorted(np.concatenate(batches).tolist()) == list(range(len(src)))
+    assert sorted(np.concatenate([b.sentences for b in batches]).tolist()) == list(range(len(src)))
     full_rows = 0
     for batch in batches:
-        starts = pack_rows(src[batch] + 1, tgt[batch] + 1, 64)
-        assert len(starts) <= 6
-        full_rows += len(starts) == 6
-        for row in np.split(np.arange(len(batch)), starts[1:]):
-            assert (src[batch][row] + 1).sum() <= 64 and (tgt[batch][row] + 1).sum() <= 64
-            if row[-1] + 1 < len(batch):  # next fit: a row closes only when its next sentence would not fit
-                following = row[-1] + 1
-                assert ((src[batch][row] + 1).sum() + src[batch][following] + 1 > 64
-                        or (tgt[batch][row] + 1).sum() + tgt[batch][following] + 1 > 64)
+        assert np.all(np.diff(batch.rows) >= 0) and batch.rows[0] == 0  # row by row, numbered from 0
+        assert set(batch.rows.tolist()) == set(range(batch.rows[-1] + 1)) and batch.rows[-1] < 6
+        full_rows += batch.rows[-1] == 5
+        for row in range(batch.rows[-1] + 1):
+            at = batch.sentences[batch.rows == row]
+            assert (src[at] + 1).sum() <= 64 and (tgt[at] + 1).sum() <= 64
     assert full_rows >= len(batches) - 1  # only the epoch's last batch may be short of rows
     again = packed_batches(src, tgt, pack_length=64, rows=6, seed=1, epoch=0)
-    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+    assert all(np.array_equal(a.sentences, b.sentences) and np.array_equal(a.rows, b.rows)
+               for a, b in zip(batches, again))
     other = packed_batches(src, tgt, pack_length=64, rows=6, seed=1, epoch=1)
-    assert not np.array_equal(np.concatenate(batches), np.concatenate(other))
+    assert not np.array_equal(np.concatenate([b.sentences for b in batches]),
+                              np.concatenate([b.sentences for b in other]))
+
+
+def test_first_fit_fills_rows_better_than_next_fit():
+    """A sentence that does not fit the current row goes to an earlier open row with room, if any. Sentences of 30
+    and 40 alternating in rows of 60: next fit closes a row at every sentence (16 rows); first fit pairs the 30s."""
+    from nmt.data.batching import first_fit_rows
+
+    span = np.array([30, 40] * 8)
+    rows = first_fit_rows(span, span, 60)
+    assert rows.max() + 1 == 12  # eight 40s alone, eight 30s in pairs
+    for row in range(rows.max() + 1):
+        assert span[rows == row].sum() <= 60
+    assert first_fit_rows(span, span, 60, open_rows=1).max() + 1 == 16  # one open row is next fit
+    assert np.array_equal(first_fit_rows(np.array([70, 5]), np.array([1, 1]), 60), [0, 1])  # too long: alone
+
+
+def test_a_pooled_packed_plan_holds_every_sentence_once():
+    """Packed batches planned a pool at a time keep their corpus indices (each pool's shifted by where it starts)."""
+    from nmt.data.batching import EpochPlan
+
+    src, tgt = lengths(5000, seed=9)
+    plan = EpochPlan(lambda a, b: (src[a:b], tgt[a:b]), 5000, 512, seed=4, epoch=1, pool=1200, pack_length=64)
+    sentences = np.concatenate([plan[i].sentences for i in range(len(plan))])
+    assert sorted(sentences.tolist()) == list(range(5000))
+    assert max(plan[i].rows.max() for i in range(len(plan))) < 512 // 64
+
+
+def test_packed_collate_refuses_a_plan_whose_rows_do_not_fit():
+    from nmt.data.batching import PackedPlan, PackedRows, collate_packed
+
+    arrays, src_len, tgt_len = _arrays()
+    too_full = PackedPlan(np.arange(6), np.zeros(6, dtype=np.int64))  # six sentences (≥ 2 positions each) in 8
+    with pytest.raises(ValueError, match="more than 8 positions"):
+        collate_packed(arrays, too_full, PackedRows(8, 64))
+    with pytest.raises(ValueError, match="in order"):
+        collate_packed(arrays, PackedPlan(np.arange(2), np.array([1, 0])), PackedRows(16, 64))
 
 
 def _arrays(n=40, seed=6):
@@ -188,8 +224,9 @@ def test_packed_collate_puts_each_sentence_whole_in_its_own_segment():
     from nmt.data.batching import PackedRows, collate_packed, packed_batches
 
     arrays, src_len, tgt_len = _arrays()
-    indices = packed_batches(src_len, tgt_len, pack_length=32, rows=4, seed=0, epoch=0)[0]
-    packed, tight = collate_packed(arrays, indices, PackedRows(32, 128)), collate(arrays, indices)
+    plan = packed_batches(src_len, tgt_len, pack_length=32, rows=4, seed=0, epoch=0)[0]
+    indices = plan.sentences
+    packed, tight = collate_packed(arrays, plan, PackedRows(32, 128)), collate(arrays, indices)
     p = packed.packing
     assert packed.src.shape == packed.tgt_in.shape == (4, 32) and packed.sentences == len(indices)
     assert (packed.src_tokens, packed.tgt_tokens) == (tight.src_tokens, tight.tgt_tokens)
@@ -209,7 +246,7 @@ def test_packed_collate_puts_each_sentence_whole_in_its_own_segment():
             assert torch.equal(side[at], tight_rows[j, :span]) and torch.equal(positions[at], torch.arange(span))
             assert tight_rows[j, span:].eq(PAD_ID).all()
     assert packed.src[p.src_segments < 0].eq(PAD_ID).all() and packed.tgt_in[p.tgt_segments < 0].eq(PAD_ID).all()
-    static = collate_packed(arrays, indices, PackedRows(32, 128, static=True))
+    static = collate_packed(arrays, plan, PackedRows(32, 128, static=True))
     assert torch.equal(static.keep, torch.arange(4 * 32)) and torch.equal(static.targets, packed_out.view(-1))
 
 

@@ -158,8 +158,9 @@ def test_a_packed_batch_has_the_loss_and_gradients_of_the_tight_one(static, name
     from tests.data.test_batching import _arrays
 
     arrays, src_len, tgt_len = _arrays(n=30, seed=8)
-    indices = packed_batches(src_len, tgt_len, pack_length=24, rows=5, seed=2, epoch=0)[0]
-    packed = collate_packed(arrays, indices, PackedRows(24, 120, static=static))
+    plan = packed_batches(src_len, tgt_len, pack_length=24, rows=5, seed=2, epoch=0)[0]
+    indices = plan.sentences
+    packed = collate_packed(arrays, plan, PackedRows(24, 120, static=static))
     assert len(indices) > packed.src.shape[0]  # rows really hold several sentences
     model = make(name).double()
     results = []
