@@ -340,9 +340,10 @@ def collate_packed(arrays: ParallelArrays | ShardedArrays, plan: PackedPlan, lay
     rows = arrays.gather(np.asarray(plan.sentences, dtype=np.int64))
     src_span, tgt_span = rows.source_lengths + 1, rows.target_lengths + 1
     row = np.asarray(plan.rows, dtype=np.int64)
-    if len(row) and (row.max() >= layout.rows or np.any(np.diff(row) < 0)):
-        raise ValueError(f"a packed batch's rows must come in order, fewer than {layout.rows}")
-    row_starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]]) if len(row) else row
+    steps = np.diff(row)
+    if len(row) and (row[0] != 0 or row[-1] >= layout.rows or np.any((steps < 0) | (steps > 1))):
+        raise ValueError(f"a packed batch's rows must be numbered 0, 1, ... in order, fewer than {layout.rows}")
+    row_starts = np.flatnonzero(np.r_[True, steps != 0]) if len(row) else row
     shape = (layout.rows, layout.pack_length)
 
     def place(span: np.ndarray):

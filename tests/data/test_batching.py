@@ -208,8 +208,9 @@ def test_packed_collate_refuses_a_plan_whose_rows_do_not_fit():
     too_full = PackedPlan(np.arange(6), np.zeros(6, dtype=np.int64))  # six sentences (≥ 2 positions each) in 8
     with pytest.raises(ValueError, match="more than 8 positions"):
         collate_packed(arrays, too_full, PackedRows(8, 64))
-    with pytest.raises(ValueError, match="in order"):
-        collate_packed(arrays, PackedPlan(np.arange(2), np.array([1, 0])), PackedRows(16, 64))
+    for rows in ([1, 0], [0, 2], [1, 1], [0, 4]):  # out of order, a row skipped, not from 0, beyond the batch
+        with pytest.raises(ValueError, match="in order"):
+            collate_packed(arrays, PackedPlan(np.arange(2), np.array(rows)), PackedRows(16, 64))
 
 
 def _arrays(n=40, seed=6):
