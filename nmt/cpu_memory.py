@@ -12,9 +12,9 @@ memory"):
   set has grown by a slack beyond one update's working set.
 - oneDNN, which runs bf16 matmuls on such a CPU, caches a kernel per matmul shape, 1,024 by default: ~0.3 GiB there
   once full, its kernels' blocks scattered through the heap between the activations. With 64 it trained as fast
-  (results/heap-trim-probe-cpu-bf16.json); with 16 the 12-minute run of issue 15 peaked lower (1.93 GiB against
-  2.00 and 2.03 with 64), trimmed less often and trained faster (results/heap-policy-probe-cpu-bf16.json,
-  results/train-memory-cpu-base-bf16-720s-cache16.json).
+  (results/heap-trim-probe-cpu-bf16.json); with 16 the 12-minute run of issue 15 peaked lower (1.93 and 1.89 GiB
+  against 2.00 and 2.03 with 64), trimmed less often and trained faster (results/heap-policy-probe-cpu-bf16.json,
+  results/train-memory-cpu-base-bf16-720s-cache16.json, ...-cache16-run2.json).
 
 Validation and translation meet shapes of their own (every decode step's cache is one token longer), and their heap
 grows the same way: the translator trims between its batches too.
