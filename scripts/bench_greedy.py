@@ -7,8 +7,9 @@ steps finished rows stay in the batch between host syncs; `nmt.search._default_c
                                                                        # greedy and beam 5, default settings
 
 Settings alternate within each repeat (one process, one machine), so the ratios hold even on a busy machine; the
-figure is the median. Every setting must give the same translations (checked). On a GPU the host syncs of one pass
-are counted too (torch.cuda.set_sync_debug_mode("warn")).
+figure is the median. Each setting's share of translations identical to the first setting's is reported (1.0
+expected; see `identical_share`). On a GPU the host syncs of one pass are counted too
+(torch.cuda.set_sync_debug_mode("warn")).
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def host_syncs(translate) -> int:
     finally:
         torch.cuda.set_sync_debug_mode("default")
     return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def identical_share(outputs: list[str], reference: list[str]) -> float:
+    """How many translations a setting shares with the reference setting's. The compaction cadence and the batch
+    size must not change what search does; on a CPU they change no number either (1.0). On a GPU another batch
+    shape may pick another bf16 kernel and a near-tie may then resolve the other way: a share below 1.0 there is
+    that, a share far below it a bug."""
+    return sum(a == b for a, b in zip(outputs, reference)) / max(1, len(reference))
 
 
 def load_old_search(checkout: Path):
@@ -122,18 +131,19 @@ def main() -> None:
                 torch.cuda.synchronize()
             speeds[(size, every)].append(len(sources) / (time.perf_counter() - started))
     reference = outputs[settings[0]]
-    assert all(out == reference for out in outputs.values()), "a setting changed the translations"
     rows = [{"batch_size": size, "compact_every": every, "sentences_per_s": round(statistics.median(speeds[s]), 1),
-             "runs": [round(v, 1) for v in speeds[s]], "host_syncs_per_pass": syncs[s]}
+             "runs": [round(v, 1) for v in speeds[s]], "host_syncs_per_pass": syncs[s],
+             "same_as_first_setting": round(identical_share(outputs[s], reference), 4)}
             for s in settings for size, every in [s]]
-    print(f"| batch | compact every | sentences/s ({len(sources)} {args.split}, {args.device}) | host syncs |")
-    print("|---|---|---|---|")
+    print(f"| batch | compact every | sentences/s ({len(sources)} {args.split}, {args.device}) | host syncs "
+          "| same translations as the first row |")
+    print("|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['batch_size']} | {row['compact_every']} | {row['sentences_per_s']:,.1f} | "
-              f"{row['host_syncs_per_pass']} |")
+              f"{row['host_syncs_per_pass']} | {row['same_as_first_setting']:.2%} |")
     if args.out:
         write_record(args.out, device_used=str(some.device), sentences=len(sources), split=args.split,
-                     identical_translations=True, figures=rows)
+                     identical_translations=all(row["same_as_first_setting"] == 1.0 for row in rows), figures=rows)
 
 
 if __name__ == "__main__":

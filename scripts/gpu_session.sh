@@ -15,6 +15,8 @@
 #   bash scripts/gpu_session.sh test      # test BLEU within 5 minutes from process start, seed 1
 #   bash scripts/gpu_session.sh rnn       # RNN configs, old (606d490) vs new path
 #   bash scripts/gpu_session.sh rnn-graphs  # Bahdanau compiled whole: CUDA graphs against eager cuDNN
+#   bash scripts/gpu_session.sh recipe    # large batches: tokens per update x lr, time to dev BLEU 50 each (seed 1)
+#   bash scripts/gpu_session.sh decode    # greedy decoding as validation runs it: batch size x compaction cadence
 #
 # Each phase writes results/gpu-*.json records (command, commit, device, date, figures) and its logs under
 # gpu-session/PHASE/, and packs both into $OUT/PHASE.tgz after every step: what is under $OUT comes back even from
@@ -26,11 +28,14 @@
 # gpu-session/dry-run-results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-phase=${1:?phase: measure, bleu, test, rnn or rnn-graphs}
+phase=${1:?phase: measure, bleu, test, rnn, rnn-graphs, recipe or decode}
 LIMIT_S=${LIMIT_S:-560}   # this command's share of the 10-minute limit, with room to pack
 DEVICE=${DEVICE:-cuda}
 PYTHON=${PYTHON:-python3}
-SET=${SET:-}              # overrides for the bleu and test trainings (the winner of measure), e.g. "train.pack_length=128"
+SET=${SET:-}              # overrides for the bleu, test, recipe and decode trainings (the winner of measure), e.g.
+                          # "train.pack_length=128"
+# recipe: TOKENS:LR pairs; warm-up covers as many tokens as transformer.yaml's 4,000 updates of 8,192
+RECIPES=${RECIPES:-32768:7e-4 32768:1e-3 32768:1.4e-3 65536:1.4e-3 65536:2e-3}
 OUT=${OUT:-gpu-session/out}
 # A CPU dry run's records (tiny models) stay out of results/, where they could be taken for GPU figures.
 RESULTS=$([ "$DEVICE" = cpu ] && echo gpu-session/dry-run-results || echo results)
@@ -61,12 +66,15 @@ step() {  # step NAME SECONDS_NEEDED COMMAND...: run it, logged, if the time lef
 if [ "$DEVICE" = cpu ]; then  # the dry run: a model small enough for a CPU, a handful of steps
   slug=cpu; tiny=(--set model.num_layers=1 --set model.embed_dim=64 --set model.ff_dim=128 --set train.max_tokens=1000)
   steps=3; warmup=(--warmup 1); ab_config=configs/demo.yaml; ab=(STEPS=2 WARMUP=1); wall=40; test_wall=40
-  rnn_steps=2; rnn_warmup=1
+  rnn_steps=2; rnn_warmup=1; RECIPES=${RECIPES_CPU:-2000:1e-3 4000:2e-3}; eval_tokens=20000
+  greedy=(--sentences 100 --batch-sizes 32 64)
   SET="$SET model.num_layers=1 model.embed_dim=64 model.ff_dim=128 train.max_tokens=1000 train.eval_max_sentences=50"
 else
   slug=$("$PYTHON" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
   tiny=(); steps=200; warmup=(--warmup-epoch); ab_config=configs/transformer.yaml; ab=(STEPS=200 WARMUP=300)
   wall=150; test_wall=300; rnn_steps=100; rnn_warmup=50  # the old RNN path: ~0.1–0.2 s an update
+  greedy=(--sentences 1946 --batch-sizes 128 512 1024 2048)  # the whole valid split, as validation decodes it
+  eval_tokens=4096000  # recipe: a validation every ~4M tokens (transformer.yaml's eval_every 500 at 8,192)
 fi
 sets=(); for kv in $SET; do sets+=(--set "$kv"); done
 
@@ -136,7 +144,29 @@ rnn-graphs)
   done
   compile_rnn inductor --mode reduce-overhead
   ;;
-*) echo "error: unknown phase $phase (measure, bleu, test, rnn, rnn-graphs)" >&2; exit 2 ;;
+recipe)
+  # Issue 15's large-batch recipe, chosen on valid: each TOKENS:LR trained from process start until dev BLEU 50
+  # (greedy, whole valid) or the wall limit, seed 1; warm-up over the same tokens as transformer.yaml's (4,000
+  # updates of 8,192), validation every ~4M tokens. The fastest to the target wins; seeds 2-3 of it come after
+  # (`SET="... train.max_tokens=T train.lr=L train.warmup_steps=W" bash scripts/gpu_session.sh bleu`).
+  for recipe in $RECIPES; do
+    tokens=${recipe%%:*}; lr=${recipe#*:}
+    warmup_steps=$(( 4000 * 8192 / tokens )); eval_every=$(( eval_tokens / tokens > 5 ? eval_tokens / tokens : 5 ))
+    step "recipe-$tokens-lr$lr" 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml \
+      --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" --runs "runs/recipe-$tokens-lr$lr" --set "train.device=$DEVICE" \
+      "${sets[@]}" --set "train.max_tokens=$tokens" --set "train.lr=$lr" --set "train.warmup_steps=$warmup_steps" \
+      --set "train.eval_every=$eval_every" --out "$RESULTS/gpu-recipe-$tokens-lr$lr-$slug.json"
+  done
+  ;;
+decode)
+  # Validation's greedy decoding (issue 15 item 5) on a model trained here for the wall limit (runs do not travel
+  # between calls): sentences/s per decode batch size and per compaction cadence (host syncs every 1 or 8 steps).
+  step decode-model 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 --seeds 1 \
+    --wall-limit-s "$wall" --runs runs/decode-model --set train.eval_every=250 --set "train.device=$DEVICE" "${sets[@]}"
+  step greedy 90 "$PYTHON" scripts/bench_greedy.py --run runs/decode-model/seed1 --device "$DEVICE" "${greedy[@]}" \
+    --compact-every 1 8 --out "$RESULTS/gpu-greedy-transformer-$slug.json"
+  ;;
+*) echo "error: unknown phase $phase (measure, bleu, test, rnn, rnn-graphs, recipe, decode)" >&2; exit 2 ;;
 esac
 pack
 echo "== phase $phase done in $(( $(date +%s) - START )) s: $OUT/$phase.tgz"
