@@ -5,6 +5,10 @@
   full disk or Ctrl-C;
 - `staging_dir(final)` + `install_dir(staging, final)`: build a directory under a temp name, then swap it in with
   renames (an old copy is kept until the new one is in place).
+
+mkstemp and mkdtemp create owner-only entries (0600, 0700); what they become gets the mode a plain `open` or
+`mkdir` would have given (the umask's), or the mode of the file it replaces, so that a run or a prepared corpus on a
+shared disk stays readable by whoever could read it before (a server's account, a colleague).
 """
 
 from __future__ import annotations
@@ -12,9 +16,33 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
+
+
+def current_umask() -> int:
+    """The process's umask. Linux reports it (/proc/self/status), which leaves it alone while other threads (the
+    checkpoint writer, the prefetcher) create files; elsewhere it is set and put back."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    """A replaced file keeps its permission bits (a user's chmod survives a rewrite); a new one gets the umask's."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
 
 
 @contextlib.contextmanager
@@ -22,6 +50,7 @@ def atomic_file(path: Path, mode: str = "wb", fsync: bool = True) -> Iterator[IO
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, _mode_for(path))  # mkstemp's 0600 otherwise (module docstring)
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as handle:
             yield handle
             handle.flush()
@@ -47,7 +76,9 @@ def staging_dir(final: Path) -> Path:
     """A fresh hidden directory beside `final` (`.<name>.<random>`) to build the new contents in."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 otherwise (module docstring)
+    return staging
 
 
 def install_dir(staging: Path, final: Path) -> None:

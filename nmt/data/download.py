@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -15,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from nmt.atomic import install_dir
+from nmt.atomic import install_dir, staging_dir
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
 
@@ -61,7 +60,7 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
         for stale in data_dir.glob(".fra-eng.*"):  # a killed extraction's staging (we hold the lock: not live)
             shutil.rmtree(stale, ignore_errors=True)
         archive = local or _http_download(url, data_dir / ".downloads", progress)
-        staging = Path(tempfile.mkdtemp(prefix=".fra-eng.", dir=data_dir))
+        staging = staging_dir(target.parent)  # .fra-eng.*, the name the line above cleans up
         try:
             extracted = extract_corpus(archive, staging)
             _verify(extracted, expected_sha256)

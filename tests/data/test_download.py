@@ -2,6 +2,8 @@ import contextlib
 import functools
 import hashlib
 import http.server
+import os
+import stat
 import threading
 
 import pytest
@@ -218,3 +220,15 @@ def test_empty_corpus_without_checksum_is_refused(tmp_path):
     (tmp_path / "c.zip").write_bytes(make_zip({"fra-eng/fra.txt": "\n\n"}))
     with pytest.raises(NMTError, match="holds no sentence pairs"):
         download_corpus(str(tmp_path / "c.zip"), tmp_path / "data", None, progress=False)
+
+
+def test_the_installed_corpus_is_readable_as_the_umask_allows(tmp_path):
+    """The extraction's staging directory (mkdtemp: 0700) must not make the corpus owner-only on a shared disk."""
+    (tmp_path / "c.zip").write_bytes(make_zip({"fra-eng/fra.txt": toy_corpus_text()}))
+    previous = os.umask(0o022)
+    try:
+        path = download_corpus(str(tmp_path / "c.zip"), tmp_path / "data", None, progress=False)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
+    assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044

@@ -1,0 +1,67 @@
+"""Atomic writes: the old file survives a failed write, and what is written gets the permissions a plain write would
+have given (the umask's, or the replaced file's), not the owner-only mode of mkstemp/mkdtemp."""
+
+import contextlib
+import os
+import stat
+import sys
+
+import pytest
+
+from nmt.atomic import atomic_file, current_umask, install_dir, staging_dir, write_text_atomic
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+
+
+@contextlib.contextmanager
+def umask(mask: int):
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_a_new_file_gets_the_umasks_mode(tmp_path, mask):
+    with umask(mask):
+        assert current_umask() == mask
+        write_text_atomic(tmp_path / "config.yaml", "a: 1\n")
+    assert mode(tmp_path / "config.yaml") == 0o666 & ~mask
+    assert (tmp_path / "config.yaml").read_text() == "a: 1\n"
+
+
+def test_a_rewrite_keeps_the_files_own_mode(tmp_path):
+    path = tmp_path / "best.pt"
+    path.write_bytes(b"old")
+    path.chmod(0o640)
+    with umask(0o022), atomic_file(path) as handle:
+        handle.write(b"new")
+    assert path.read_bytes() == b"new" and mode(path) == 0o640
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path):
+    path = tmp_path / "last.pt"
+    path.write_bytes(b"precious")
+    with pytest.raises(RuntimeError), atomic_file(path) as handle:
+        handle.write(b"half")
+        raise RuntimeError("disk full")
+    assert path.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+
+
+def test_a_staged_directory_gets_the_umasks_mode_and_replaces_the_old_one(tmp_path):
+    final = tmp_path / "prepared" / "abc"
+    final.mkdir(parents=True)
+    (final / "old.txt").write_text("old")
+    with umask(0o022):
+        staging = staging_dir(final)
+        (staging / "train.src").write_text("new")
+        install_dir(staging, final)
+    assert mode(final) == 0o755
+    assert [p.name for p in final.iterdir()] == ["train.src"]
+    assert sorted(p.name for p in final.parent.iterdir()) == ["abc"]  # no staging or .old copy left behind
