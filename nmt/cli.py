@@ -241,7 +241,10 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
              compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
                                                           "table with paired bootstrap against the first."),
              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
-             model: Optional[Path] = ModelDir, data_dir: Path = DataDir) -> None:
+             model: Optional[Path] = ModelDir, data_dir: Path = DataDir,
+             out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
+                                                    "(default: RUN/eval, or MODEL/eval with --engine ctranslate2).")
+             ) -> None:
     """Score a run with sacrebleu (BLEU, chrF; multi-reference) and write hypotheses and a JSON report.
 
     Example: nmt evaluate --run runs/transformer --beam 5   or   nmt evaluate --compare runs/a --compare runs/b
@@ -261,12 +264,13 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
     sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir)
+    out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
-    report = ev.evaluate(translator, sources, references, translator.eval_dir,
+    report = ev.evaluate(translator, sources, references, out_dir,
                          f"{label}.{translator.name}.beam{translator.decode.beam_size}"
                          if translator.name != "nmt" else f"{label}.beam{translator.decode.beam_size}")
     typer.echo(ev.format_report(report))
-    _log(f"hypotheses and report written to {translator.eval_dir}")
+    _log(f"hypotheses and report written to {out_dir}")
 
 
 @app.command()

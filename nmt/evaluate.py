@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,11 +76,30 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
     return sources, references, split
 
 
+def check_writable(out_dir: Path) -> Path:
+    """`out_dir` once it is known to take files (it, or the nearest folder above it that exists; nothing is created
+    here): checked before decoding, so that a run on a read-only disk (a colleague's, a container's) fails at once
+    instead of after the whole test set."""
+    out_dir = probe = Path(out_dir)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        with tempfile.TemporaryFile(dir=probe):  # what the file system says, read-only mounts and ACLs included
+            pass
+    except OSError as err:
+        raise NMTError(f"cannot write the evaluation to {out_dir}: {err.strerror}; choose another place with "
+                       "--out-dir DIR") from None
+    return out_dir
+
+
 def evaluate(engine: Engine, sources: list[str], references: list[list[str]], out_dir: Path, label: str) -> dict:
     """Translate with the engine's decode settings, score, and write `<label>.hyp.txt` and `<label>.report.json`
     into `out_dir`; the report records every decode setting the engine used and the engine itself."""
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
+    check_writable(out_dir)
     started = time.perf_counter()
     hypotheses = [t.text for t in engine.translate(sources)]
     elapsed = time.perf_counter() - started
@@ -86,9 +108,13 @@ def evaluate(engine: Engine, sources: list[str], references: list[list[str]], ou
               "buckets": length_buckets(sources, hypotheses, references),
               "decode": dataclasses.asdict(engine.decode),
               "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_dir / f"{label}.hyp.txt", "".join(h + "\n" for h in hypotheses))
-    write_text_atomic(out_dir / f"{label}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out_dir / f"{label}.hyp.txt", "".join(h + "\n" for h in hypotheses))
+        write_text_atomic(out_dir / f"{label}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    except OSError as err:  # e.g. the disk filled up while decoding: the scores are not lost with the files
+        raise NMTError(f"cannot write the evaluation to {out_dir}: {err.strerror} (scored: BLEU {report['bleu']:.2f} "
+                       f"chrF {report['chrf']:.2f} TER {report['ter']:.2f}, {report['bleu_signature']})") from None
     return report
 
 

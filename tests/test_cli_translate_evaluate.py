@@ -101,3 +101,21 @@ def test_evaluate_without_prepared_data_says_what_to_run(run_dir, real_data_dir,
     assert missing.returncode == 2 and missing.stderr.startswith("error: corpus not found at")
     other = nmt("evaluate", "--run", run_dir, "--data-dir", real_data_dir, "--split", "train")
     assert other.returncode == 2 and other.stderr.strip() == "error: --split must be test or valid, got 'train'"
+
+
+def test_evaluate_where_the_run_cannot_take_files(run_dir, tmp_path):
+    """A run on a disk that takes no files (read-only, or here a path through a file, which refuses root too) is
+    refused before decoding, with the way out; --out-dir puts the hypotheses and the report elsewhere."""
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("go .\ni'm home .\n")
+    ref.write_text("Va !\nJe suis chez moi.\n")
+    (tmp_path / "a-file").write_text("")
+    bad = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", ref, "--out-dir", tmp_path / "a-file" / "eval")
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert bad.stderr.startswith(f"error: cannot write the evaluation to {tmp_path / 'a-file' / 'eval'}: ")
+    assert "--out-dir DIR" in bad.stderr and "using" not in bad.stderr  # refused before the model decoded anything
+    elsewhere = tmp_path / "elsewhere"
+    good = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", ref, "--beam", "1", "--out-dir", elsewhere)
+    assert good.returncode == 0, good.stderr
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["src.beam1.hyp.txt", "src.beam1.report.json"]
+    assert not (run_dir / "eval" / "src.beam1.report.json").exists()

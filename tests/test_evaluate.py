@@ -1,0 +1,32 @@
+"""`nmt.evaluate` as a library: where the hypotheses and the report go, and what a failed write leaves."""
+
+import errno
+import os
+
+import pytest
+
+import nmt.evaluate as ev
+from nmt.errors import NMTError
+from nmt.translator import Translator
+
+
+def test_an_evaluation_that_cannot_be_written_still_says_its_scores(toy_transformer_run, tmp_path, monkeypatch):
+    """The disk fills up while the test set decodes: the error carries the scores and the BLEU signature."""
+    def disk_full(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(ev, "write_text_atomic", disk_full)
+    engine = Translator.from_run(toy_transformer_run, device="cpu")
+    with pytest.raises(NMTError) as caught:
+        ev.evaluate(engine, ["I have two cats."], [["J'ai deux chats."]], tmp_path, "probe")
+    message = str(caught.value)
+    assert message.startswith(f"cannot write the evaluation to {tmp_path}: No space left on device (scored: BLEU ")
+    assert "nrefs:1|" in message and "\n" not in message
+
+
+def test_the_output_folder_is_checked_without_creating_anything(tmp_path):
+    assert ev.check_writable(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert list(tmp_path.iterdir()) == []  # a bad --split found after this check must leave the run as it was
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(NMTError, match=r"a-file/eval: Not a directory; choose another place with --out-dir DIR"):
+        ev.check_writable(tmp_path / "a-file" / "eval")
