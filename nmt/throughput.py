@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-# Dense bf16 tensor-core peaks (no sparsity), from the vendors' data sheets.
-GPU_PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0, "L4": 121.0,
-                   "RTX 4090": 165.0, "RTX 3090": 71.0, "V100": 125.0, "T4": 65.0}
+# Dense 16-bit (bf16, and fp16 where no bf16) tensor-core peaks, no sparsity, from the vendors' data sheets; SXM
+# parts unless the name says otherwise.
+GPU_PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "H100 PCIe": 756.0, "H100 NVL": 835.0, "A100": 312.0,
+                   "L40S": 362.0, "A10G": 125.0, "L4": 121.0, "RTX 4090": 165.0, "RTX 3090": 71.0, "V100": 125.0,
+                   "T4": 65.0}
+SIXTEEN_BIT = (torch.bfloat16, torch.float16)
 
 
 def gpu_peak_tflops(device: torch.device) -> float | None:
@@ -27,23 +30,30 @@ def gpu_peak_tflops(device: torch.device) -> float | None:
 def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: float = 0.3,
                            dtype: torch.dtype | None = None) -> float:
     """Matmul FLOP/s actually reached here in the precision training uses (`dtype`: the autocast type, None for
-    fp32; bf16 on a GPU missing from the table): one measurement at start-up, the practical peak."""
+    fp32, TF32 or not as torch is set): one measurement at start-up, the practical peak (a GPU's for fp32 training
+    or when it is missing from the table)."""
     # A private generator: drawing from the global one would shift dropout masks after an exact resume.
     generator = torch.Generator(device).manual_seed(0)
-    if device.type == "cuda":
-        dtype, size = dtype or torch.bfloat16, 4 * size
-    else:
-        dtype = dtype or torch.float32
+    dtype = dtype or torch.float32
+    # A GPU runs the matmuls asynchronously: without a sync per burst the loop would queue seconds of work in its
+    # 0.3 s and then wait for all of it at start-up.
+    size, burst = (4 * size, 8) if device.type == "cuda" else (size, 1)
     a = torch.randn(size, size, device=device, generator=generator).to(dtype)
     b = torch.randn(size, size, device=device, generator=generator).to(dtype)
     a @ b  # warm-up
+    _synchronize(device)
     runs, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
-        a @ b
-        runs += 1
+        for _ in range(burst):
+            a @ b
+        _synchronize(device)
+        runs += burst
+    return 2 * size**3 * runs / (time.perf_counter() - started) / 1e12
+
+
+def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return 2 * size**3 * runs / (time.perf_counter() - started) / 1e12
 
 
 def peak_tflops(device: torch.device, configured: float = 0.0, dtype: torch.dtype | None = None) -> tuple[float, str]:
@@ -51,11 +61,11 @@ def peak_tflops(device: torch.device, configured: float = 0.0, dtype: torch.dtyp
     training precision (`dtype`, the autocast type; None: fp32) — bf16 training is not measured against fp32."""
     if configured > 0:
         return configured, "train.peak_tflops"
-    if device.type == "cuda":
+    name = "fp32" if dtype is None else str(dtype).removeprefix("torch.")
+    if device.type == "cuda" and dtype in SIXTEEN_BIT:  # fp32 training runs at a fraction of the table: measured
         peak = gpu_peak_tflops(device)
         if peak is not None:
-            return peak, f"bf16 peak of {torch.cuda.get_device_name(device)}"
-    name = "fp32" if dtype is None else str(dtype).removeprefix("torch.")
+            return peak, f"{name} peak of {torch.cuda.get_device_name(device)}"
     return measured_matmul_tflops(device, dtype=dtype), f"measured {name} matmul"
 
 

@@ -46,3 +46,30 @@ def test_update_flops_counted_once_matches_the_model_count(arch):
         per_src, per_tgt = model.forward_flops(src_tokens / sentences, tgt_tokens / sentences)
         expected = 3.0 * (per_src * src_tokens + per_tgt * tgt_tokens)
         assert counted(src_tokens, tgt_tokens, sentences) == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_gpus_peak_is_the_one_of_the_precision_training_uses(monkeypatch):
+    """Issue 15: MFU against the peak of the precision actually used. A GPU's table holds 16-bit tensor-core
+    peaks; fp32 training (a fraction of them) is measured instead. No GPU is needed: the name and the measurement
+    are stand-ins."""
+    import nmt.throughput as throughput
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 PCIe")
+    monkeypatch.setattr(throughput, "measured_matmul_tflops", lambda device, dtype=None: 51.0)
+    cuda = torch.device("cuda", 0)
+    assert throughput.peak_tflops(cuda, dtype=torch.bfloat16) == (756.0, "bfloat16 peak of NVIDIA H100 PCIe")
+    assert throughput.peak_tflops(cuda, dtype=torch.float16)[0] == 756.0
+    assert throughput.peak_tflops(cuda, dtype=None) == (51.0, "measured fp32 matmul")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert throughput.peak_tflops(cuda, dtype=torch.bfloat16)[0] == 989.0
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Some Future GPU")
+    assert throughput.peak_tflops(cuda, dtype=torch.bfloat16) == (51.0, "measured bfloat16 matmul")
+    assert throughput.peak_tflops(cuda, 400.0, torch.bfloat16) == (400.0, "train.peak_tflops")
+
+
+def test_the_cpus_measured_peak_is_in_the_training_precision():
+    from nmt.throughput import measured_matmul_tflops, peak_tflops
+
+    peak, source = peak_tflops(torch.device("cpu"), dtype=None)
+    assert source == "measured fp32 matmul" and peak > 0
+    assert measured_matmul_tflops(torch.device("cpu"), size=64, seconds=0.01) > 0
