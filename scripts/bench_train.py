@@ -4,7 +4,8 @@
     python scripts/bench_train.py --config configs/transformer.yaml --archs transformer   # a shipped config's shape
 
 Each step is a full update (forward under autocast, backward, clipping, AdamW) on real token-bucketed batches,
-after warm-up steps. MFU is relative to the device's bf16 peak (GPU table) or a measured fp32 matmul (CPU).
+after warm-up steps. MFU is relative to the trainer's peak: the GPU table's under bf16/fp16 autocast, else a matmul
+measured in the training precision.
 """
 
 from __future__ import annotations
