@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +33,25 @@ def train_sentencepiece(text_files: list[Path], model_path: Path, vocab_size: in
             normalization_rule_name="identity", pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             num_threads=os.cpu_count() or 1, input_sentence_size=INPUT_SENTENCE_SIZE, shuffle_input_sentence=True,
             hard_vocab_limit=False, minloglevel=2)
-    except RuntimeError as err:  # e.g. a vocabulary smaller than the characters (and bytes) it must hold
-        first = str(err).strip().splitlines()[-1] if str(err).strip() else "failed"
-        raise NMTError(f"SentencePiece training failed (data.vocab_size={vocab_size}): {first}") from None
+    except RuntimeError as err:
+        raise NMTError(_training_failure(str(err), vocab_size, byte_fallback)) from None
     return model_path
+
+
+def _training_failure(message: str, vocab_size: int, byte_fallback: bool) -> str:
+    """SentencePiece's error in the config's terms. The usual one: a vocabulary smaller than the pieces it must hold
+    (every character kept by data.character_coverage, and with data.byte_fallback the 256 byte pieces)."""
+    too_small = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", message)
+    if too_small:
+        needed = int(too_small.group(2))
+        held = "256 byte pieces, every character kept and the markers" if byte_fallback else \
+            "every character kept and the markers"
+        fixes = "set data.byte_fallback: false or " if byte_fallback else ""
+        return (f"SentencePiece training failed (data.vocab_size={vocab_size}): the vocabulary must hold at least "
+                f"{needed} pieces ({held}); raise data.vocab_size to {needed} or more, {fixes}lower "
+                "data.character_coverage")
+    last_line = message.strip().splitlines()[-1] if message.strip() else "failed"
+    return f"SentencePiece training failed (data.vocab_size={vocab_size}): {last_line}"
 
 
 def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:

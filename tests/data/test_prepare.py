@@ -36,7 +36,10 @@ def test_one_enormous_word_is_dropped_by_pieces_not_words(tmp_path):
 
 def test_vocabulary_too_small_for_sentencepiece_is_a_clear_error(tmp_path):
     data = corpus_dir(tmp_path, toy_parallel_corpus())
-    with pytest.raises(NMTError, match=r"SentencePiece training failed \(data.vocab_size=64\)"):
+    with pytest.raises(NMTError, match=r"SentencePiece training failed \(data.vocab_size=64\): the vocabulary must "
+                       r"hold at least (\d+) pieces \(256 byte pieces, every character kept and the markers\); raise "
+                       r"data.vocab_size to \1 or more, set data.byte_fallback: false or lower "
+                       r"data.character_coverage$"):
         prepare(DataConfig(**{**TOY_DATA, "vocab_size": 64}), data, log=lambda *_: None)
 
 
