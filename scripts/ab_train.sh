@@ -34,23 +34,29 @@ run() {  # $1: tree → tokens/s
   (cd "$1" && PYTHONPATH="$1" "$python" scripts/bench_train.py --data-dir "$1/data" --config "$root/$config" \
      "${sets[@]}" --archs transformer --steps "$steps" --warmup "$warmup" | tail -n 1 | awk -F'|' '{gsub(/[ ,]/, "", $4); print $4}')
 }
-declare -a old new
-for i in $(seq "$rounds"); do
-  old+=("$(run "$tree")"); new+=("$(run "$root")")
-  echo "round $i: before ${old[-1]} tokens/s, after ${new[-1]} tokens/s"
-done
-(cd "$root" && PYTHONPATH="$root" "$python" - "${old[*]}" "${new[*]}" "$before" "$config" "$rounds" "$steps" "$warmup" \
-   "${RECORD:-}" "${SET:-}" <<'PY'
+summarize() {  # the median ratio over the rounds so far; with RECORD, the record (rewritten after every round, so that a
+               # run cut off by a time limit still leaves the rounds it finished)
+  (cd "$root" && PYTHONPATH="$root" "$python" - "${old[*]}" "${new[*]}" "$before" "$config" "$rounds" "$steps" "$warmup" \
+     "${RECORD:-}" "${SET:-}" <<'PY'
 import statistics, sys
 from scripts.results_record import write_record
 old, new = ([float(x) for x in a.split()] for a in sys.argv[1:3])
 before, config, rounds, steps, warmup, record, overrides = sys.argv[3:]
 ratio = statistics.median(new) / statistics.median(old)
-print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: {ratio:.2f}x")
+print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: {ratio:.2f}x"
+      f" ({len(old)} of {rounds} rounds)")
 if record:
     sys.argv = ["scripts/ab_train.sh", before, config, rounds, f"(STEPS={steps} WARMUP={warmup} SET='{overrides}')"]
     write_record(record, figures={"before_commit": before, "config": config, "overrides": overrides.split(),
+                                  "rounds_planned": int(rounds), "rounds_done": len(old),
                                   "before_tokens_per_s": old,
                                   "after_tokens_per_s": new, "median_ratio": round(ratio, 3)})
 PY
-)
+  )
+}
+declare -a old new
+for i in $(seq "$rounds"); do
+  old+=("$(run "$tree")"); new+=("$(run "$root")")
+  echo "round $i: before ${old[-1]} tokens/s, after ${new[-1]} tokens/s"
+  summarize
+done

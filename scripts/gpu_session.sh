@@ -99,7 +99,7 @@ measure)
   # generation: seconds to compile, not minutes). A later call of this phase runs what this one skipped.
   bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
   bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
-  step ab-transformer 240 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
+  step ab-transformer 300 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
     scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
   # The rest of the static shapes: packed rows eager and compiled, then lengths rounded to 8 (a graph per width).
   bench packed128 --set train.pack_length=128
