@@ -72,6 +72,23 @@ def copy_file_atomic(source: Path, target: Path) -> None:
         shutil.copyfileobj(src, out)
 
 
+def unwritable_reason(folder: Path) -> str | None:
+    """Why files cannot be made in `folder` (existing or not: then in the nearest folder above it that exists, which
+    must take the rest), or None if they can. Nothing is left behind: the probe is an anonymous temp file, and what
+    the file system says (a read-only mount, an ACL) is what counts."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        return f"{err.strerror} ({probe})" if probe != Path(folder) else err.strerror
+    return None
+
+
 def staging_dir(final: Path) -> Path:
     """A fresh hidden directory beside `final` (`.<name>.<random>`) to build the new contents in."""
     final = Path(final)

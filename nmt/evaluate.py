@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from nmt.data.prepare import find_prepared
 from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
-from nmt.atomic import write_text_atomic
+from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
 
 BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))
@@ -77,21 +74,12 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
 
 
 def check_writable(out_dir: Path) -> Path:
-    """`out_dir` once it is known to take files (it, or the nearest folder above it that exists; nothing is created
-    here): checked before decoding, so that a run on a read-only disk (a colleague's, a container's) fails at once
-    instead of after the whole test set."""
-    out_dir = probe = Path(out_dir)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        if not probe.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        with tempfile.TemporaryFile(dir=probe):  # what the file system says, read-only mounts and ACLs included
-            pass
-    except OSError as err:
-        raise NMTError(f"cannot write the evaluation to {out_dir}: {err.strerror}; choose another place with "
-                       "--out-dir DIR") from None
-    return out_dir
+    """`out_dir` once it is known to take files (nothing is created here): checked before decoding, so that a run on
+    a read-only disk (a colleague's, a container's) fails at once instead of after the whole test set."""
+    reason = unwritable_reason(out_dir)
+    if reason:
+        raise NMTError(f"cannot write the evaluation to {out_dir}: {reason}; choose another place with --out-dir DIR")
+    return Path(out_dir)
 
 
 def evaluate(engine: Engine, sources: list[str], references: list[list[str]], out_dir: Path, label: str) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.atomic import install_dir, staging_dir
+from nmt.atomic import install_dir, staging_dir, unwritable_reason
 from nmt.ct2_engine import EXPORT_METADATA, import_ctranslate2 as _ctranslate2
 from nmt.data.tokenizer import PAD_ID, Tokenizers
 from nmt.errors import NMTError
@@ -126,6 +126,9 @@ def check_output_dir(output_dir: Path, run_dir: Path | None, force: bool) -> Non
             raise NMTError(f"{output_dir} is the run directory {run_dir}, lies inside it or contains it: "
                            "export to a directory of its own")
     if not out.exists() and not out.is_symlink():
+        reason = unwritable_reason(output_dir)
+        if reason:
+            raise NMTError(f"cannot write the export to {output_dir}: {reason}")
         return
     if not force:
         raise NMTError(f"{output_dir} exists; pass --force to replace it")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nmt.atomic import atomic_file, current_umask, install_dir, staging_dir, write_text_atomic
+from nmt.atomic import atomic_file, current_umask, install_dir, staging_dir, unwritable_reason, write_text_atomic
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
 
@@ -65,3 +65,12 @@ def test_a_staged_directory_gets_the_umasks_mode_and_replaces_the_old_one(tmp_pa
     assert mode(final) == 0o755
     assert [p.name for p in final.iterdir()] == ["train.src"]
     assert sorted(p.name for p in final.parent.iterdir()) == ["abc"]  # no staging or .old copy left behind
+
+
+def test_why_a_folder_cannot_take_files_is_found_without_creating_it(tmp_path):
+    assert unwritable_reason(tmp_path / "new" / "deeper") is None  # its parents would be made
+    assert unwritable_reason(tmp_path) is None
+    (tmp_path / "a-file").write_text("")
+    assert unwritable_reason(tmp_path / "a-file" / "out") == f"{tmp_path / 'a-file'} is not a directory"
+    assert unwritable_reason(tmp_path / "a-file") == f"{tmp_path / 'a-file'} is not a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]

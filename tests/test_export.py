@@ -126,3 +126,13 @@ def test_evaluate_and_serve_with_the_ctranslate2_engine(toy_transformer_run, toy
         assert health["engine"] == "ctranslate2" and health["attention_layers"] == 0
         response = client.post("/translate", json={"sentences": ["I have two cats."], "attention": True})
         assert response.status_code == 200 and response.json()["translations"][0]["text"]
+
+
+def test_an_export_through_a_file_is_refused_before_converting(toy_transformer_run, tmp_path):
+    from nmt.export import check_output_dir
+
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(NMTError, match=r"^cannot write the export to .*a-file/model: .*a-file is not a directory$"):
+        check_output_dir(tmp_path / "a-file" / "model", toy_transformer_run, force=False)
+    check_output_dir(tmp_path / "new" / "model", toy_transformer_run, force=False)  # made when written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
