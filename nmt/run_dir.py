@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from nmt import __version__
-from nmt.atomic import copy_file_atomic, write_text_atomic
+from nmt.atomic import copy_file_atomic, unwritable_reason, write_text_atomic
 from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
     read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
@@ -214,9 +214,9 @@ class Run:
         """Fail before any work (data preparation included) when the run directory cannot be one."""
         if self.directory.exists() and not self.directory.is_dir():
             raise NMTError(f"{self.directory} exists and is not a directory")
-        existing = next((p for p in (self.directory, *self.directory.parents) if p.exists()), None)
-        if existing is not None and (not existing.is_dir() or not os.access(existing, os.W_OK)):
-            raise NMTError(f"cannot create the run directory {self.directory}: {existing} is not writable")
+        reason = unwritable_reason(self.directory)
+        if reason:
+            raise NMTError(f"cannot create the run directory {self.directory}: {reason}")
 
     def _make_dirs(self) -> None:
         for directory in (self.directory, self.checkpoint_dir):

@@ -159,6 +159,8 @@ CASES = [
                                 "decode.max_len_b=2000"], "yaml:" + BASE, "exceeds model.max_positions"),
     ("train-run-dir-is-file", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/file"], ("a-file", "yaml:" + BASE),
      "exists and is not a directory"),
+    ("train-run-dir-under-file", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/file/run"],
+     ("a-file", "yaml:" + BASE), "file is not a directory"),
     ("train-shape-change", ["train", "--config", "{T}/c.yaml", "--run-dir", "{R}", "--set", "model.embed_dim=48"],
      "yaml:" + BASE, "was trained with model.embed_dim=32 but the config says 48"),
     ("train-bad-override", ["train", "--config", "{T}/c.yaml", "--set", "train.nope=1"], "yaml:" + BASE,
