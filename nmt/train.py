@@ -187,8 +187,9 @@ class Trainer:
             if not static:
                 compile_loss_outside_graph(self.model)
             if self.static_shapes is not None:  # every width compiles once, more than dynamo's default 8 may be
-                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
-                                                           self._batch_widths() + 1)
+                dynamo = torch._dynamo.config
+                limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # torch < 2.6
+                setattr(dynamo, limit, max(getattr(dynamo, limit), self._batch_widths() + 1))
                 # An RNN in one graph: the encoder's recurrence written out with pads masked, the decoder's
                 # nn.GRU/nn.LSTM steps traced through (dynamo's allow_rnn), both loops unrolled per width.
                 trace_rnn_encoders(self.model)
