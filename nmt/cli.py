@@ -12,6 +12,7 @@ from typing import List, Optional
 
 import typer
 
+from nmt.atomic import unwritable_reason
 from nmt.errors import NMTError, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -299,6 +300,10 @@ def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (
 
     selected = Run.open(run)  # a missing run and a bad picture path are refused before matplotlib and torch load
     path = _picture_path(output) if output else selected.directory / "curves.png"
+    if not output:
+        reason = unwritable_reason(selected.directory)
+        if reason:  # a run on a read-only disk, say
+            raise NMTError(f"cannot write {path}: {reason}; choose another file with -o FILE")
     from nmt.plotting import plot_learning_curves
 
     plot_learning_curves(selected, path)

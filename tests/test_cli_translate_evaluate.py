@@ -119,3 +119,20 @@ def test_evaluate_where_the_run_cannot_take_files(run_dir, tmp_path):
     assert good.returncode == 0, good.stderr
     assert sorted(p.name for p in elsewhere.iterdir()) == ["src.beam1.hyp.txt", "src.beam1.report.json"]
     assert not (run_dir / "eval" / "src.beam1.report.json").exists()
+
+
+def test_plot_where_the_run_takes_no_files_points_to_another_file(run_dir, monkeypatch):
+    """The default picture goes into the run; a run on a read-only disk (stood in for here: root writes anywhere
+    else) is refused before plotting, with the way out."""
+    from typer.testing import CliRunner
+
+    import nmt.cli as cli
+    from nmt.errors import NMTError
+
+    before = (run_dir / "curves.png").exists()
+    monkeypatch.setattr(cli, "unwritable_reason", lambda folder: "Read-only file system")
+    result = CliRunner().invoke(cli.app, ["plot", "--run", str(run_dir)])
+    assert isinstance(result.exception, NMTError)
+    assert str(result.exception) == (f"cannot write {run_dir / 'curves.png'}: Read-only file system; choose another "
+                                     "file with -o FILE")
+    assert (run_dir / "curves.png").exists() == before
