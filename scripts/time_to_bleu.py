@@ -4,7 +4,10 @@ dev BLEU first reaches a target, for several seeds; optionally the test BLEU rea
     python scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 --seeds 1 2 3 \\
         [--wall-limit-s 300 --test] [--set train.eval_every=250 ...] [--out results/time-to-bleu-....json]
 
-Each seed trains in its own run directory under --runs (removed first: every process starts cold). The script polls
+Each seed trains in its own run directory under --runs (removed first: every process starts cold), and with a compile
+cache of its own (a fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, removed after): a compiled run pays its whole
+compile time, as a first run on a new machine does, unless --warm-compile-cache lets the seeds share the machine's
+cache (a second run's state; the record says which). The script polls
 the run's metrics.jsonl; a `valid` record at or above --dev-bleu gives that seed's time (accurate to the poll
 interval). Training is stopped by SIGTERM (it saves at an update boundary) once the target is met, or at
 --wall-limit-s; with --test the best checkpoint is then evaluated on the test split (beam as the config says,
@@ -15,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,8 +53,20 @@ def one_seed(args, seed: int) -> dict:
                "--data-dir", str(args.data_dir), "--set", f"train.seed={seed}"]
     for override in args.set:
         command += ["--set", override]
+    env = dict(os.environ)
+    cache = None if args.warm_compile_cache else Path(tempfile.mkdtemp(prefix="compile-cache-"))
+    if cache is not None:
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"))
+    try:
+        return _train_and_time(args, seed, run_dir, command, env)
+    finally:
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dict) -> dict:
     started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     reached_s = reached = None
     while process.poll() is None:
         time.sleep(args.poll_s)
@@ -93,6 +110,8 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs/time-to-bleu"))
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--poll-s", type=float, default=0.5)
+    parser.add_argument("--warm-compile-cache", action="store_true",
+                        help="let the seeds share the machine's inductor/triton cache (default: a fresh one each)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     results = [one_seed(args, seed) for seed in args.seeds]
@@ -105,6 +124,8 @@ def main() -> None:
     print(json.dumps(summary))
     if args.out:
         write_record(args.out, config=str(args.config), overrides=args.set, wall_limit_s=args.wall_limit_s,
+                     compile_cache="shared with the machine (--warm-compile-cache)" if args.warm_compile_cache
+                     else "cold: a fresh TORCHINDUCTOR_CACHE_DIR/TRITON_CACHE_DIR per seed",
                      seeds=results, **summary)
 
 
