@@ -168,7 +168,10 @@ def _http_download(url: str, cache: Path, progress: bool) -> Path:
             raise NMTError(f"download failed: HTTP {err.code} for {url}") from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
-        raise NMTError(f"download failed for {url}: {reason} (partial data kept for resume)") from None
+        kept = part.stat().st_size if part.is_file() else 0
+        then = (f"{kept:,} bytes kept: re-run to resume" if kept else
+                "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
+        raise NMTError(f"download failed for {url}: {reason} ({then})") from None
     if total is not None and part.stat().st_size != total:
         raise NMTError(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to resume)")
     os.replace(part, final)

@@ -232,3 +232,15 @@ def test_the_installed_corpus_is_readable_as_the_umask_allows(tmp_path):
         os.umask(previous)
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
     assert stat.S_IMODE(path.stat().st_mode) & 0o044 == 0o044
+
+
+def test_an_unreachable_server_says_nothing_came_and_how_to_go_offline(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a loopback port that nothing listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(NMTError, match=r"^download failed for http://127\.0\.0\.1:\d+/fra-eng\.zip: .*\(nothing "
+                                       r"downloaded; without network access, give a local copy instead: a path or a "
+                                       r"file:// URL\)$"):
+        download_corpus(f"http://127.0.0.1:{port}/fra-eng.zip", tmp_path / "data", None, progress=False)
