@@ -161,6 +161,8 @@ recipe)
 decode)
   # Validation's greedy decoding (issue 15 item 5) on a model trained here for the wall limit (runs do not travel
   # between calls): sentences/s per decode batch size and per compaction cadence (host syncs every 1 or 8 steps).
+  # The model stays on the machine only while it is warm: without it, train it again whatever an earlier call did.
+  [ -d runs/decode-model/seed1/checkpoints ] || rm -f "$logs/decode-model.$slug.done"
   step decode-model 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 --seeds 1 \
     --wall-limit-s "$wall" --runs runs/decode-model --set train.eval_every=250 --set "train.device=$DEVICE" "${sets[@]}"
   step greedy 90 "$PYTHON" scripts/bench_greedy.py --run runs/decode-model/seed1 --device "$DEVICE" "${greedy[@]}" \
