@@ -72,7 +72,8 @@ class DataConfig:
     reverse: bool = _data(False)  # swap the two sides: French→English from the built-in corpus
     corpus_url: str = _data(D2L_CORPUS_URL, fingerprint=False)
     corpus_sha256: str = _data(FRA_TXT_SHA256, fingerprint=False)
-    verify_checksum: bool = _data(True, fingerprint=False)  # False accepts another release (e.g. a newer 3-column manythings.org zip)
+    # False accepts another release (e.g. a newer 3-column manythings.org zip)
+    verify_checksum: bool = _data(True, fingerprint=False)
     # Normalization per side; empty (null) = the corpus's default: for the built-in corpus the English side is
     # lowercased with the space d2l.ai puts before punctuation removed (so "i'm home ." == "I'm home."), the French
     # side kept as it is, whichever side each is on; for a corpus of your own, neither.
@@ -136,7 +137,8 @@ class TrainConfig:
     # L must hold the longest training sentence + 1 (checked when training starts).
     pack_length: int = _train(0, data_order=True, ge=0, le=65536)
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
-    schedule: str = field(default="inverse_sqrt", metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
+    schedule: str = field(default="inverse_sqrt",
+                          metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))
     plateau_factor: float = field(default=0.5, metadata=_check(gt=0.0, lt=1.0))
     weight_decay: float = field(default=0.0001, metadata=_check(ge=0.0))
@@ -181,7 +183,8 @@ class DecodeConfig:
     max_len_a: float = field(default=1.5, metadata=_check(ge=0.0, le=100.0))  # max output = a * source length + b
     max_len_b: int = field(default=10, metadata=_check(ge=1, le=65536))
     batch_size: int = field(default=128, metadata=_check(ge=1, le=100_000))  # sentences per decoding batch
-    max_input_tokens: int = field(default=256, metadata=_check(ge=2, le=65536))  # longer inputs are truncated with a warning
+    # Longer inputs are truncated with a warning.
+    max_input_tokens: int = field(default=256, metadata=_check(ge=2, le=65536))
     # auto: as train.precision's auto (device.autocast_dtype): bf16 autocast on CUDA and on CPUs with native bf16,
     # else fp32. Chosen on valid (results/decode-precision-cpu.json, demo model, 2-core AVX512-BF16 CPU, beam 5):
     # 31.82 BLEU in bf16 vs 31.79 in fp32, 164.6 vs 133.8 sentences/s. CTranslate2: the export's compute type.

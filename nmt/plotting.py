@@ -43,7 +43,8 @@ def plot_learning_curves(run: Run, path: Path) -> None:
     """Train and dev loss, and dev BLEU, against update steps."""
     train, valid = run.metrics.split()
     train = [r for r in train if isinstance(r.get("loss"), (int, float))]
-    valid = [r for r in valid if isinstance(r.get("dev_loss"), (int, float)) and isinstance(r.get("dev_bleu"), (int, float))]
+    valid = [r for r in valid
+             if isinstance(r.get("dev_loss"), (int, float)) and isinstance(r.get("dev_bleu"), (int, float))]
     if not train and not valid:
         raise NMTError(f"no metrics records in {run.metrics.path}")
     fig, (loss_ax, bleu_ax) = plt.subplots(1, 2, figsize=(10, 4))

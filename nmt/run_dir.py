@@ -134,7 +134,8 @@ class MetricsLog:
             return 0
         records = self.records()
         kept = [r for r in records if r["step"] <= step]
-        if len(kept) != len(records) or self.path.read_text(encoding="utf-8", errors="replace").count("\n") != len(records):
+        lines = self.path.read_text(encoding="utf-8", errors="replace").count("\n")
+        if len(kept) != len(records) or lines != len(records):
             write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         return len(records) - len(kept)
 

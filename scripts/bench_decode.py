@@ -3,7 +3,8 @@
     python scripts/bench_decode.py --run runs/demo [--split test] [--beams 1 5] [--threads 2]
 
 One process, one machine, the same sentences for every engine; sentences/s includes tokenization and
-detokenization for both, and the run's decode settings for both (CTranslate2 has no patient stop: see nmt/ct2_engine.py).
+detokenization for both, and the run's decode settings for both (CTranslate2 has no patient stop: see
+nmt/ct2_engine.py).
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ def run_phase(port: int, sources: list[str], clients: int, duration: float, extr
               "p50_ms": round(percentile(latencies, 0.5), 1), "p99_ms": round(percentile(latencies, 0.99), 1)}
     if extra is not None:
         statuses = [r[1] for r in bad]
-        result["abusive_client"] = {"requests": len(bad), "statuses": {str(s): statuses.count(s) for s in set(statuses)},
+        result["abusive_client"] = {"requests": len(bad),
+                                    "statuses": {str(s): statuses.count(s) for s in set(statuses)},
                                     "median_s": round(statistics.median([r[0] for r in bad]), 2) if bad else None}
     return result
 

@@ -10,10 +10,10 @@ from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from nmt.metrics import corpus_scores
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.search import LengthNormalization, beam_search, greedy_search
+from tests_helpers import make_model, random_sources
 
 WU = LengthNormalization(0.6, "wu", False)
 NONE = LengthNormalization(0.0, "wu", False)
-from tests_helpers import make_model, random_sources
 
 A, B = 4, 5
 

@@ -119,7 +119,7 @@ def live_server(translator):
 @pytest.mark.slow
 @pytest.mark.skipif(_chromium() is None, reason="no chromium + chromedriver (apt-get install chromium chromium-driver)")
 def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translator):
-    selenium = pytest.importorskip("selenium", reason="selenium not installed")
+    pytest.importorskip("selenium", reason="selenium not installed")
     from selenium.webdriver import Chrome, ChromeOptions
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By

@@ -1,4 +1,5 @@
-"""Sutskever/Cho encoder–decoder without attention: the encoder's final state is the decoder's only view of the source."""
+"""Sutskever/Cho encoder–decoder without attention: the encoder's final state is the decoder's only view of the
+source."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from tests.models.test_models import ARCHS, make, pad, sentence
 
 def reference(features, weight, targets, smoothing):
     logits = F.linear(features, weight)
-    return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets, label_smoothing=smoothing, reduction="sum")
+    return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets,
+                           label_smoothing=smoothing, reduction="sum")
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
