@@ -24,10 +24,11 @@ from tqdm import tqdm
 
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
-from nmt.config import CUDA_GRAPH_MODES, Config, to_dict
+from nmt.compile_model import compile_for_training
+from nmt.config import Config, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
-                               round_up, token_batches)
+                               token_batches)
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prefetch import Prefetcher
@@ -38,9 +39,7 @@ from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
-from nmt.models.base import compile_loss_outside_graph
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
-from nmt.models.rnn_encoder import trace_rnn_encoders
 from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
@@ -180,32 +179,11 @@ class Trainer:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.cfg.train.compile:
-            # Token-bucketed batches change shape every step: compile for dynamic shapes instead of recompiling,
-            # the fused loss left out of the graph (its block loop depends on the token count), unless
-            # train.length_multiple or train.pack_length makes them static (one graph per batch width).
-            static = self.static_shapes is not None or self.packed_rows is not None
-            if not static:
-                compile_loss_outside_graph(self.model)
-            if self.static_shapes is not None:  # every width compiles once, more than dynamo's default 8 may be
-                dynamo = torch._dynamo.config
-                limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # torch < 2.6
-                setattr(dynamo, limit, max(getattr(dynamo, limit), self._batch_widths() + 1))
-                # An RNN in one graph: the encoder's recurrence written out with pads masked, the decoder's
-                # nn.GRU/nn.LSTM steps traced through (dynamo's allow_rnn), both loops unrolled per width.
-                trace_rnn_encoders(self.model)
-                torch._dynamo.config.allow_rnn = True
-            mode, backend = self.cfg.train.compile_mode, self.cfg.train.compile_backend
-            if backend == "cudagraphs":
-                mode = "default"
-                if self.device.type != "cuda":  # the same trace, run eagerly: cudagraphs would warn and do this
-                    backend = "aot_eager"
-                    if self.ctx.is_main:
-                        self.log("train.compile_backend cudagraphs: no CUDA graphs on the CPU, the traced graph "
-                                 "runs eagerly (aot_eager)")
-            self.train_model = torch.compile(self.train_model, dynamic=not static, backend=backend,
-                                             mode=None if mode == "default" else mode)
-            # CUDA graphs replay into the same output buffers: each update tells torch where a new one begins.
-            self.cuda_graphs = self.device.type == "cuda" and (mode in CUDA_GRAPH_MODES or backend == "cudagraphs")
+            widths = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
+                if self.static_shapes else None
+            compiled = compile_for_training(self.model, self.train_model, self.cfg.train, self.device, widths,
+                                            self.log if self.ctx.is_main else None)
+            self.train_model, self.cuda_graphs = compiled.model, compiled.cuda_graphs
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
@@ -346,11 +324,6 @@ class Trainer:
                 else:
                     yield UpdatePlan(micro_batches, epoch, batch_in_epoch)
             epoch, batch_in_epoch = epoch + 1, 0
-
-    def _batch_widths(self) -> int:
-        """How many static batch widths the training data makes (each is one compiled graph)."""
-        longest = np.maximum(self.train_data.src_lengths, self.train_data.tgt_lengths).astype(np.int64) + 1
-        return len(np.unique(round_up(longest, self.cfg.train.length_multiple)))
 
     def host_batches(self, micro_batches: list[np.ndarray | PackedPlan]) -> list[Batch]:
         """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""

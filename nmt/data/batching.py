@@ -285,6 +285,11 @@ class StaticShapes:
         width = round_up(longest + 1, self.length_multiple)
         return max(rows_per_batch(width, self.max_tokens), len(source_lengths)), width
 
+    def width_count(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> int:
+        """How many batch widths these sentences make (each is one compiled graph)."""
+        longest = np.maximum(source_lengths, target_lengths).astype(np.int64) + 1
+        return len(np.unique(round_up(longest, self.length_multiple)))
+
 
 def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static: StaticShapes | None = None,
             longest_source_first: bool = False) -> Batch:

@@ -149,6 +149,7 @@ def test_static_shape_plan_gives_one_shape_per_width():
         assert width == widths.pop() and len(batch) <= rows == 512 // width
         shapes.add((rows, width))
     assert len(shapes) == len({-(-(max(s, t) + 1) // 8) * 8 for s, t in zip(src, tgt)}) <= 6  # 1..40 → 5 widths
+    assert static.width_count(src, tgt) == len(shapes)  # what train.compile raises dynamo's recompile limit to
     again = token_batches(src, tgt, max_tokens=512, seed=1, epoch=0, length_multiple=8)
     assert all(np.array_equal(a, b) for a, b in zip(batches, again))
 

@@ -1,0 +1,54 @@
+"""`train.compile`: the training model compiled for the batch shapes training will meet.
+
+Tight token buckets change shape every batch, so they compile with dynamic shapes and the fused loss left out of
+the graph; `train.length_multiple` (a few widths) or `train.pack_length` (one shape) compile statically, one graph
+per width, which CUDA graphs (`reduce-overhead`, or the `cudagraphs` backend) can then replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from nmt.config import CUDA_GRAPH_MODES, TrainConfig
+from nmt.models.base import compile_loss_outside_graph
+from nmt.models.rnn_encoder import trace_rnn_encoders
+
+
+@dataclass(frozen=True)
+class CompiledTraining:
+    model: nn.Module  # what the training step calls
+    cuda_graphs: bool  # it replays CUDA graphs: each update must mark where a new one begins
+
+
+def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainConfig, device: torch.device,
+                         batch_widths: int | None, log: Callable[[str], None] | None = None) -> CompiledTraining:
+    """`train_model` (the model, or its DDP wrapper) compiled as `cfg` asks. `batch_widths`: how many widths
+    `train.length_multiple` makes (None without it); `model` is the bare model, whose loss and encoders are set up
+    for the graph. `log` hears about a fallback (main rank only)."""
+    static = bool(cfg.length_multiple or cfg.pack_length)
+    if not static:  # the loss's block loop depends on the token count: a recompile per batch inside the graph
+        compile_loss_outside_graph(model)
+    if batch_widths is not None:  # every width compiles once, more than dynamo's default 8 may be
+        dynamo = torch._dynamo.config
+        limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # torch < 2.6
+        setattr(dynamo, limit, max(getattr(dynamo, limit), batch_widths + 1))
+        # An RNN in one graph: the encoder's recurrence written out with pads masked, the decoder's nn.GRU/nn.LSTM
+        # steps traced through (dynamo's allow_rnn), both loops unrolled per width.
+        trace_rnn_encoders(model)
+        dynamo.allow_rnn = True
+    mode, backend = cfg.compile_mode, cfg.compile_backend
+    if backend == "cudagraphs":
+        mode = "default"
+        if device.type != "cuda":  # the same trace, run eagerly: cudagraphs would warn and do this
+            backend = "aot_eager"
+            if log:
+                log("train.compile_backend cudagraphs: no CUDA graphs on the CPU, the traced graph runs eagerly "
+                    "(aot_eager)")
+    compiled = torch.compile(train_model, dynamic=not static, backend=backend,
+                             mode=None if mode == "default" else mode)
+    cuda_graphs = device.type == "cuda" and (mode in CUDA_GRAPH_MODES or backend == "cudagraphs")
+    return CompiledTraining(compiled, cuda_graphs)
