@@ -14,7 +14,12 @@ memory"):
   once full, its kernels' blocks scattered through the heap between the activations. With 64 it trained as fast
   (results/heap-trim-probe-cpu-bf16.json); with 16 the 12-minute run of issue 15 peaked lower (1.93 and 1.89 GiB
   against 2.00 and 2.03 with 64), trimmed less often and trained faster (results/heap-policy-probe-cpu-bf16.json,
-  results/train-memory-cpu-base-bf16-720s-cache16.json, ...-cache16-run2.json).
+  results/train-memory-cpu-base-bf16-720s-cache16.json, ...-cache16-run2.json), so 16 is `train.onednn_cache`'s
+  default. The bound's price is remade kernels: a kernel is made again whenever its shape has left the cache, and on
+  a CPU with AMX making one is slow. There, the demo's small batches (1,000 tokens) trained at 7.5k tokens/s with 16
+  and 12.2k with 1,024 (peak 0.99 against 1.57 GiB), while `cpu-base.yaml` at 4,096 tokens trained as fast with
+  either (8.3k/8.5k) and peaked 0.8 GiB higher with 1,024 (results/onednn-cache-*-cpu-amx.json): the demo's config
+  sets 1,024.
 
 Validation and translation meet shapes of their own (every decode step's cache is one token longer), and their heap
 grows the same way: the translator trims between its batches too.
@@ -30,13 +35,13 @@ from typing import Callable
 
 import torch
 
-ONEDNN_CACHE_CAPACITY = 16
 DEFAULT_SLACK_BYTES = 128 * 2**20
 
 
-def limit_onednn_cache(capacity: int = ONEDNN_CACHE_CAPACITY) -> None:
-    """Bound oneDNN's kernel cache, unless the user set ONEDNN_PRIMITIVE_CACHE_CAPACITY. oneDNN reads it when it
-    first builds a kernel, so this must run before the process's first bf16 matmul (later, it changes nothing)."""
+def limit_onednn_cache(capacity: int) -> None:
+    """Bound oneDNN's kernel cache (`train.onednn_cache`), unless the user set ONEDNN_PRIMITIVE_CACHE_CAPACITY.
+    oneDNN reads it when it first builds a kernel, so this must run before the process's first bf16 matmul (later,
+    it changes nothing)."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(capacity))
 
 

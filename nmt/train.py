@@ -114,7 +114,7 @@ class Trainer:
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
         if self.device.type == "cpu":
-            limit_onednn_cache()  # before the first matmul (nmt.cpu_memory)
+            limit_onednn_cache(cfg.train.onednn_cache)  # before the first matmul (nmt.cpu_memory)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.prepared = self._prepare_data(data_dir, url)

@@ -65,11 +65,24 @@ def test_freed_heap_pages_go_back_to_the_os():
 
 def test_oneDNN_cache_is_bounded_unless_the_user_chose(monkeypatch):
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
-    limit_onednn_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(cpu_memory.ONEDNN_CACHE_CAPACITY)
+    limit_onednn_cache(16)
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "16"
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
-    limit_onednn_cache()
+    limit_onednn_cache(16)
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+
+
+@pytest.mark.parametrize("configured", [None, 1024])
+def test_a_cpu_trainer_bounds_oneDNN_cache_as_its_config_says(tmp_path, toy_data_dir, monkeypatch, configured):
+    from nmt.config import TrainConfig
+    from nmt.run_dir import Run
+    from nmt.train import Trainer
+
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    cfg = load_config(write_config(tmp_path, "toy", base=TOY_RUN,
+                                   train={} if configured is None else {"onednn_cache": configured}))
+    Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(configured or TrainConfig().onednn_cache)
 
 
 def test_work_on_the_cpu_gets_a_trimmer_and_elsewhere_a_no_op():
