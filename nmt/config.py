@@ -169,7 +169,7 @@ class TrainConfig:
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
     # How many kernels oneDNN (bf16 matmuls on a CPU) keeps, one per matmul shape, as ONEDNN_PRIMITIVE_CACHE_CAPACITY
     # (which, set by the user, wins). Small keeps a bf16 run's memory flat; large saves remaking kernels, which on a
-    # CPU with AMX costs small batches a third of their step (nmt/cpu_memory.py). No effect on fp32 or a GPU.
+    # CPU with AMX costs small batches 40% of their tokens/s (nmt/cpu_memory.py). No effect on fp32 or a GPU.
     onednn_cache: int = field(default=16, metadata=_check(ge=0, le=65536))
     # Peak FLOP/s for the MFU figure in the log; 0: the GPU's bf16 peak from a table, or a matmul measured on CPU.
     peak_tflops: float = field(default=0.0, metadata=_check(ge=0.0))

@@ -16,10 +16,11 @@ memory"):
   against 2.00 and 2.03 with 64), trimmed less often and trained faster (results/heap-policy-probe-cpu-bf16.json,
   results/train-memory-cpu-base-bf16-720s-cache16.json, ...-cache16-run2.json), so 16 is `train.onednn_cache`'s
   default. The bound's price is remade kernels: a kernel is made again whenever its shape has left the cache, and on
-  a CPU with AMX making one is slow. There, the demo's small batches (1,000 tokens) trained at 7.5k tokens/s with 16
-  and 12.2k with 1,024 (peak 0.99 against 1.57 GiB), while `cpu-base.yaml` at 4,096 tokens trained as fast with
-  either (8.3k/8.5k) and peaked 0.8 GiB higher with 1,024 (results/onednn-cache-*-cpu-amx.json): the demo's config
-  sets 1,024.
+  a CPU with AMX making one is slow. There, the demo's small batches (1,000 tokens) trained its 420 s at 7,994
+  tokens/s with 16, 9,951 with 1,024 and 13,032 with 4,096 (dev BLEU 43.49, 46.39, 51.52; peak ~1.0, ~1.6, ~2.7
+  GiB), while `cpu-base.yaml` at 4,096 tokens trained as fast with 16 as with 1,024 (8.3k/8.5k tokens/s) and
+  peaked 0.8 GiB higher with 1,024 (results/onednn-cache-*-cpu-amx.json, results/demo-en-fr-cpu-amx-*.json):
+  the demo's configs set 4,096.
 
 Validation and translation meet shapes of their own (every decode step's cache is one token longer), and their heap
 grows the same way: the translator trims between its batches too.
