@@ -17,10 +17,10 @@ memory"):
   results/train-memory-cpu-base-bf16-720s-cache16.json, ...-cache16-run2.json), so 16 is `train.onednn_cache`'s
   default. The bound's price is remade kernels: a kernel is made again whenever its shape has left the cache, and on
   a CPU with AMX making one is slow. There, the demo's small batches (1,000 tokens) trained its 420 s at 7,994
-  tokens/s with 16, 9,951 with 1,024 and 13,032 with 4,096 (dev BLEU 43.49, 46.39, 51.52; peak ~1.0, ~1.6, ~2.7
-  GiB), while `cpu-base.yaml` at 4,096 tokens trained as fast with 16 as with 1,024 (8.3k/8.5k tokens/s) and
-  peaked 0.8 GiB higher with 1,024 (results/onednn-cache-*-cpu-amx.json, results/demo-en-fr-cpu-amx-*.json):
-  the demo's configs set 4,096.
+  tokens/s with 16, 9,951 with 1,024 and 13,032 with 4,096 (dev BLEU 43.49, 46.39, 51.52; 2.66 GiB peak at 4,096
+  over the 420 s, 0.99 and 1.68 GiB at 16 and 1,024 over 300 and 1,000 updates), while `cpu-base.yaml` at 4,096
+  tokens trained as fast with 16 as with 1,024 (8.3k/8.5k tokens/s) and peaked 0.8 GiB higher with 1,024
+  (results/onednn-cache-*-cpu-amx.json, results/demo-en-fr-cpu-amx-*.json): the demo's configs set 4,096.
 
 Validation and translation meet shapes of their own (every decode step's cache is one token longer), and their heap
 grows the same way: the translator trims between its batches too.
