@@ -25,29 +25,49 @@ else
   trap 'git -C "$root" worktree remove --force "$tree" >/dev/null 2>&1 || true' EXIT
   git -C "$root" worktree add --force --detach "$tree" "$before" >/dev/null 2>&1
 fi
+# The BEFORE code gets the config without the settings added after it (it would refuse them as unknown keys; e.g.
+# ddabc86 and train.onednn_cache): those stay a part of "after", and the record names them.
+dropped=$(cd "$tree" && PYTHONPATH="$tree" "$python" - "$root/$config" "$tree/ab-config.yaml" <<'PY'
+import dataclasses, sys, yaml
+from nmt.config import Config
+raw, defaults = yaml.safe_load(open(sys.argv[1])) or {}, Config()
+dropped = []
+for section, settings in raw.items():
+    known = getattr(defaults, section, None)
+    if not dataclasses.is_dataclass(known) or not isinstance(settings, dict):
+        continue
+    names = {f.name for f in dataclasses.fields(known)}
+    dropped += [f"{section}.{key}" for key in settings if key not in names]
+    raw[section] = {key: value for key, value in settings.items() if key in names}
+yaml.safe_dump(raw, open(sys.argv[2], "w"), sort_keys=False)
+print(" ".join(dropped))
+PY
+)
+[ -z "$dropped" ] || echo "note: the BEFORE tree ($before) does not know $dropped: left out of its config" >&2
 # Each tree reads the data in its own format: the BEFORE code prepares its copy beside it.
 mkdir -p "$tree/data" && cp -r "$root/data/fra-eng" "$tree/data/"
-(cd "$tree" && PYTHONPATH="$tree" "$python" -m nmt prepare --config "$root/$config" --data-dir "$tree/data" >/dev/null)
+(cd "$tree" && PYTHONPATH="$tree" "$python" -m nmt prepare --config ab-config.yaml --data-dir "$tree/data" >/dev/null)
 read -r -a overrides <<< "${SET:-}"
 sets=(); for kv in "${overrides[@]}"; do sets+=(--set "$kv"); done
-run() {  # $1: tree → tokens/s
-  (cd "$1" && PYTHONPATH="$1" "$python" scripts/bench_train.py --data-dir "$1/data" --config "$root/$config" \
+run() {  # $1: tree, $2: its config → tokens/s
+  (cd "$1" && PYTHONPATH="$1" "$python" scripts/bench_train.py --data-dir "$1/data" --config "$2" \
      "${sets[@]}" --archs transformer --steps "$steps" --warmup "$warmup" | tail -n 1 | awk -F'|' '{gsub(/[ ,]/, "", $4); print $4}')
 }
 summarize() {  # the median ratio over the rounds so far; with RECORD, the record (rewritten after every round, so that a
                # run cut off by a time limit still leaves the rounds it finished)
   (cd "$root" && PYTHONPATH="$root" "$python" - "${old[*]}" "${new[*]}" "$before" "$config" "$rounds" "$steps" "$warmup" \
-     "${RECORD:-}" "${SET:-}" <<'PY'
+     "${RECORD:-}" "${SET:-}" "$dropped" <<'PY'
 import statistics, sys
 from scripts.results_record import write_record
 old, new = ([float(x) for x in a.split()] for a in sys.argv[1:3])
-before, config, rounds, steps, warmup, record, overrides = sys.argv[3:]
+before, config, rounds, steps, warmup, record, overrides, dropped = sys.argv[3:]
 ratio = statistics.median(new) / statistics.median(old)
 print(f"median before {statistics.median(old):,.0f}, after {statistics.median(new):,.0f} tokens/s: {ratio:.2f}x"
       f" ({len(old)} of {rounds} rounds)")
 if record:
     sys.argv = ["scripts/ab_train.sh", before, config, rounds, f"(STEPS={steps} WARMUP={warmup} SET='{overrides}')"]
     write_record(record, figures={"before_commit": before, "config": config, "overrides": overrides.split(),
+                                  "settings_left_out_before": dropped.split(),
                                   "rounds_planned": int(rounds), "rounds_done": len(old),
                                   "before_tokens_per_s": old,
                                   "after_tokens_per_s": new, "median_ratio": round(ratio, 3)})
@@ -56,7 +76,7 @@ PY
 }
 declare -a old new
 for i in $(seq "$rounds"); do
-  old+=("$(run "$tree")"); new+=("$(run "$root")")
+  old+=("$(run "$tree" "$tree/ab-config.yaml")"); new+=("$(run "$root" "$root/$config")")
   echo "round $i: before ${old[-1]} tokens/s, after ${new[-1]} tokens/s"
   summarize
 done

@@ -1,8 +1,10 @@
 """`nmt serve` under load: 50 concurrent clients sending test-split sentences (1–3 per request), then the same with
 one abusive client beside them. Per engine (PyTorch; CTranslate2 float32 and int8) and phase: sentences/s, p50/p99
-latency of the good clients, their errors, and what the abusive client got.
+latency of the good clients, their errors, what the abusive client got, and the server's resident memory at the end of
+the phase and its peak so far (Linux).
 
     python scripts/bench_serve.py --run runs/demo [--duration 60] [--clients 50] [--out results/serve-bench.json]
+                                  [--server-env ONEDNN_PRIMITIVE_CACHE_CAPACITY=16]
 
 Phases: `quiet` (the good clients alone); `abusive` (plus one client sending 64 × 1,000 characters at beam 16 in a
 loop: the cost budget refuses it with 413); `heavy` (plus one client sending the costliest request the budget admits,
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
 import socket
 import statistics
@@ -43,7 +46,8 @@ def free_port() -> int:
 def start_server(args, engine: str, model: Path | None, port: int) -> subprocess.Popen:
     command = [sys.executable, "-m", "nmt", "serve", "--port", str(port), "--device", "cpu"]
     command += ["--engine", "ctranslate2", "--model", str(model)] if engine != "nmt" else ["--run", str(args.run)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, **dict(setting.split("=", 1) for setting in args.server_env)}
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -55,6 +59,17 @@ def start_server(args, engine: str, model: Path | None, port: int) -> subprocess
             time.sleep(0.3)
     server.kill()
     raise SystemExit(f"server did not start: {server.stderr.read()}")
+
+
+def server_memory_mib(pid: int) -> dict:
+    """The server's resident set now and its peak so far (VmRSS, VmHWM), MiB; empty where /proc is missing."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":", 1) for line in status if line.startswith(("VmRSS", "VmHWM")))
+    except OSError:
+        return {}
+    return {"server_rss_mib": round(int(fields["VmRSS"].split()[0]) / 1024),
+            "server_peak_rss_mib": round(int(fields["VmHWM"].split()[0]) / 1024)}
 
 
 def client_loop(port: int, payloads, stop: threading.Event, records: list, seed: int) -> None:
@@ -118,6 +133,8 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["nmt", "ctranslate2-float32", "ctranslate2-int8"])
     parser.add_argument("--phases", nargs="+", default=["quiet", "abusive", "heavy"])
     parser.add_argument("--out", type=Path, default=None, help="JSON record to write (results/...)")
+    parser.add_argument("--server-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="environment of the server process, e.g. ONEDNN_PRIMITIVE_CACHE_CAPACITY=16")
     args = parser.parse_args()
     run = Run.open(args.run)
     sources, _ = load_references(find_prepared(run.read_config().data, args.data_dir), "test")
@@ -137,13 +154,15 @@ def main() -> None:
                 run_phase(port, sources, 4, 3.0, None)  # warm-up
                 for phase in args.phases:
                     result = run_phase(port, sources, args.clients, args.duration, extras[phase])
+                    result.update(server_memory_mib(server.pid))
                     results[f"{engine}/{phase}"] = result
                     print(f"{engine:22} {phase:8} {json.dumps(result)}", flush=True)
             finally:
                 server.terminate()
                 server.wait(timeout=30)
     if args.out:
-        write_record(args.out, clients=args.clients, duration_s=args.duration, results=results)
+        write_record(args.out, clients=args.clients, duration_s=args.duration, server_env=args.server_env,
+                     results=results)
 
 
 if __name__ == "__main__":
