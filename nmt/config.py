@@ -137,6 +137,8 @@ class TrainConfig:
     # L must hold the longest training sentence + 1 (checked when training starts).
     pack_length: int = _train(0, data_order=True, ge=0, le=65536)
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
+    # linear: straight to zero at max_steps, or as time_budget_s runs out if that comes first (by the clock, so the
+    # lr of a step then depends on the machine's speed, as the step the budget ends at does; nmt/optim.py).
     schedule: str = field(default="inverse_sqrt",
                           metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))

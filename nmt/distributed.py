@@ -45,11 +45,15 @@ class DistContext:
     def any_flags(self, *flags: bool) -> tuple[bool, ...]:
         """Each flag true on every rank when it is true on any rank (a non-finite loss, a stop request): one
         collective for all of them."""
+        return tuple(value > 0 for value in self.max_over_ranks(*(float(f) for f in flags)))
+
+    def max_over_ranks(self, *values: float) -> tuple[float, ...]:
+        """Each value's maximum over the ranks (flags as 0/1, a clock's seconds): one collective for all of them."""
         if not self.enabled:
-            return tuple(flags)
-        tensor = torch.tensor([int(f) for f in flags])
+            return tuple(values)
+        tensor = torch.tensor(values, dtype=torch.float64)  # CPU: served by gloo in every process group we create
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-        return tuple(bool(v) for v in tensor.tolist())
+        return tuple(tensor.tolist())
 
     def gather_to_main(self, obj: Any) -> list[Any] | None:
         """Every rank's `obj` on rank 0 (in rank order), None elsewhere; e.g. per-rank RNG states."""

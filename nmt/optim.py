@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -30,19 +31,33 @@ def inverse_sqrt(warmup_steps: int):
     return factor
 
 
-def linear_decay(warmup_steps: int, max_steps: int):
-    """Linear warmup to the peak lr, then a straight line to zero at `max_steps`: the schedule that suits a fixed,
-    short budget (Li et al. 2020, "Budgeted training"), where 1/sqrt(step) would stop while the lr is still high."""
+@dataclass
+class TrainingClock:
+    """Seconds of training so far (over every resumed session, validation included), as last agreed by every rank:
+    the clock a time-budgeted schedule reads. Under torchrun the ranks agree on it every `log_every` updates, so that
+    every replica applies the same lr."""
+    elapsed_s: float = 0.0
+
+
+def linear_decay(warmup_steps: int, max_steps: int, time_budget_s: float = 0.0, clock: TrainingClock | None = None):
+    """Linear warmup to the peak lr, then a straight line to zero where training ends: at `max_steps`, or, with a time
+    budget, as the budget runs out (the share of its seconds left), whichever is lower. The schedule that suits a
+    fixed, short budget (Li et al. 2020, "Budgeted training"), where 1/sqrt(step) would stop while the lr is still
+    high. By the clock, the lr of a step depends on the machine's speed, as the step a time budget ends at does."""
     def factor(step: int) -> float:
         step += 1
         if step <= warmup_steps:
             return step / warmup_steps
-        return max(0.0, (max_steps - step + 1) / (max_steps - warmup_steps))
+        steps_left = max(0.0, (max_steps - step + 1) / (max_steps - warmup_steps))
+        if not time_budget_s or clock is None:
+            return steps_left
+        return min(steps_left, max(0.0, 1.0 - clock.elapsed_s / time_budget_s))
     return factor
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
-    """`inverse_sqrt`, `linear` and `constant` step per update; `plateau` halves the lr when dev BLEU stops rising."""
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, clock: TrainingClock | None = None):
+    """`inverse_sqrt`, `linear` and `constant` step per update; `plateau` halves the lr when dev BLEU stops rising.
+    `linear` under `train.time_budget_s` reads `clock`."""
     if cfg.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=cfg.plateau_factor,
                                                           patience=max(1, cfg.patience // 3))
@@ -50,7 +65,8 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig):
         warmup = max(1, cfg.warmup_steps)
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     if cfg.schedule == "linear":
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, linear_decay(cfg.warmup_steps, cfg.max_steps))
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, linear_decay(cfg.warmup_steps, cfg.max_steps, cfg.time_budget_s, clock))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
 
 

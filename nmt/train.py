@@ -40,7 +40,7 @@ from nmt.errors import NMTError
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
-from nmt.optim import make_optimizer, make_scheduler, scheduler_steps_per_update
+from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
@@ -129,7 +129,8 @@ class Trainer:
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg.train)
-        self.scheduler = make_scheduler(self.optimizer, cfg.train)
+        self.clock = TrainingClock()  # what a time-budgeted schedule reads; agreed by every rank
+        self.scheduler = make_scheduler(self.optimizer, cfg.train, self.clock)
         self.dtype = autocast_dtype(cfg.train.precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
         self.train_data: ParallelArrays = load_arrays(self.prepared, "train")
@@ -222,6 +223,7 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:
         cfg, p, ctx = self.cfg.train, self.progress, self.ctx
+        self.clock.elapsed_s = p.elapsed_s  # resumed: the schedule goes on from the checkpoint's clock
         if p.finished or p.step >= cfg.max_steps or self._agreed_flags(stop_requested=False, agree_now=True)[1]:
             self.log(f"{self.run.directory} already finished at step {p.step}")
             return p
@@ -292,17 +294,19 @@ class Trainer:
         self.timer.phase(None)
 
     def _agreed_flags(self, stop_requested: bool, agree_now: bool) -> tuple[bool, bool]:
-        """(a stop was requested, the time budget is spent), the same on every rank. Under torchrun both are agreed
-        by one collective every log_every updates (`agree_now`), not one per update; either flag on any rank stops
-        all of them at the same step."""
+        """(a stop was requested, the time budget is spent), the same on every rank, and `self.clock` moved to the
+        training seconds so far. Under torchrun all three are agreed by one collective every log_every updates
+        (`agree_now`), not one per update: a stop request on any rank, or the clock of the rank that reads the most
+        seconds, stops all of them at the same step, and that clock is the one every rank's schedule reads."""
         budget = self.cfg.train.time_budget_s
-        out_of_time = bool(budget) and self.progress.elapsed_s >= budget
         if not self.ctx.enabled:
-            return stop_requested, out_of_time
-        if not agree_now:
+            self.clock.elapsed_s = self.progress.elapsed_s
+        elif agree_now:
+            stop, self.clock.elapsed_s = self.ctx.max_over_ranks(float(stop_requested), self.progress.elapsed_s)
+            stop_requested = stop > 0
+        else:
             return False, False
-        interrupted, out_of_time = self.ctx.any_flags(stop_requested, out_of_time)
-        return interrupted, out_of_time
+        return stop_requested, bool(budget) and self.clock.elapsed_s >= budget
 
     def _plans(self, epoch: int, batch_in_epoch: int, updates: int) -> Iterator[UpdatePlan]:
         """This rank's micro-batches for the next `updates` updates from (epoch, batch_in_epoch), each with where

@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from nmt.config import ConfigError, TrainConfig, load_config
-from nmt.optim import inverse_sqrt, linear_decay, make_optimizer, make_scheduler, scheduler_steps_per_update
+from nmt.optim import (TrainingClock, inverse_sqrt, linear_decay, make_optimizer, make_scheduler,
+                       scheduler_steps_per_update)
 
 
 def test_inverse_sqrt_warms_up_linearly_then_decays():
@@ -29,6 +30,31 @@ def test_plateau_steps_per_validation_others_per_update():
 def test_linear_decay_warms_up_then_falls_to_zero_after_the_last_update():
     factor = linear_decay(warmup_steps=4, max_steps=10)
     assert [round(factor(s), 3) for s in range(10)] == [0.25, 0.5, 0.75, 1.0, 1.0, 0.833, 0.667, 0.5, 0.333, 0.167]
+
+
+def test_linear_decay_under_a_time_budget_takes_the_lower_of_the_steps_and_the_seconds_left():
+    clock = TrainingClock()
+    factor = linear_decay(warmup_steps=4, max_steps=10, time_budget_s=100.0, clock=clock)
+    clock.elapsed_s = 50.0
+    assert factor(1) == 0.5  # the warm-up ramps by steps, whatever the clock
+    clock.elapsed_s = 25.0
+    assert factor(5) == pytest.approx(0.75)  # steps: 0.833 left; seconds: 0.75
+    clock.elapsed_s = 10.0
+    assert factor(7) == pytest.approx(0.5)  # steps: 0.5 left; seconds: 0.9
+    clock.elapsed_s = 120.0
+    assert factor(5) == 0.0  # the budget is spent
+    assert linear_decay(4, 10, 0.0, clock)(5) == pytest.approx(5 / 6)  # no budget: the steps alone
+
+
+def test_time_budgeted_linear_scheduler_reads_the_trainers_clock():
+    model, clock = torch.nn.Linear(2, 2), TrainingClock()
+    cfg = TrainConfig(schedule="linear", lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
+    optimizer = make_optimizer(model, cfg)
+    scheduler = make_scheduler(optimizer, cfg, clock)
+    clock.elapsed_s = 30.0
+    optimizer.step()
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-4)
 
 
 def test_linear_schedule_needs_warmup_below_max_steps():

@@ -160,8 +160,8 @@ def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepar
 def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
     """Full-size configs run (2 small steps on CPU) and their model can be rebuilt for translation."""
     path = Path(__file__).parents[1] / "configs" / config
-    overrides = ["train.max_steps=2", "train.max_tokens=400", "train.eval_every=2", "train.eval_max_sentences=4",
-                 "train.device=cpu", "decode.max_len_b=3"]
+    overrides = ["train.max_steps=2", "train.warmup_steps=1", "train.max_tokens=400", "train.eval_every=2",
+                 "train.eval_max_sentences=4", "train.device=cpu", "decode.max_len_b=3"]
     if config == "custom-tsv.yaml":  # a corpus of your own: the real pairs' file stands in for it
         overrides.append(f"data.corpus={real_data_dir / 'fra-eng' / 'fra.txt'}")
     cfg = load_config(path, overrides)
@@ -231,6 +231,24 @@ def test_progress_bar_ends_where_the_time_budget_will():
     assert steps_within_budget(100, 60.0, 420.0, planned_steps=500) == 500  # max_steps comes first
     assert steps_within_budget(100, 500.0, 420.0, planned_steps=5000) == 100  # over budget: ends now, never earlier
     assert steps_within_budget(0, 0.0, 420.0, planned_steps=5000) == 5000  # no pace yet
+
+
+def test_linear_schedule_under_a_time_budget_falls_with_the_seconds_spent(tmp_path, real_data_dir, prepared):
+    """train.schedule linear + train.time_budget_s: the lr falls to zero as the budget runs out, by the clock (the
+    steps a machine reaches in the budget are not known ahead). The lr logged at step k is the next update's, set by
+    the clock as it read after update k - 1 (the time_s logged there)."""
+    budget, peak = 4.0, 3e-3
+    config = write_config(tmp_path, train={"schedule": "linear", "warmup_steps": 0, "max_steps": 100000,
+                                           "time_budget_s": budget, "eval_every": 100000, "save_every": 100000})
+    trained = nmt("train", "--config", config, "--run-dir", tmp_path / "run", data_dir=real_data_dir)
+    assert trained.returncode == 0 and "time budget of 4 s spent" in trained.stderr, trained.stderr
+    records = Run(tmp_path / "run").metrics.split()[0]
+    assert len(records) > 10
+    for previous, record in zip(records, records[1:]):
+        steps_left = (100000 - record["step"]) / 100000
+        expected = peak * min(steps_left, max(0.0, 1 - previous["time_s"] / budget))
+        assert record["lr"] == pytest.approx(expected, abs=peak * 1e-3), record
+    assert records[-1]["lr"] < 0.1 * peak  # all but spent when the budget ends training
 
 
 def test_packed_training_resumes_exactly_and_refuses_rows_too_short(tmp_path, real_data_dir, prepared):
