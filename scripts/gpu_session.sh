@@ -117,6 +117,13 @@ test)
   step time-to-test-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
     --seeds 1 --test --wall-limit-s "$test_wall" --set train.eval_every=500 --set "train.device=$DEVICE" "${sets[@]}" \
     --out "$RESULTS/gpu-time-to-test-bleu-$slug.json"
+  # The same with the lr falling to zero as a time budget runs out (the demo's schedule since the fourteenth session:
+  # +1.95 valid BLEU on a CPU), the budget ending training ~30 s of start-up before the wall limit. Usually a second
+  # call of this phase.
+  step time-to-test-bleu-linear "$(( test_wall + 60 ))" "$PYTHON" scripts/time_to_bleu.py \
+    --config configs/transformer.yaml --dev-bleu 50 --seeds 1 --test --wall-limit-s "$test_wall" \
+    --set train.eval_every=500 --set "train.device=$DEVICE" "${sets[@]}" --set train.schedule=linear \
+    --set "train.time_budget_s=$(( test_wall - 30 ))" --out "$RESULTS/gpu-time-to-test-bleu-linear-$slug.json"
   ;;
 rnn)
   for arch in bahdanau luong seq2seq; do
