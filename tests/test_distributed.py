@@ -66,8 +66,9 @@ def _gloo_worker(rank, world, port, results):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     ctx = DistContext(rank, world, rank)
     flags = ctx.any_flags(rank == 1, False)
+    clock = ctx.max_over_ranks(float(rank == 0), 100.25 + rank)  # the trainer's stop flag and training seconds
     gathered = ctx.gather_to_main({"rank": rank})
-    results.put((rank, flags, gathered))
+    results.put((rank, (flags, clock), gathered))
     dist.destroy_process_group()
 
 
@@ -87,5 +88,32 @@ def test_flags_and_gather_over_two_real_processes():
     out = dict((rank, (flags, gathered)) for rank, flags, gathered in (results.get(timeout=120) for _ in procs))
     for p in procs:
         p.join(timeout=60)
-    assert out[0][0] == out[1][0] == (True, False)  # rank 1's flag reaches rank 0
+    assert out[0][0][0] == out[1][0][0] == (True, False)  # rank 1's flag reaches rank 0
+    # every rank reads the same clock (so the same time-budgeted lr): the one that reads the most seconds
+    assert out[0][0][1] == out[1][0][1] == (1.0, 101.25)
     assert out[0][1] == [{"rank": 0}, {"rank": 1}] and out[1][1] is None
+
+
+def test_trainer_reads_the_agreed_clock_under_torchrun_and_its_own_alone():
+    """The time budget's stop and a time-budgeted lr read one clock: under torchrun the most seconds any rank read at
+    the last agreement (every log_every updates), so that every replica applies the same lr; alone, its own."""
+    from types import SimpleNamespace
+
+    from nmt.optim import TrainingClock
+    from nmt.train import Trainer
+
+    class Ranks:
+        enabled = True
+
+        def max_over_ranks(self, *values):
+            return values[0], 420.5  # another rank has read more seconds
+
+    trainer = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(time_budget_s=420.0)), ctx=Ranks(),
+                              progress=SimpleNamespace(elapsed_s=400.0), clock=TrainingClock(100.0))
+    assert Trainer._agreed_flags(trainer, stop_requested=False, agree_now=False) == (False, False)
+    assert trainer.clock.elapsed_s == 100.0  # between agreements the clock stands still
+    assert Trainer._agreed_flags(trainer, stop_requested=False, agree_now=True) == (False, True)
+    assert trainer.clock.elapsed_s == 420.5
+    trainer.ctx = DistContext()
+    assert Trainer._agreed_flags(trainer, stop_requested=True, agree_now=False) == (True, False)
+    assert trainer.clock.elapsed_s == 400.0
