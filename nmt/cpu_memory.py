@@ -24,7 +24,7 @@ memory"):
 
 Validation and translation meet shapes of their own (every decode step's cache is one token longer), and their heap
 grows the same way: the translator trims between its batches too. They keep oneDNN's default cache: serving the demo
-model on the AMX CPU, 16 kernels gave 12% fewer sentences/s for 0.36 GiB less peak and 4,096 no more speed
+model on the AMX CPU, 16 kernels gave 6–13% fewer sentences/s (by load) for 0.36 GiB less peak and 4,096 no more speed
 (results/serve-bench-onednn-cache-*-cpu-amx.json).
 
 Elsewhere than Linux with glibc the trimmer does nothing.

@@ -223,7 +223,6 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:
         cfg, p, ctx = self.cfg.train, self.progress, self.ctx
-        self.clock.elapsed_s = p.elapsed_s  # resumed: the schedule goes on from the checkpoint's clock
         if p.finished or p.step >= cfg.max_steps or self._agreed_flags(stop_requested=False, agree_now=True)[1]:
             self.log(f"{self.run.directory} already finished at step {p.step}")
             return p

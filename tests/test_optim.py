@@ -46,7 +46,7 @@ def test_linear_decay_under_a_time_budget_takes_the_lower_of_the_steps_and_the_s
     assert linear_decay(4, 10, 0.0, clock)(5) == pytest.approx(5 / 6)  # no budget: the steps alone
 
 
-def test_time_budgeted_linear_scheduler_reads_the_trainers_clock():
+def test_time_budgeted_linear_scheduler_reads_its_clock():
     model, clock = torch.nn.Linear(2, 2), TrainingClock()
     cfg = TrainConfig(schedule="linear", lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
     optimizer = make_optimizer(model, cfg)
