@@ -75,7 +75,9 @@ class _HeadCrossEntropy(torch.autograd.Function):
                 # (n, E) work instead of masking the (n, V) gradient).
                 keep = counted[start:start + rows]
                 loss, block = loss * keep.squeeze(1).to(loss.dtype), block * keep
-            total += loss.sum()
+            # Out of place: under torch.compile on torch 2.11 an in-place sum into the returned tensor left every
+            # gradient zero (the output lost its link to this Function's backward); 2.13 was right either way.
+            total = total + loss.sum()
             if grad is not None:
                 grad = grad.to(compute_dtype)
                 if grad_features is not None:

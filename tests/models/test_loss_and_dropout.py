@@ -50,6 +50,28 @@ def test_head_cross_entropy_under_bf16_autocast_stays_close(smoothing):
         assert (a - b).norm() <= 2e-2 * b.norm()
 
 
+@pytest.mark.parametrize("rows", [None, 7])
+def test_head_cross_entropy_compiled_has_the_eager_gradients(rows):
+    """Static shapes keep the fused loss inside the compiled graph: there it must give eager's loss and gradients.
+    On torch 2.11 an in-place sum into the returned tensor made every compiled gradient zero (the GPU image's
+    torch); eager was right, so only this comparison sees it."""
+    g = torch.Generator().manual_seed(2)
+    features = torch.randn(40, 16, generator=g, requires_grad=True)
+    weight = (torch.randn(30, 16, generator=g) * 0.3).requires_grad_()
+    targets = torch.randint(0, 30, (40,), generator=g)
+    targets[-4:] = PAD_ID
+
+    def loss(features, weight):
+        return head_cross_entropy(features, weight, targets, 0.1, rows, ignore_index=PAD_ID)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, dynamic=False, backend="aot_eager")  # AOTAutograd is where it went wrong
+    expected, got = loss(features, weight), compiled(features, weight)
+    assert torch.allclose(got, expected, rtol=1e-5)
+    for a, b in zip(torch.autograd.grad(got, (features, weight)), torch.autograd.grad(expected, (features, weight))):
+        assert b.norm() > 0 and torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_head_cross_entropy_without_grad_keeps_no_gradients():
     features, weight = torch.randn(8, 4, requires_grad=True), torch.randn(10, 4, requires_grad=True)
     with torch.no_grad():
