@@ -62,9 +62,13 @@ def test_rnn_training_forward_is_one_graph_when_traced(name):
 
     def graphs():
         dynamo.reset()
-        return dynamo.explain(lambda: model(src, tgt, keep, tgt.flatten(), 0.1))().graph_count
+        try:
+            return dynamo.explain(lambda: model(src, tgt, keep, tgt.flatten(), 0.1))().graph_count
+        except dynamo.exc.TorchRuntimeError:  # torch 2.11: packing fails under fake tensors instead of breaking
+            return None
 
     with mock.patch.object(dynamo.config, "allow_rnn", True):
-        assert graphs() > 1
+        untraced = graphs()
+        assert untraced is None or untraced > 1
         trace_rnn_encoders(model)
         assert graphs() == 1
