@@ -15,7 +15,7 @@ from torch import nn
 
 from nmt.config import CUDA_GRAPH_MODES, TrainConfig
 from nmt.models.base import compile_loss_outside_graph
-from nmt.models.rnn_encoder import trace_rnn_encoders
+from nmt.models.rnn_encoder import trace_recurrences
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,10 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
         dynamo = torch._dynamo.config
         limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # torch < 2.6
         setattr(dynamo, limit, max(getattr(dynamo, limit), batch_widths + 1))
-        # An RNN in one graph: the encoder's recurrence written out with pads masked, the decoder's nn.GRU/nn.LSTM
-        # steps traced through (dynamo's allow_rnn), both loops unrolled per width.
-        trace_rnn_encoders(model)
+        # An RNN in one graph: the encoder's recurrence written out with pads masked, an input-feeding decoder's
+        # steps written out, other decoders' nn.GRU/nn.LSTM steps traced through (dynamo's allow_rnn), every loop
+        # unrolled per width.
+        trace_recurrences(model)
         dynamo.allow_rnn = True
     mode, backend = cfg.compile_mode, cfg.compile_backend
     if backend == "cudagraphs":

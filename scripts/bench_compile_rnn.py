@@ -28,7 +28,7 @@ import torch._dynamo as dynamo
 
 from nmt.config import ModelConfig
 from nmt.models.builder import build_model
-from nmt.models.rnn_encoder import trace_rnn_encoders
+from nmt.models.rnn_encoder import trace_recurrences
 
 sys.path.insert(0, str(Path(__file__).parent))
 from results_record import write_record  # noqa: E402
@@ -96,7 +96,7 @@ def main() -> None:
     eager = make_update(model, batch, device, graphs=False)
     eager_first_s = timed(eager, device)
     dynamo.config.allow_rnn = True  # what train.compile on static shapes sets
-    trace_rnn_encoders(model)
+    trace_recurrences(model)
     figures = []
     for backend in args.backends:
         run_as = "aot_eager" if backend == "cudagraphs" and device.type != "cuda" else backend

@@ -23,7 +23,7 @@ import torch._dynamo as dynamo
 
 from nmt.config import ModelConfig
 from nmt.models.builder import build_model
-from nmt.models.rnn_encoder import trace_rnn_encoders
+from nmt.models.rnn_encoder import trace_recurrences
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_train import ARCHS  # noqa: E402  (the same architecture names and settings as the throughput bench)
@@ -39,7 +39,7 @@ def explain(arch: str, traced: bool = False) -> dict:
                               dropout=0.1, **ARCHS[arch])
     model = build_model(cfg, VOCAB, VOCAB, joint_vocab=True).train()
     if traced:
-        trace_rnn_encoders(model)
+        trace_recurrences(model)
     src = torch.randint(3, VOCAB, (BATCH, SRC_LEN))
     src[0, SRC_LEN - 2:] = 0  # one padded sentence, so the encoder's length handling is traced too
     tgt_in = torch.randint(3, VOCAB, (BATCH, TGT_LEN))

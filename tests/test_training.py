@@ -209,14 +209,16 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
         assert 1 <= counters["stats"]["unique_graphs"] <= max_graphs
 
 
-def test_compiled_rnn_on_static_shapes_is_one_graph_and_follows_eager(tmp_path, real_data_dir, prepared):
+@pytest.mark.parametrize("model", [{"arch": "bahdanau"}, {"arch": "luong", "input_feeding": True}],
+                         ids=["bahdanau", "luong-feed"])
+def test_compiled_rnn_on_static_shapes_is_one_graph_and_follows_eager(tmp_path, real_data_dir, prepared, model):
     """An RNN compiled on static shapes (the cudagraphs backend; on the CPU its trace runs eagerly): the whole update
-    is one graph, the encoder masking its padding instead of packing it and the decoder's steps traced through, at
-    most one graph per batch width met, and it trains like the eager (packed) model. (Luong and seq2seq trace whole
-    too: tests/models/test_masked_rnn.py.)"""
+    is one graph, the encoder masking its padding instead of packing it and the decoder's steps traced through
+    (input feeding's written out), at most one graph per batch width met, and it trains like the eager (packed,
+    cuDNN-module) model. (seq2seq traces whole too: tests/models/test_masked_rnn.py.)"""
     from torch._dynamo.utils import counters
 
-    losses = eager_and_compiled_losses(tmp_path, real_data_dir, {"arch": "bahdanau", "hidden_size": 32, "dropout": 0.0},
+    losses = eager_and_compiled_losses(tmp_path, real_data_dir, {**model, "hidden_size": 32, "dropout": 0.0},
                                        {"length_multiple": 8, "max_steps": 3, "eval_every": 100},
                                        {"compile": True, "compile_backend": "cudagraphs"})
     assert len(losses[True]) == 3

@@ -9,6 +9,7 @@ from torch import nn
 from nmt.models.attention import AdditiveAttention, DotAttention, LocalPAttention
 from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, select
 from nmt.models.dropout import Dropout
+from nmt.models.masked_rnn import rnn_step
 from nmt.models.rnn_encoder import RNNEncoder, stacked_rnn
 
 
@@ -35,6 +36,7 @@ class Luong(EncoderDecoder):
         self.decoder = stacked_rnn("lstm", embed_dim * (2 if input_feeding else 1), hidden_size, num_layers, dropout)
         self.combine = nn.Linear(2 * hidden_size, embed_dim, bias=False)  # W_c; its output size allows tying W_s
         self.head = OutputHead(embed_dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
+        self.traced_when_compiled = False  # input feeding's steps written out under compile: see trace_recurrences
 
     def encode(self, src: torch.Tensor, src_lengths: np.ndarray | None = None) -> State:
         memory, (h, c), mask = self.encoder(src, src_lengths)
@@ -52,7 +54,11 @@ class Luong(EncoderDecoder):
     def _feed_step(self, inputs: torch.Tensor, feed: torch.Tensor, h: torch.Tensor, c: torch.Tensor, state: State):
         """One input-feeding step before the head: embedded inputs (B, 1, E) joined by h~_{t-1} `feed` (B, E), the
         LSTM, attention → attentional state h~_t (B, 1, E), weights (B, 1, S), new (h, c) as (L, B, H)."""
-        outputs, (h, c) = self.decoder(torch.cat([inputs, feed.unsqueeze(1)], dim=-1), (h, c))
+        inputs = torch.cat([inputs, feed.unsqueeze(1)], dim=-1)
+        if self.traced_when_compiled and torch.compiler.is_compiling():  # see nmt.models.masked_rnn.rnn_step
+            outputs, (h, c) = rnn_step(self.decoder, inputs, (h, c))
+        else:
+            outputs, (h, c) = self.decoder(inputs, (h, c))
         attentional, weights = self._attend(outputs, state)
         return attentional, weights, h, c
 

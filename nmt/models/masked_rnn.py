@@ -80,3 +80,28 @@ def masked_rnn(rnn: nn.RNNBase, inputs: torch.Tensor, valid: torch.Tensor):
     outputs = layer_input * valid.unsqueeze(-1).to(layer_input.dtype)
     final_h = torch.stack(finals_h)
     return outputs, ((final_h, torch.stack(finals_c)) if isinstance(rnn, nn.LSTM) else final_h)
+
+
+def rnn_step(rnn: nn.RNNBase, inputs: torch.Tensor, state):
+    """One time step of a batch-first, one-direction GRU or LSTM on the module's own weights: what `rnn(inputs,
+    state)` gives for inputs (B, 1, I) and a state (L, B, H) (a pair (h, c) for an LSTM) → outputs (B, 1, H), the new
+    state. For compiled training of a decoder whose next input depends on this step's output (Luong's input
+    feeding): dynamo on torch 2.11 (the GPU image's) mistraces `nn.LSTM` fed its own output (it takes the input for
+    unbatched and refuses the state as 4-D), one graph break per step; these plain tensor ops trace on any version."""
+    is_lstm = isinstance(rnn, nn.LSTM)
+    h_layers, c_layers = state if is_lstm else (state, None)
+    x, new_h, new_c = inputs.squeeze(1), [], []
+    for layer in range(rnn.num_layers):
+        if layer:
+            x = dropout(x, rnn.dropout, rnn.training)
+        weight_ih, bias_ih, weight_hh, bias_hh = (getattr(rnn, f"{name}_l{layer}")
+                                                  for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"))
+        gates = F.linear(x, weight_ih, bias_ih)
+        if is_lstm:
+            x, c = lstm_cell(gates, h_layers[layer], c_layers[layer], weight_hh, bias_hh)
+            new_c.append(c)
+        else:
+            x = gru_cell(gates, h_layers[layer], weight_hh, bias_hh)
+        new_h.append(x)
+    h = torch.stack(new_h)
+    return x.unsqueeze(1), ((h, torch.stack(new_c)) if is_lstm else h)

@@ -29,7 +29,7 @@ class RNNEncoder(nn.Module):
         self.embedding, self.dropout = embedding, Dropout(dropout)
         self.rnn = stacked_rnn(cell, embedding.embedding_dim, hidden_size, num_layers, dropout, bidirectional)
         self.bidirectional = bidirectional
-        self.masked_when_compiled = False  # see trace_rnn_encoders
+        self.traced_when_compiled = False  # see trace_recurrences
 
     def forward(self, src: torch.Tensor, lengths: np.ndarray | None = None):
         """`lengths`: the rows' source lengths on the host, longest first (`Batch.source_lengths`), when the caller
@@ -38,7 +38,7 @@ class RNNEncoder(nn.Module):
         embedded = self.dropout(self.embedding(src))
         # Padding never changes a sentence's outputs or final state: packed sequences (cuDNN's and the CPU's fast
         # path), or in a compiled graph the recurrence written out with pads masked (packing cannot be traced).
-        if self.masked_when_compiled and torch.compiler.is_compiling():
+        if self.traced_when_compiled and torch.compiler.is_compiling():
             outputs, final = masked_rnn(self.rnn, embedded, ~mask)
         else:
             # Rows in any order are sorted by packing, which moves the order to the device and reads its inverse
@@ -61,10 +61,12 @@ class RNNEncoder(nn.Module):
         return state.view(layers2 // 2, 2, batch, hidden).transpose(1, 2).reshape(layers2 // 2, batch, 2 * hidden)
 
 
-def trace_rnn_encoders(model: nn.Module) -> None:
-    """For torch.compile on static shapes: the model's RNN encoders run their masked recurrence when compiled, so
-    that a graph holds the whole update (eager calls, such as validation's, keep packing). Not for dynamic shapes:
-    the time loop would fix a graph to each source length."""
+def trace_recurrences(model: nn.Module) -> None:
+    """For torch.compile on static shapes: the model's recurrences take their traceable form when compiled, so that
+    a graph holds the whole update: RNN encoders the masked recurrence, an input-feeding decoder its steps written
+    out (`rnn_step`); every module that has such a form says so by a `traced_when_compiled` attribute. Eager calls,
+    such as validation's, keep packing and the cuDNN modules. Not for dynamic shapes: the time loops would fix a
+    graph to each length."""
     for module in model.modules():
-        if isinstance(module, RNNEncoder):
-            module.masked_when_compiled = True
+        if hasattr(module, "traced_when_compiled"):
+            module.traced_when_compiled = True

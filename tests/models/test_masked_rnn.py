@@ -7,8 +7,8 @@ import torch
 import torch._dynamo as dynamo
 
 from nmt.data.tokenizer import PAD_ID
-from nmt.models.masked_rnn import masked_rnn
-from nmt.models.rnn_encoder import RNNEncoder, trace_rnn_encoders
+from nmt.models.masked_rnn import masked_rnn, rnn_step
+from nmt.models.rnn_encoder import RNNEncoder, trace_recurrences
 from tests_helpers import VOCAB
 from test_models import make, pad, sentence
 
@@ -19,7 +19,7 @@ def encoder_outputs(encoder, src, masked):
     """The encoder's outputs, final state and every parameter's gradient of their sum, packed or masked (the path a
     compiled graph takes)."""
     encoder.zero_grad()
-    encoder.masked_when_compiled = masked
+    encoder.traced_when_compiled = masked
     with mock.patch("torch.compiler.is_compiling", return_value=masked):
         outputs, final, _ = encoder(src)
     finals = final if isinstance(final, tuple) else (final,)
@@ -52,6 +52,31 @@ def test_masked_recurrence_drops_out_between_layers_only():
         assert (not torch.equal(trained, evaluated)) == changed
 
 
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_a_step_written_out_equals_the_module(cell):
+    """rnn_step (input feeding's step under compile): the module's outputs, new state and gradients for two layers,
+    over three steps each fed the last one's output, to fp64 rounding."""
+    torch.manual_seed(0)
+    rnn = getattr(torch.nn, cell.upper())(6, 6, 2, batch_first=True).double()
+    shape = (2, 3, 6)  # (layers, batch, hidden)
+    start = (torch.randn(shape, dtype=torch.float64), torch.randn(shape, dtype=torch.float64))
+    start = start if cell == "lstm" else start[0]
+    first_input = torch.randn(3, 1, 6, dtype=torch.float64)
+
+    def three_steps(step):
+        rnn.zero_grad()
+        inputs, state, outputs = first_input, start, []
+        for _ in range(3):
+            inputs, state = step(inputs, state)
+            outputs.append(inputs)
+        states = state if cell == "lstm" else (state,)
+        (sum(o.sum() for o in outputs) + sum(s.square().sum() for s in states)).backward()
+        return [*outputs, *states, *(p.grad.clone() for p in rnn.parameters())]
+
+    for got, want in zip(three_steps(lambda x, s: rnn_step(rnn, x, s)), three_steps(rnn)):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["bahdanau", "luong-dot-feed", "seq2seq"])
 def test_rnn_training_forward_is_one_graph_when_traced(name):
     """Packed sequences split an RNN into several graphs (dynamo cannot trace packing); with the encoder masked and
@@ -70,5 +95,5 @@ def test_rnn_training_forward_is_one_graph_when_traced(name):
     with mock.patch.object(dynamo.config, "allow_rnn", True):
         untraced = graphs()
         assert untraced is None or untraced > 1
-        trace_rnn_encoders(model)
+        trace_recurrences(model)
         assert graphs() == 1
