@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import random
 import threading
@@ -53,9 +54,11 @@ def save_checkpoint(payload: dict, path: Path) -> None:
     try:
         with atomic_file(path) as handle:
             torch.save(payload, handle)
-    except RuntimeError as err:  # torch's writer reports a failed write (a full disk, a quota) as RuntimeError
-        raise NMTError(f"cannot write checkpoint {path}: {str(err).strip().splitlines()[0][:120]} (is the disk "
-                       f"full?); {path.name} was left as it was") from None
+    except (RuntimeError, OSError) as err:  # a full disk or a quota: torch's writer says RuntimeError (2.13) or
+        # the file's own OSError (2.4); the fsync and rename after it OSError
+        full = not isinstance(err, OSError) or err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        raise NMTError(f"cannot write checkpoint {path}: {str(err).strip().splitlines()[0][:120]}"
+                       f"{' (is the disk full?)' if full else ''}; {path.name} was left as it was") from None
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
