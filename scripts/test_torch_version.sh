@@ -6,19 +6,23 @@
 #
 #   scripts/test_torch_version.sh 2.11.0            # → results/tests-torch-2.11.0-<machine>.json
 #   VENV=/tmp/nmt-torch-2.11.0 PYTEST_ARGS="tests/models" scripts/test_torch_version.sh 2.11.0
+#   BASE_PYTHON=python3.12 scripts/test_torch_version.sh 2.11.0   # the GPU image's Python too (dynamo reads bytecode)
 #
 # MACHINE names the record's suffix (cpu-amx, cpu-bf16, cpu-avx2: docs/results.md); RECORD overrides the path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:?usage: scripts/test_torch_version.sh TORCH_VERSION}
-venv=${VENV:-/tmp/nmt-torch-$version}
+base_python=${BASE_PYTHON:-python3}
+py=$("$base_python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+venv=${VENV:-/tmp/nmt-torch-$version-py$py}
 machine=${MACHINE:-cpu}
-record=${RECORD:-results/tests-torch-$version-$machine.json}
+suffix=$([ "$base_python" = python3 ] && echo "" || echo "-py$py")
+record=${RECORD:-results/tests-torch-$version$suffix-$machine.json}
 log=$venv.log
 
 if ! "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version')" 2>/dev/null
 then
-  python3 -m venv "$venv"
+  "$base_python" -m venv "$venv"
   "$venv/bin/pip" install -q "torch==$version"
 fi
 "$venv/bin/pip" install -q -e ".[dev]"
@@ -32,7 +36,7 @@ status=${PIPESTATUS[0]}
 set -e
 seconds=$(( $(date +%s) - start ))
 
-"$venv/bin/python" - "$record" "$version" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" <<'EOF'
+"$venv/bin/python" - "$record" "$version" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "$base_python" <<'EOF'
 import re
 import sys
 from pathlib import Path
@@ -42,12 +46,14 @@ import torch  # noqa: E402
 
 from results_record import write_record  # noqa: E402
 
-record, version, status, seconds, log, args = sys.argv[1:]
+record, version, status, seconds, log, args, base_python = sys.argv[1:]
 text = Path(log).read_text()
 summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
-write_record(Path(record), torch=torch.__version__, requested=version, pytest_args=args, exit_status=int(status),
+write_record(Path(record), torch=torch.__version__, python=sys.version.split()[0], requested=version,
+             pytest_args=args, exit_status=int(status),
              seconds=int(seconds), summary=summary[-1] if summary else None,
              failed=re.findall(r"^FAILED (\S+)", text, flags=re.M),
-             command=f"scripts/test_torch_version.sh {version}")
+             command=("" if base_python == "python3" else f"BASE_PYTHON={base_python} ")
+             + f"scripts/test_torch_version.sh {version}")
 EOF
 exit "$status"
