@@ -150,6 +150,14 @@ rnn-graphs)
       --record "$RESULTS/gpu-bench-bahdanau-static16-$variant-$slug.json"
   done
   compile_rnn inductor --mode reduce-overhead
+  # Luong with input feeding (luong.yaml), the same two ways: one graph on torch 2.11 too since its decoder step is
+  # written out (masked_rnn.rnn_step); last, so that it never displaces Bahdanau's steps.
+  for variant in eager cudagraphs; do
+    step "bench-luong-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config configs/luong.yaml \
+      --archs luong --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
+      $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
+      --record "$RESULTS/gpu-bench-luong-static16-$variant-$slug.json"
+  done
   ;;
 recipe)
   # Issue 15's large-batch recipe, chosen on valid: each TOKENS:LR trained from process start until dev BLEU 50
