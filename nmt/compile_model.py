@@ -7,13 +7,15 @@ per width, which CUDA graphs (`reduce-overhead`, or the `cudagraphs` backend) ca
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
 from nmt.config import CUDA_GRAPH_MODES, TrainConfig
+from nmt.errors import NMTError
 from nmt.models.base import compile_loss_outside_graph
 from nmt.models.rnn_encoder import trace_recurrences
 
@@ -53,3 +55,18 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
                              mode=None if mode == "default" else mode)
     cuda_graphs = device.type == "cuda" and (mode in CUDA_GRAPH_MODES or backend == "cudagraphs")
     return CompiledTraining(compiled, cuda_graphs)
+
+
+@contextlib.contextmanager
+def compiler_failures_explained() -> Iterator[None]:
+    """torch.compile's own failures as one line that names the way out. They surface at the first compiled update
+    (or its backward), not at setup: a torch whose compiler cannot build this model's kernels (torch 2.4's inductor
+    on a CPU: C++ that does not compile, results/tests-torch-2.4.1-cpu-amx.json) is not a bug in nmt."""
+    try:
+        yield
+    except torch._dynamo.exc.TorchDynamoException as err:
+        cause = getattr(err, "inner_exception", None) or err  # a backend's failure: what the backend raised
+        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+        raise NMTError(f"train.compile: torch {torch.__version__}'s compiler failed on this model "
+                       f"({type(cause).__name__}: {first[:160]}); train without it (train.compile: false), or with "
+                       f"a torch its compiled paths are tested on (2.11, 2.13)") from err

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
-from nmt.compile_model import compile_for_training
+from nmt.compile_model import compile_for_training, compiler_failures_explained
 from nmt.config import Config, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
@@ -176,6 +176,7 @@ class Trainer:
                 self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
         self.train_model = self.model
         self.cuda_graphs = False
+        self.compile_guard = contextlib.nullcontext  # compiled: torch's compiler failures as one actionable line
         if self.ctx.enabled:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
@@ -185,6 +186,7 @@ class Trainer:
             compiled = compile_for_training(self.model, self.train_model, self.cfg.train, self.device, widths,
                                             self.log if self.ctx.is_main else None)
             self.train_model, self.cuda_graphs = compiled.model, compiled.cuda_graphs
+            self.compile_guard = compiler_failures_explained
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
@@ -367,7 +369,7 @@ class Trainer:
             batch = host_batch.to(self.device)
             last = j == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else self.train_model.no_sync()
-            with sync:
+            with sync, self.compile_guard():
                 timer.phase("forward")
                 if self.cuda_graphs:  # the previous micro-batch's graph outputs are consumed: they may be overwritten
                     torch.compiler.cudagraph_mark_step_begin()

@@ -209,6 +209,26 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
         assert 1 <= counters["stats"]["unique_graphs"] <= max_graphs
 
 
+def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
+    """torch's compiler failing at the first compiled update (torch 2.4's inductor on a CPU builds C++ that does not
+    compile) is an NMTError naming the way out, not an internal error; here a backend that fails as that one did."""
+    from nmt.compile_model import CompiledTraining
+    from tests_helpers import TOY_RUN
+
+    def failing_backend(graph, example_inputs):
+        raise RuntimeError("C++ compile error\nredeclaration of 'weight_recps'")
+
+    monkeypatch.setattr("nmt.train.compile_for_training", lambda model, train_model, *args, **kwargs:
+                        CompiledTraining(torch.compile(train_model, backend=failing_backend), cuda_graphs=False))
+    torch._dynamo.reset()
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"compile": True, "max_steps": 2}))
+    with pytest.raises(NMTError) as raised:
+        train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"train.compile: torch {torch.__version__}'s compiler failed")
+    assert "RuntimeError: C++ compile error" in message and "train.compile: false" in message
+
+
 @pytest.mark.parametrize("model", [{"arch": "bahdanau"}, {"arch": "luong", "input_feeding": True}],
                          ids=["bahdanau", "luong-feed"])
 def test_compiled_rnn_on_static_shapes_is_one_graph_and_follows_eager(tmp_path, real_data_dir, prepared, model):
