@@ -141,23 +141,21 @@ rnn-graphs)
       --tokens "$([ "$DEVICE" = cpu ] && echo 256 || echo 6144)" --hidden-size "$([ "$DEVICE" = cpu ] && echo 64 || echo 512)" \
       --device "$DEVICE" --backends "$@" --record "$RESULTS/gpu-compile-rnn-bahdanau-$1-$slug.json"
   }
+  static16() {  # ARCH: the real training step of configs/ARCH.yaml on lengths rounded to 16, eager and as CUDA
+    # graphs, warmed over every width
+    for variant in eager cudagraphs; do
+      step "bench-$1-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config "configs/$1.yaml" \
+        --archs "$1" --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
+        $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
+        --record "$RESULTS/gpu-bench-$1-static16-$variant-$slug.json"
+    done
+  }
   compile_rnn cudagraphs
-  # The real training step on lengths rounded to 16, eager and as CUDA graphs, warmed over every width.
-  for variant in eager cudagraphs; do
-    step "bench-bahdanau-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config configs/bahdanau.yaml \
-      --archs bahdanau --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
-      $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
-      --record "$RESULTS/gpu-bench-bahdanau-static16-$variant-$slug.json"
-  done
+  static16 bahdanau
   compile_rnn inductor --mode reduce-overhead
-  # Luong with input feeding (luong.yaml), the same two ways: one graph on torch 2.11 too since its decoder step is
-  # written out (masked_rnn.rnn_step); last, so that it never displaces Bahdanau's steps.
-  for variant in eager cudagraphs; do
-    step "bench-luong-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config configs/luong.yaml \
-      --archs luong --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
-      $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
-      --record "$RESULTS/gpu-bench-luong-static16-$variant-$slug.json"
-  done
+  # Luong with input feeding: one graph on torch 2.11 too since its decoder step is written out
+  # (masked_rnn.rnn_step); last, so that it never displaces Bahdanau's steps.
+  static16 luong
   ;;
 recipe)
   # Issue 15's large-batch recipe, chosen on valid: each TOKENS:LR trained from process start until dev BLEU 50
