@@ -9,7 +9,8 @@ zero over the trailing pads). Outputs at pad positions are zero, as `pad_packed_
 
 It runs the `nn.GRU`/`nn.LSTM` module's own weights (same gate order and biases), so a model can switch between the
 packed and the masked encoder at any time; the two agree to rounding (tests/models/test_models.py). Eager on a CPU
-or under cuDNN the packed module is faster; this form is for compiled training on static shapes.
+or under cuDNN the packed module is faster; this form is for compiled training on static shapes. `rnn_step` writes
+out one decoder step the same way (an input-feeding decoder's, which dynamo 2.11 cannot trace through the module).
 """
 
 from __future__ import annotations
