@@ -41,11 +41,16 @@ def lstm_cell(input_gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor, weigh
     return torch.sigmoid(o) * torch.tanh(c), c
 
 
+def _layer_weights(rnn: nn.RNNBase, layer: int, reverse: bool = False) -> tuple[torch.Tensor, ...]:
+    """The module's own weight_ih, bias_ih, weight_hh, bias_hh of one layer in one direction."""
+    suffix = f"l{layer}" + ("_reverse" if reverse else "")
+    return tuple(getattr(rnn, f"{name}_{suffix}") for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"))
+
+
 def _direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: torch.Tensor, valid: torch.Tensor):
     """One layer in one direction over the whole (B, S, ·) input → outputs (B, S, H), final h, final c (LSTM)."""
-    suffix = f"l{layer}" + ("_reverse" if reverse else "")
-    weight_hh, bias_hh = getattr(rnn, f"weight_hh_{suffix}"), getattr(rnn, f"bias_hh_{suffix}")
-    input_gates = F.linear(inputs, getattr(rnn, f"weight_ih_{suffix}"), getattr(rnn, f"bias_ih_{suffix}"))
+    weight_ih, bias_ih, weight_hh, bias_hh = _layer_weights(rnn, layer, reverse)
+    input_gates = F.linear(inputs, weight_ih, bias_ih)
     batch, steps = valid.shape
     h = inputs.new_zeros(batch, rnn.hidden_size)
     c = h if isinstance(rnn, nn.LSTM) else None
@@ -95,8 +100,7 @@ def rnn_step(rnn: nn.RNNBase, inputs: torch.Tensor, state):
     for layer in range(rnn.num_layers):
         if layer:
             x = dropout(x, rnn.dropout, rnn.training)
-        weight_ih, bias_ih, weight_hh, bias_hh = (getattr(rnn, f"{name}_l{layer}")
-                                                  for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"))
+        weight_ih, bias_ih, weight_hh, bias_hh = _layer_weights(rnn, layer)
         gates = F.linear(x, weight_ih, bias_ih)
         if is_lstm:
             x, c = lstm_cell(gates, h_layers[layer], c_layers[layer], weight_hh, bias_hh)
