@@ -1,0 +1,148 @@
+"""The host's share of an eager training update: how many operators one update dispatches, and how long the host
+takes to dispatch them when the math itself is negligible, for a config's layer structure.
+
+    python scripts/bench_host_overhead.py --config configs/transformer.yaml --record results/host-overhead.json
+
+Why: on a GPU an eager update cannot finish before the host has issued every kernel, whatever the GPU's speed.
+The model keeps the config's layers, heads and vocabulary (so the same operators run) but shrinks its widths
+(`--embed-dim`, `--ff-dim`) and its batch (`--max-tokens`), so that the time per update here is the host's:
+Python, the dispatcher, autograd and the optimizer's bookkeeping (on the 2-core EPYC, widths 64 and 256 tokens still
+read 65 ms, 16 and 64 tokens 29 ms, the defaults 18 ms: below them the widths no longer matter much). Against the real model's FLOPs per update at the
+config's `train.max_tokens`, that floor bounds the MFU an eager update can reach on a GPU of a given peak, and says
+how many tokens an update needs before the host stops being the limit. A CPU-side estimate: a GPU's host adds a
+kernel launch (a few µs) to most operators, and its CPU may be faster or slower than this one. For the recurrent
+models the count grows with the batch's longest target (one decoder step each), so a tiny batch undercounts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from nmt.config import load_config
+from nmt.data.batching import EpochPlan
+from nmt.models import build_model
+from nmt.run_dir import Run
+from nmt.throughput import UpdateFlops, peak_tflops
+from nmt.train import Trainer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_record import write_record  # noqa: E402
+
+H100_BF16_PEAK = 989e12  # dense bf16 tensor-core FLOP/s of an H100 SXM (the trainer's table, nmt/throughput.py)
+
+
+class OperatorCount(TorchDispatchMode):
+    """Every aten operator dispatched, split into views (metadata only: no kernel on a GPU) and the rest."""
+
+    def __init__(self):
+        super().__init__()
+        self.computing, self.views = Counter(), 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.is_view:
+            self.views += 1
+        else:
+            self.computing[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def real_update_flops(config_path: Path, data_dir: Path) -> tuple[float, dict]:
+    """FLOPs of one update of the config's own model on its mean token-bucketed batch (epoch 0's plan)."""
+    cfg = load_config(config_path)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
+        data = trainer.train_data
+        plan = EpochPlan(data.lengths, len(data), cfg.train.max_tokens, cfg.train.seed, 0)
+        batches = [trainer.host_batches([plan[i]])[0] for i in range(len(plan))]
+        src = sum(b.src_tokens for b in batches) / len(batches)
+        tgt = sum(b.tgt_tokens for b in batches) / len(batches)
+        sentences = sum(b.sentences for b in batches) / len(batches)
+        model = build_model(cfg.model, trainer.tokenizers.source.get_piece_size(),
+                            trainer.tokenizers.target.get_piece_size(), trainer.tokenizers.joint)
+    flops = UpdateFlops(model)(round(src), round(tgt), round(sentences))
+    return flops, {"mean_src_tokens": round(src, 1), "mean_tgt_tokens": round(tgt, 1),
+                   "mean_sentences": round(sentences, 1), "batches_per_epoch": len(batches)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=Path("configs/transformer.yaml"))
+    parser.add_argument("--data-dir", type=Path, default=Path("data"))
+    parser.add_argument("--embed-dim", type=int, default=8)
+    parser.add_argument("--ff-dim", type=int, default=16)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--precision", default="bf16", help="bf16: the autocast casts a GPU run makes too")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: the floor with the kernel launches included")
+    parser.add_argument("--threads", type=int, default=1, help="one thread: the host's own dispatch, no fan-out")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another config override")
+    parser.add_argument("--record", type=Path)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    overrides = [f"model.embed_dim={args.embed_dim}", f"model.ff_dim={args.ff_dim}",
+                 f"train.max_tokens={args.max_tokens}", f"train.precision={args.precision}", f"train.device={args.device}",
+                 *args.set]
+    cfg = load_config(args.config, overrides)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
+        trainer.setup()
+        plan = EpochPlan(trainer.train_data.lengths, len(trainer.train_data), cfg.train.max_tokens, cfg.train.seed, 0)
+        batches = [trainer.host_batches([plan[i]]) for i in range(args.warmup + args.steps + 1)]
+        for batch in batches[:args.warmup]:
+            trainer.train_step(batch)
+        seconds = []
+        for batch in batches[args.warmup:args.warmup + args.steps]:
+            synchronize(trainer.device)
+            started = time.perf_counter()
+            trainer.train_step(batch)
+            synchronize(trainer.device)  # the GPU's share is tiny at these widths: what is left is the host's
+            seconds.append(time.perf_counter() - started)
+        with OperatorCount() as count:
+            trainer.train_step(batches[-1])
+
+    host_s = statistics.median(seconds)
+    computing = sum(count.computing.values())
+    flops, batch = real_update_flops(args.config, args.data_dir)
+    full = load_config(args.config)
+    # On a GPU its own bf16 peak (the trainer's table); on a CPU the estimate is for an H100, the issue's target.
+    peak = peak_tflops(trainer.device, 0.0, torch.bfloat16)[0] * 1e12 if trainer.device.type == "cuda" \
+        else H100_BF16_PEAK
+    ceiling = flops / (host_s * peak)
+    tokens_for_25 = full.train.max_tokens * 0.25 / ceiling  # the update's math grows with its tokens, the host's not
+    print(f"{args.config}: {computing} computing operators + {count.views} views per update; host "
+          f"{host_s * 1e3:.1f} ms per update on {args.device} ({computing / host_s / 1e3:.0f}k operators/s, "
+          f"{args.threads} thread(s))")
+    print(f"real model at max_tokens {full.train.max_tokens}: {flops / 1e12:.2f} TFLOP per update -> eager MFU at most "
+          f"{ceiling:.1%} of {peak / 1e12:.0f} TFLOP/s (bf16); 25% needs >= {tokens_for_25:,.0f} tokens per update")
+    if args.record:
+        write_record(args.record, figures={
+            "config": str(args.config), "shrunk_to": overrides, "device": args.device, "threads": args.threads,
+            "host_ms_per_update_median": round(host_s * 1e3, 2),
+            "host_ms_per_update_range": [round(min(seconds) * 1e3, 2), round(max(seconds) * 1e3, 2)],
+            "computing_operators_per_update": computing, "view_operators_per_update": count.views,
+            "top_operators": dict(count.computing.most_common(15)),
+            "real_model_tflop_per_update": round(flops / 1e12, 3), "real_batch": batch,
+            "peak_tflops_bf16": round(peak / 1e12), "eager_mfu_ceiling": round(ceiling, 4),
+            "tokens_per_update_for_25pct_mfu": round(tokens_for_25)},
+            note="A CPU-side estimate of the eager host floor; a GPU's host also launches a kernel per computing "
+                 "operator (a few µs each) and may be faster or slower than this CPU.")
+
+
+if __name__ == "__main__":
+    main()
