@@ -6,8 +6,8 @@ takes to dispatch them when the math itself is negligible, for a config's layer 
 Why: on a GPU an eager update cannot finish before the host has issued every kernel, whatever the GPU's speed.
 The model keeps the config's layers, heads and vocabulary (so the same operators run) but shrinks its widths
 (`--embed-dim`, `--ff-dim`) and its batch (`--max-tokens`), so that the time per update here is the host's:
-Python, the dispatcher, autograd and the optimizer's bookkeeping (on the 2-core EPYC, widths 64 and 256 tokens still
-read 65 ms, 16 and 64 tokens 29 ms, the defaults 18 ms: below them the widths no longer matter much). Against the real model's FLOPs per update at the
+Python, the dispatcher, autograd and the optimizer's bookkeeping (on the 2-core EPYC in fp32, 18 ms at widths 16 and
+15 ms at the defaults' 8, against 66 ms at 64 and 256 tokens: results/host-overhead-transformer-by-width-cpu-bf16.json). Against the real model's FLOPs per update at the
 config's `train.max_tokens`, that floor bounds the MFU an eager update can reach on a GPU of a given peak, and says
 how many tokens an update needs before the host stops being the limit. A CPU-side estimate: a GPU's host adds a
 kernel launch (a few µs) to most operators, and its CPU may be faster or slower than this one. For the recurrent
@@ -103,18 +103,20 @@ def main() -> None:
         trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
         trainer.setup()
         plan = EpochPlan(trainer.train_data.lengths, len(trainer.train_data), cfg.train.max_tokens, cfg.train.seed, 0)
-        batches = [trainer.host_batches([plan[i]]) for i in range(args.warmup + args.steps + 1)]
-        for batch in batches[:args.warmup]:
+        # One batch over and over: a new shape every update would time oneDNN's kernel creation on a CPU (its bf16
+        # matmuls are generated per shape), which a GPU's libraries do not pay; the operators are the same.
+        batch = trainer.host_batches([plan[0]])
+        for _ in range(args.warmup):
             trainer.train_step(batch)
         seconds = []
-        for batch in batches[args.warmup:args.warmup + args.steps]:
+        for _ in range(args.steps):
             synchronize(trainer.device)
             started = time.perf_counter()
             trainer.train_step(batch)
             synchronize(trainer.device)  # the GPU's share is tiny at these widths: what is left is the host's
             seconds.append(time.perf_counter() - started)
         with OperatorCount() as count:
-            trainer.train_step(batches[-1])
+            trainer.train_step(batch)
 
     host_s = statistics.median(seconds)
     computing = sum(count.computing.values())
