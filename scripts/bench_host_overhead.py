@@ -6,12 +6,13 @@ takes to dispatch them when the math itself is negligible, for a config's layer 
 Why: on a GPU an eager update cannot finish before the host has issued every kernel, whatever the GPU's speed.
 The model keeps the config's layers, heads and vocabulary (so the same operators run) but shrinks its widths
 (`--embed-dim`, `--ff-dim`) and its batch (`--max-tokens`), so that the time per update here is the host's:
-Python, the dispatcher, autograd and the optimizer's bookkeeping (on the 2-core EPYC in fp32, 18 ms at widths 16 and
-15 ms at the defaults' 8, against 66 ms at 64 and 256 tokens: results/host-overhead-transformer-by-width-cpu-bf16.json). Against the real model's FLOPs per update at the
-config's `train.max_tokens`, that floor bounds the MFU an eager update can reach on a GPU of a given peak, and says
-how many tokens an update needs before the host stops being the limit. A CPU-side estimate: a GPU's host adds a
-kernel launch (a few µs) to most operators, and its CPU may be faster or slower than this one. For the recurrent
-models the count grows with the batch's longest target (one decoder step each), so a tiny batch undercounts them.
+Python, the dispatcher, autograd and the optimizer's bookkeeping. (On the 2-core EPYC in fp32: 18 ms at width 16,
+15 ms at the defaults' 8, 66 ms at 64 with 256 tokens; results/host-overhead-transformer-by-width-cpu-bf16.json.)
+Against the real model's FLOPs per update at the config's `train.max_tokens`, that floor bounds the MFU an eager
+update can reach on a GPU of a given peak, and says how many tokens an update needs before the host stops being the
+limit. A CPU-side estimate: a GPU's host adds a kernel launch (a few µs) to most operators, and its CPU may be
+faster or slower than this one. For the recurrent models the count grows with the batch's longest target (one
+decoder step each), so a tiny batch undercounts them.
 """
 
 from __future__ import annotations
@@ -78,6 +79,29 @@ def real_update_flops(config_path: Path, data_dir: Path) -> tuple[float, dict]:
                    "mean_sentences": round(sentences, 1), "batches_per_epoch": len(batches)}
 
 
+def time_updates(cfg, data_dir: Path, warmup: int, steps: int) -> tuple[list[float], OperatorCount, torch.device]:
+    """Seconds of each of `steps` updates after `warmup`, and the operators of one more, all on one batch: a new
+    shape every update would time oneDNN's kernel creation on a CPU (its bf16 matmuls are generated per shape),
+    which a GPU's libraries do not pay; the operators are the same."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
+        trainer.setup()
+        plan = EpochPlan(trainer.train_data.lengths, len(trainer.train_data), cfg.train.max_tokens, cfg.train.seed, 0)
+        batch = trainer.host_batches([plan[0]])
+        for _ in range(warmup):
+            trainer.train_step(batch)
+        seconds = []
+        for _ in range(steps):
+            synchronize(trainer.device)
+            started = time.perf_counter()
+            trainer.train_step(batch)
+            synchronize(trainer.device)  # the GPU's share is tiny at these widths: what is left is the host's
+            seconds.append(time.perf_counter() - started)
+        with OperatorCount() as count:
+            trainer.train_step(batch)
+    return seconds, count, trainer.device
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=Path("configs/transformer.yaml"))
@@ -96,34 +120,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     overrides = [f"model.embed_dim={args.embed_dim}", f"model.ff_dim={args.ff_dim}",
-                 f"train.max_tokens={args.max_tokens}", f"train.precision={args.precision}", f"train.device={args.device}",
-                 *args.set]
-    cfg = load_config(args.config, overrides)
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
-        trainer.setup()
-        plan = EpochPlan(trainer.train_data.lengths, len(trainer.train_data), cfg.train.max_tokens, cfg.train.seed, 0)
-        # One batch over and over: a new shape every update would time oneDNN's kernel creation on a CPU (its bf16
-        # matmuls are generated per shape), which a GPU's libraries do not pay; the operators are the same.
-        batch = trainer.host_batches([plan[0]])
-        for _ in range(args.warmup):
-            trainer.train_step(batch)
-        seconds = []
-        for _ in range(args.steps):
-            synchronize(trainer.device)
-            started = time.perf_counter()
-            trainer.train_step(batch)
-            synchronize(trainer.device)  # the GPU's share is tiny at these widths: what is left is the host's
-            seconds.append(time.perf_counter() - started)
-        with OperatorCount() as count:
-            trainer.train_step(batch)
-
+                 f"train.max_tokens={args.max_tokens}", f"train.precision={args.precision}",
+                 f"train.device={args.device}", *args.set]
+    seconds, count, device = time_updates(load_config(args.config, overrides), args.data_dir, args.warmup, args.steps)
     host_s = statistics.median(seconds)
     computing = sum(count.computing.values())
-    flops, batch = real_update_flops(args.config, args.data_dir)
+    flops, real_batch = real_update_flops(args.config, args.data_dir)
     full = load_config(args.config)
     # On a GPU its own bf16 peak (the trainer's table); on a CPU the estimate is for an H100, the issue's target.
-    peak = peak_tflops(trainer.device, 0.0, torch.bfloat16)[0] * 1e12 if trainer.device.type == "cuda" \
+    peak = peak_tflops(device, 0.0, torch.bfloat16)[0] * 1e12 if device.type == "cuda" \
         else H100_BF16_PEAK
     ceiling = flops / (host_s * peak)
     tokens_for_25 = full.train.max_tokens * 0.25 / ceiling  # the update's math grows with its tokens, the host's not
@@ -139,10 +144,11 @@ def main() -> None:
             "host_ms_per_update_range": [round(min(seconds) * 1e3, 2), round(max(seconds) * 1e3, 2)],
             "computing_operators_per_update": computing, "view_operators_per_update": count.views,
             "top_operators": dict(count.computing.most_common(15)),
-            "real_model_tflop_per_update": round(flops / 1e12, 3), "real_batch": batch,
+            "real_model_tflop_per_update": round(flops / 1e12, 3), "real_batch": real_batch,
             "peak_tflops_bf16": round(peak / 1e12), "eager_mfu_ceiling": round(ceiling, 4),
             "tokens_per_update_for_25pct_mfu": round(tokens_for_25)},
-            note="A CPU-side estimate of the eager host floor; a GPU's host also launches a kernel per computing "
+            note="The eager host floor with the kernel launches, on this GPU's host." if device.type == "cuda" else
+                 "A CPU-side estimate of the eager host floor; a GPU's host also launches a kernel per computing "
                  "operator (a few µs each) and may be faster or slower than this CPU.")
 
 
