@@ -9,6 +9,7 @@
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]), highest value first:
 #
 #   bash scripts/gpu_session.sh measure   # CUDA tests; warm tokens/s + MFU (eager, packed rows as CUDA graphs,
+#                                         #   the eager host floor (bench_host_overhead.py),
 #                                         #   old vs new path on this GPU (ddabc86, 3 rounds), then the other packed,
 #                                         #   compiled and rounded-length variants); call it again if it skipped any
 #   bash scripts/gpu_session.sh bleu      # wall clock to dev BLEU 50, seeds 1 2 3 (SET="..." = measure's winner)
