@@ -5,14 +5,15 @@ takes to dispatch them when the math itself is negligible, for a config's layer 
 
 Why: on a GPU an eager update cannot finish before the host has issued every kernel, whatever the GPU's speed.
 The model keeps the config's layers, heads and vocabulary (so the same operators run) but shrinks its widths
-(`--embed-dim`, `--ff-dim`) and its batch (`--max-tokens`), so that the time per update here is the host's:
-Python, the dispatcher, autograd and the optimizer's bookkeeping. (On the 2-core EPYC in fp32: 18 ms at width 16,
-15 ms at the defaults' 8, 66 ms at 64 with 256 tokens; results/host-overhead-transformer-by-width-cpu-bf16.json.)
+(`--embed-dim`, `--ff-dim` or `--hidden-size`) and its batch (`--max-tokens`, one batch as wide as the real
+batches' median), so that the time per update here is the host's: Python, the dispatcher, autograd and the
+optimizer's bookkeeping. (On the 2-core EPYC in fp32: 18 ms at width 16, 15 ms at the defaults' 8, 66 ms at 64
+with 256 tokens; results/host-overhead-transformer-by-width-cpu-bf16.json.)
 Against the real model's FLOPs per update at the config's `train.max_tokens`, that floor bounds the MFU an eager
 update can reach on a GPU of a given peak, and says how many tokens an update needs before the host stops being the
 limit. A CPU-side estimate: a GPU's host adds a kernel launch (a few µs) to most operators, and its CPU may be
-faster or slower than this one. For the recurrent models the count grows with the batch's longest target (one
-decoder step each), so a tiny batch undercounts them.
+faster or slower than this one. A recurrent model runs one step per position, so its count follows the batch's
+widths: the timed batch is the tiny plan's closest to the real batches' median widths.
 """
 
 from __future__ import annotations
@@ -75,19 +76,36 @@ def real_update_flops(config_path: Path, data_dir: Path) -> tuple[float, dict]:
         model = build_model(cfg.model, trainer.tokenizers.source.get_piece_size(),
                             trainer.tokenizers.target.get_piece_size(), trainer.tokenizers.joint)
     flops = UpdateFlops(model)(round(src), round(tgt), round(sentences))
+    widths = sorted((b.src.shape[1], b.tgt_in.shape[1]) for b in batches)
     return flops, {"mean_src_tokens": round(src, 1), "mean_tgt_tokens": round(tgt, 1),
-                   "mean_sentences": round(sentences, 1), "batches_per_epoch": len(batches)}
+                   "mean_sentences": round(sentences, 1), "batches_per_epoch": len(batches),
+                   "median_widths": widths[len(widths) // 2]}
 
 
-def time_updates(cfg, data_dir: Path, warmup: int, steps: int) -> tuple[list[float], OperatorCount, torch.device]:
-    """Seconds of each of `steps` updates after `warmup`, and the operators of one more, all on one batch: a new
-    shape every update would time oneDNN's kernel creation on a CPU (its bf16 matmuls are generated per shape),
-    which a GPU's libraries do not pay; the operators are the same."""
+def batch_like(trainer: Trainer, plan: EpochPlan, widths: tuple[int, int]):
+    """The tiny plan's batch whose (source, target) widths come closest to `widths`: a recurrent model runs one
+    step per position, so its operator count follows the widths, not the token count."""
+    best, best_gap = None, None
+    for i in range(len(plan)):
+        batch = trainer.host_batches([plan[i]])
+        gap = abs(batch[0].src.shape[1] - widths[0]) + abs(batch[0].tgt_in.shape[1] - widths[1])
+        if best_gap is None or gap < best_gap:
+            best, best_gap = batch, gap
+        if gap == 0:
+            break
+    return best
+
+
+def time_updates(cfg, data_dir: Path, warmup: int, steps: int, widths: tuple[int, int]
+                 ) -> tuple[list[float], OperatorCount, torch.device, tuple[int, int]]:
+    """Seconds of each of `steps` updates after `warmup`, and the operators of one more, all on one batch as wide as
+    the real ones (`batch_like`): a new shape every update would time oneDNN's kernel creation on a CPU (its bf16
+    matmuls are generated per shape), which a GPU's libraries do not pay; the operators are the same."""
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
         trainer.setup()
         plan = EpochPlan(trainer.train_data.lengths, len(trainer.train_data), cfg.train.max_tokens, cfg.train.seed, 0)
-        batch = trainer.host_batches([plan[0]])
+        batch = batch_like(trainer, plan, widths)
         for _ in range(warmup):
             trainer.train_step(batch)
         seconds = []
@@ -99,7 +117,7 @@ def time_updates(cfg, data_dir: Path, warmup: int, steps: int) -> tuple[list[flo
             seconds.append(time.perf_counter() - started)
         with OperatorCount() as count:
             trainer.train_step(batch)
-    return seconds, count, trainer.device
+    return seconds, count, trainer.device, (batch[0].src.shape[1], batch[0].tgt_in.shape[1])
 
 
 def main() -> None:
@@ -107,7 +125,8 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=Path("configs/transformer.yaml"))
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--embed-dim", type=int, default=8)
-    parser.add_argument("--ff-dim", type=int, default=16)
+    parser.add_argument("--ff-dim", type=int, default=16, help="the Transformer's")
+    parser.add_argument("--hidden-size", type=int, default=8, help="the recurrent models'")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--precision", default="bf16", help="bf16: the autocast casts a GPU run makes too")
     parser.add_argument("--steps", type=int, default=60)
@@ -119,20 +138,23 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    overrides = [f"model.embed_dim={args.embed_dim}", f"model.ff_dim={args.ff_dim}",
-                 f"train.max_tokens={args.max_tokens}", f"train.precision={args.precision}",
-                 f"train.device={args.device}", *args.set]
-    seconds, count, device = time_updates(load_config(args.config, overrides), args.data_dir, args.warmup, args.steps)
+    width = f"model.ff_dim={args.ff_dim}" if load_config(args.config).model.arch == "transformer" \
+        else f"model.hidden_size={args.hidden_size}"
+    overrides = [f"model.embed_dim={args.embed_dim}", width, f"train.max_tokens={args.max_tokens}",
+                 f"train.precision={args.precision}", f"train.device={args.device}", *args.set]
+    flops, real_batch = real_update_flops(args.config, args.data_dir)
+    seconds, count, device, widths = time_updates(load_config(args.config, overrides), args.data_dir, args.warmup,
+                                                  args.steps, real_batch["median_widths"])
     host_s = statistics.median(seconds)
     computing = sum(count.computing.values())
-    flops, real_batch = real_update_flops(args.config, args.data_dir)
     full = load_config(args.config)
     # On a GPU its own bf16 peak (the trainer's table); on a CPU the estimate is for an H100, the issue's target.
     peak = peak_tflops(device, 0.0, torch.bfloat16)[0] * 1e12 if device.type == "cuda" \
         else H100_BF16_PEAK
     ceiling = flops / (host_s * peak)
     tokens_for_25 = full.train.max_tokens * 0.25 / ceiling  # the update's math grows with its tokens, the host's not
-    print(f"{args.config}: {computing} computing operators + {count.views} views per update; host "
+    print(f"{args.config}: {computing} computing operators + {count.views} views per update (a batch of widths "
+          f"{widths}, the real batches' median {tuple(real_batch['median_widths'])}); host "
           f"{host_s * 1e3:.1f} ms per update on {args.device} ({computing / host_s / 1e3:.0f}k operators/s, "
           f"{args.threads} thread(s))")
     print(f"real model at max_tokens {full.train.max_tokens}: {flops / 1e12:.2f} TFLOP per update -> eager MFU at most "
@@ -140,6 +162,7 @@ def main() -> None:
     if args.record:
         write_record(args.record, figures={
             "config": str(args.config), "shrunk_to": overrides, "device": args.device, "threads": args.threads,
+            "timed_batch_widths": list(widths),
             "host_ms_per_update_median": round(host_s * 1e3, 2),
             "host_ms_per_update_range": [round(min(seconds) * 1e3, 2), round(max(seconds) * 1e3, 2)],
             "computing_operators_per_update": computing, "view_operators_per_update": count.views,
