@@ -152,13 +152,15 @@ def main() -> None:
     peak = peak_tflops(device, 0.0, torch.bfloat16)[0] * 1e12 if device.type == "cuda" \
         else H100_BF16_PEAK
     ceiling = flops / (host_s * peak)
+    tokens_ceiling = (real_batch["mean_src_tokens"] + real_batch["mean_tgt_tokens"]) / host_s  # as the log counts
     tokens_for_25 = full.train.max_tokens * 0.25 / ceiling  # the update's math grows with its tokens, the host's not
     print(f"{args.config}: {computing} computing operators + {count.views} views per update (a batch of widths "
           f"{widths}, the real batches' median {tuple(real_batch['median_widths'])}); host "
           f"{host_s * 1e3:.1f} ms per update on {args.device} ({computing / host_s / 1e3:.0f}k operators/s, "
           f"{args.threads} thread(s))")
     print(f"real model at max_tokens {full.train.max_tokens}: {flops / 1e12:.2f} TFLOP per update -> eager MFU at most "
-          f"{ceiling:.1%} of {peak / 1e12:.0f} TFLOP/s (bf16); 25% needs >= {tokens_for_25:,.0f} tokens per update")
+          f"{ceiling:.1%} of {peak / 1e12:.0f} TFLOP/s (bf16) and {tokens_ceiling:,.0f} tokens/s; 25% needs >= "
+          f"{tokens_for_25:,.0f} tokens per update")
     if args.record:
         write_record(args.record, figures={
             "config": str(args.config), "shrunk_to": overrides, "device": args.device, "threads": args.threads,
@@ -169,6 +171,7 @@ def main() -> None:
             "top_operators": dict(count.computing.most_common(15)),
             "real_model_tflop_per_update": round(flops / 1e12, 3), "real_batch": real_batch,
             "peak_tflops_bf16": round(peak / 1e12), "eager_mfu_ceiling": round(ceiling, 4),
+            "eager_tokens_per_s_ceiling": round(tokens_ceiling),
             "tokens_per_update_for_25pct_mfu": round(tokens_for_25)},
             note="The eager host floor with the kernel launches, on this GPU's host." if device.type == "cuda" else
                  "A CPU-side estimate of the eager host floor; a GPU's host also launches a kernel per computing "
