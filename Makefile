@@ -45,6 +45,7 @@ demo: $(BIN)/.installed-base
 	$(BIN)/nmt download --url "$(CORPUS)"
 	$(BIN)/nmt prepare --config configs/demo.yaml
 	$(BIN)/nmt train --config configs/demo.yaml
+	$(BIN)/nmt average --run runs/demo --last 3
 	$(BIN)/nmt evaluate --run runs/demo
 	$(BIN)/nmt translate --run runs/demo "i'm home ."
 
