@@ -41,17 +41,17 @@ def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: floa
     a = torch.randn(size, size, device=device, generator=generator).to(dtype)
     b = torch.randn(size, size, device=device, generator=generator).to(dtype)
     a @ b  # warm-up
-    _synchronize(device)
+    synchronize(device)
     runs, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
         for _ in range(burst):
             a @ b
-        _synchronize(device)
+        synchronize(device)
         runs += burst
     return 2 * size**3 * runs / (time.perf_counter() - started) / 1e12
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 

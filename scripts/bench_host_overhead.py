@@ -31,15 +31,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from nmt.config import load_config
 from nmt.data.batching import EpochPlan
-from nmt.models import build_model
 from nmt.run_dir import Run
-from nmt.throughput import UpdateFlops, peak_tflops
+from nmt.throughput import GPU_PEAK_TFLOPS, UpdateFlops, peak_tflops, synchronize
 from nmt.train import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from results_record import write_record  # noqa: E402
-
-H100_BF16_PEAK = 989e12  # dense bf16 tensor-core FLOP/s of an H100 SXM (the trainer's table, nmt/throughput.py)
 
 
 class OperatorCount(TorchDispatchMode):
@@ -57,14 +54,8 @@ class OperatorCount(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def real_update_flops(config_path: Path, data_dir: Path) -> tuple[float, dict]:
+def real_update_flops(cfg, data_dir: Path) -> tuple[float, dict]:
     """FLOPs of one update of the config's own model on its mean token-bucketed batch (epoch 0's plan)."""
-    cfg = load_config(config_path)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
         data = trainer.train_data
@@ -73,9 +64,7 @@ def real_update_flops(config_path: Path, data_dir: Path) -> tuple[float, dict]:
         src = sum(b.src_tokens for b in batches) / len(batches)
         tgt = sum(b.tgt_tokens for b in batches) / len(batches)
         sentences = sum(b.sentences for b in batches) / len(batches)
-        model = build_model(cfg.model, trainer.tokenizers.source.get_piece_size(),
-                            trainer.tokenizers.target.get_piece_size(), trainer.tokenizers.joint)
-    flops = UpdateFlops(model)(round(src), round(tgt), round(sentences))
+    flops = UpdateFlops(trainer.model)(round(src), round(tgt), round(sentences))
     widths = sorted((b.src.shape[1], b.tgt_in.shape[1]) for b in batches)
     return flops, {"mean_src_tokens": round(src, 1), "mean_tgt_tokens": round(tgt, 1),
                    "mean_sentences": round(sentences, 1), "batches_per_epoch": len(batches),
@@ -138,19 +127,19 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    width = f"model.ff_dim={args.ff_dim}" if load_config(args.config).model.arch == "transformer" \
+    full = load_config(args.config)
+    width = f"model.ff_dim={args.ff_dim}" if full.model.arch == "transformer" \
         else f"model.hidden_size={args.hidden_size}"
     overrides = [f"model.embed_dim={args.embed_dim}", width, f"train.max_tokens={args.max_tokens}",
                  f"train.precision={args.precision}", f"train.device={args.device}", *args.set]
-    flops, real_batch = real_update_flops(args.config, args.data_dir)
+    flops, real_batch = real_update_flops(full, args.data_dir)
     seconds, count, device, widths = time_updates(load_config(args.config, overrides), args.data_dir, args.warmup,
                                                   args.steps, real_batch["median_widths"])
     host_s = statistics.median(seconds)
     computing = sum(count.computing.values())
-    full = load_config(args.config)
     # On a GPU its own bf16 peak (the trainer's table); on a CPU the estimate is for an H100, the issue's target.
     peak = peak_tflops(device, 0.0, torch.bfloat16)[0] * 1e12 if device.type == "cuda" \
-        else H100_BF16_PEAK
+        else GPU_PEAK_TFLOPS["H100"] * 1e12
     ceiling = flops / (host_s * peak)
     tokens_ceiling = (real_batch["mean_src_tokens"] + real_batch["mean_tgt_tokens"]) / host_s  # as the log counts
     tokens_for_25 = full.train.max_tokens * 0.25 / ceiling  # the update's math grows with its tokens, the host's not
