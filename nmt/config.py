@@ -430,8 +430,11 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, war
     raw: Any = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
+        # Not `is_file()`: a pipe (`--config <(...)`) or /dev/stdin is a config too; read_yaml reports the rest.
+        if not path.exists():
             raise ConfigError(f"config file not found: {path}")
+        if path.is_dir():
+            raise ConfigError(f"config {path} is a directory, not a YAML file")
         raw = read_yaml(path) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: top level must be a mapping")

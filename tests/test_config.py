@@ -25,6 +25,26 @@ def test_unknown_key_suggests_closest(tmp_path):
         load_config(write(tmp_path, "model:\n  hiden_size: 3\n"))
 
 
+def test_config_from_a_pipe_and_a_directory_refused(tmp_path):
+    """`--config <(...)` hands over a pipe, not a regular file: it is read; a directory is named as one."""
+    import os
+    import threading
+
+    fifo = tmp_path / "piped"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("model:\n  arch: luong\n",), daemon=True)
+    writer.start()
+    try:
+        config = load_config(fifo)
+    finally:
+        writer.join(timeout=10)
+    assert config.model.arch == "luong" and config.name == "piped"
+    with pytest.raises(ConfigError, match=r"is a directory, not a YAML file"):
+        load_config(tmp_path)
+    with pytest.raises(ConfigError, match=r"config file not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
 @pytest.mark.parametrize("text,pattern", [
     ("train:\n  max_steps: ten\n", r"train\.max_steps must be int"),
     ("train:\n  lr: -1\n", r"train\.lr must be > 0"),
