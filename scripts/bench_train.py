@@ -4,7 +4,8 @@
     python scripts/bench_train.py --config configs/transformer.yaml --archs transformer   # a shipped config's shape
 
 Each step is a full update (forward under autocast, backward, clipping, AdamW) on real token-bucketed batches,
-after warm-up steps. MFU is relative to the trainer's peak: the GPU table's under bf16/fp16 autocast, else a matmul
+after warm-up steps; the figures are the median of `--windows` windows of the timed steps (3: as a training log's
+windows are read), each listed in the record. MFU is relative to the trainer's peak: the GPU table's under bf16/fp16 autocast, else a matmul
 measured in the training precision.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import sys
 import tempfile
 import time
@@ -23,6 +25,7 @@ from nmt.config import Config, load_config
 from nmt.data.batching import EpochPlan
 from nmt.data.prefetch import Prefetcher
 from nmt.run_dir import Run
+from nmt.throughput import synchronize
 from nmt.train import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -33,8 +36,9 @@ ARCHS = {"seq2seq": {"arch": "seq2seq"}, "bahdanau": {"arch": "bahdanau"},
          "transformer": {"arch": "transformer"}}
 
 
-def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bool = False) -> dict:
-    """tokens/s and MFU over `steps` updates after `warmup` ones; with `warmup_epoch`, the warm-up is every batch of
+def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bool = False, windows: int = 3) -> dict:
+    """tokens/s and MFU over `steps` updates after `warmup` ones, as the median of `windows` equal windows (each ended
+    by one wait for the device, as a training log window is); with `warmup_epoch`, the warm-up is every batch of
     epoch 0 (every batch shape the plan makes: cuBLAS/cuDNN choices and any compilation done) and the timed
     updates come from epoch 1."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -51,25 +55,37 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
             batches, warmup = first + plan(1)[:steps], len(first)
         else:
             batches = plan(0)[:warmup + steps]
-        tokens, flops, started = 0, 0.0, None
+        steps = len(batches) - warmup  # an epoch shorter than asked times what it has
+        if steps < 1:
+            raise SystemExit(f"{len(batches)} batches leave no update to time after {warmup} warm-up ones")
+        windows = max(1, min(windows, steps))
+        ends = {warmup + (steps * (k + 1)) // windows for k in range(windows)}  # the update index after each window
+        measured, tokens, flops, started = [], 0, 0.0, None
         setup_done = time.perf_counter()
         # As the training loop does: the next batches collated (and pinned) by a background thread meanwhile.
         with Prefetcher(([indices] for indices in batches), trainer.host_batches) as updates:
             for i, (_, micro_batches) in enumerate(updates):
-                if i == warmup:
-                    if trainer.device.type == "cuda":
-                        torch.cuda.synchronize()
-                    tokens, flops, started = 0, 0.0, time.perf_counter()
-                    warmup_s = started - setup_done  # the warm-up updates, compilation included
-                result = trainer.train_step(micro_batches)  # asynchronous on a GPU: synchronized once at the end
+                if i == warmup or i in ends:
+                    synchronize(trainer.device)
+                    now = time.perf_counter()
+                    if i == warmup:
+                        warmup_s = now - setup_done  # the warm-up updates, compilation included
+                    else:
+                        measured.append((tokens, flops, now - started))
+                    tokens, flops, started = 0, 0.0, now
+                result = trainer.train_step(micro_batches)  # asynchronous on a GPU: waited for at a window's end
                 tokens += result.src_tokens + result.tgt_tokens
                 flops += trainer.update_flops(result.src_tokens, result.tgt_tokens, result.sentences)
-        float(result.loss_sum)  # waits for the last update
-        elapsed = time.perf_counter() - started
+        synchronize(trainer.device)
+        measured.append((tokens, flops, time.perf_counter() - started))
         params = sum(p.numel() for p in trainer.model.parameters())
-        return {"tokens_per_s": tokens / elapsed, "mfu": flops / elapsed / trainer.peak_flops,
-                "tflops": flops / elapsed / 1e12, "params": params, "device": str(trainer.device),
-                "peak_tflops": trainer.peak_flops / 1e12, "warmup_s": warmup_s, "timed_s": elapsed}
+        per_window = [{"tokens_per_s": n / s, "mfu": f / s / trainer.peak_flops, "tflops": f / s / 1e12}
+                      for n, f, s in measured]
+        median = {key: statistics.median(w[key] for w in per_window) for key in ("tokens_per_s", "mfu", "tflops")}
+        return {**median, "params": params, "device": str(trainer.device),
+                "peak_tflops": trainer.peak_flops / 1e12, "warmup_s": warmup_s,
+                "timed_s": sum(s for *_, s in measured), "steps": steps,
+                "windows": [{k: round(v, 4) for k, v in w.items()} for w in per_window]}
 
 
 def main() -> None:
@@ -86,6 +102,8 @@ def main() -> None:
     parser.add_argument("--embed-dim", type=int, default=256)
     parser.add_argument("--hidden-size", type=int, default=256)
     parser.add_argument("--num-layers", type=int, default=2)
+    parser.add_argument("--windows", type=int, default=3,
+                        help="report the median of this many equal windows of the timed steps (as training logs do)")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--archs", nargs="*", default=list(ARCHS))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
@@ -104,7 +122,7 @@ def main() -> None:
     for name in args.archs:
         model = dataclasses.replace(base.model, **ARCHS[name]) if not args.config else base.model
         cfg = dataclasses.replace(base, model=model, train=train_cfg)
-        r = bench(cfg, args.data_dir, args.steps, args.warmup, args.warmup_epoch)
+        r = bench(cfg, args.data_dir, args.steps, args.warmup, args.warmup_epoch, args.windows)
         print(f"| {name} | {r['params'] / 1e6:.2f}M | {r['tokens_per_s']:,.0f} | {r['tflops']:.3f} | "
               f"{r['mfu']:.1%} of {r['peak_tflops']:.3g} | {r['device']}, {torch.get_num_threads()}, "
               f"{cfg.train.max_tokens} |", flush=True)

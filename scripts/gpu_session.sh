@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # A lent GPU session's measurements for issue 15, in the order the issue needs them, each phase one device-tool
-# command that ends within its limit by itself. A developer's session has 30 minutes of device time; a machine idle
-# for 30 s is given back and the next call starts a bare one, so every phase sets itself up (about 30 s) and the
-# phases are independent. Here, after committing:
+# command that ends within its limit by itself. A developer's session has 15 minutes of device time (since 2026-11;
+# 30 before), a machine's start of a minute or more counted in; a machine idle for 30 s is given back and the next
+# call starts a bare one, so every phase sets itself up (about 30 s) and the phases are independent. Here, after
+# committing:
 #
 #   scripts/device_pack.sh                       # corpus, commit and the BEFORE trees into .device/
 #
-# then, through the device tool, one call per phase (carry [".device", "gpu-session"]), highest value first:
+# then, through the device tool, one call per phase (carry [".device", "gpu-session"], timeout_s 600):
+#
+#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: warm tokens/s + MFU (eager and packed rows
+#                                         #   as CUDA graphs, two ways), the eager host floor, the fastest trained to
+#                                         #   dev BLEU 50 (seed 1), old vs new (one round), the CUDA tests; at once a
+#                                         #   second call, LIMIT_S=<what the lease has left>, runs what it skipped
+#
+# and, in later leases, the phases that take the issue further, highest value first:
 #
 #   bash scripts/gpu_session.sh measure   # CUDA tests; warm tokens/s + MFU (eager, packed rows as CUDA graphs,
 #                                         #   the eager host floor (bench_host_overhead.py),
@@ -29,7 +37,7 @@
 # gpu-session/dry-run-results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-phase=${1:?phase: measure, bleu, test, rnn, rnn-graphs, recipe or decode}
+phase=${1:?phase: lease, measure, bleu, test, rnn, rnn-graphs, recipe or decode}
 LIMIT_S=${LIMIT_S:-560}   # this command's share of the 10-minute limit, with room to pack
 DEVICE=${DEVICE:-cuda}
 PYTHON=${PYTHON:-python3}
@@ -91,7 +99,41 @@ bench() {  # bench NAME [bench_train args...]: the Transformer's real training s
     --record "$RESULTS/gpu-bench-transformer-$name-$slug.json"
 }
 
+winner_overrides() {  # the overrides of the fastest Transformer bench record among those named, as KEY=VALUE words
+  "$PYTHON" - "$@" <<'PY'
+import json, sys
+records = [json.load(open(path)) for path in sys.argv[1:]]
+best = max(records, key=lambda r: r["figures"][0]["tokens_per_s"])
+print(" ".join(best["overrides"] + (["train.compile=true"] if best["figures"][0]["compile"] else [])))
+PY
+}
+
 case $phase in
+lease)
+  # A whole lease of device time (15 minutes, a start of a minute or more included) in one call: issue 15's figures
+  # in order of value. The eager update and the two likeliest winners (packed rows as CUDA graphs: torch's
+  # `cudagraphs` backend, seconds to trace; inductor's `reduce-overhead`, minutes of code generation), each warmed
+  # over an epoch, median of 3 windows; the eager host floor; then the fastest of those three trained from process
+  # start to dev BLEU 50 (seed 1, its training log's windows give MFU as training sees it); the old vs new path,
+  # one round; the CUDA tests last. A second call at once (warm, no new start), with LIMIT_S set to what the lease
+  # has left, runs what this one skipped.
+  bench eager
+  bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
+  bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
+  step host-overhead 30 "$PYTHON" scripts/bench_host_overhead.py --config configs/transformer.yaml --device "$DEVICE" \
+    --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
+  measured=(); for name in eager packed128-cudagraphs packed128-graphs; do
+    record=$RESULTS/gpu-bench-transformer-$name-$slug.json; [ -f "$record" ] && measured+=("$record"); done
+  winner=$([ ${#measured[@]} -gt 0 ] && winner_overrides "${measured[@]}" || true)
+  echo "== fastest measured: ${winner:-eager} (from ${#measured[@]} bench records)" | tee "$logs/winner.txt"
+  winner_sets=(); for kv in $winner; do winner_sets+=(--set "$kv"); done
+  step time-to-dev-bleu-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml \
+    --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" --set train.eval_every=250 --set "train.device=$DEVICE" \
+    "${winner_sets[@]}" "${sets[@]}" --out "$RESULTS/gpu-time-to-dev-bleu50-winner-seed1-$slug.json"
+  step ab-transformer-1-round 150 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-1-round-$slug.json" \
+    scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 1
+  step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
+  ;;
 measure)
   step cuda-tests 60 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
   bench eager
@@ -186,7 +228,7 @@ decode)
   step greedy 90 "$PYTHON" scripts/bench_greedy.py --run runs/decode-model/seed1 --device "$DEVICE" "${greedy[@]}" \
     --compact-every 1 8 --out "$RESULTS/gpu-greedy-transformer-$slug.json"
   ;;
-*) echo "error: unknown phase $phase (measure, bleu, test, rnn, rnn-graphs, recipe, decode)" >&2; exit 2 ;;
+*) echo "error: unknown phase $phase (lease, measure, bleu, test, rnn, rnn-graphs, recipe, decode)" >&2; exit 2 ;;
 esac
 pack
 echo "== phase $phase done in $(( $(date +%s) - START )) s: $OUT/$phase.tgz"

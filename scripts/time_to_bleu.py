@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_record import write_record  # noqa: E402
 
 
-def valid_records(metrics: Path) -> list[dict]:
+def metric_records(metrics: Path, kind: str = "valid") -> list[dict]:
+    """The run's metrics.jsonl records of one type (`valid`: validations, `train`: log windows)."""
     if not metrics.is_file():
         return []
     records = []
@@ -41,9 +42,20 @@ def valid_records(metrics: Path) -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:  # a line being written
             continue
-        if record.get("type") == "valid":
+        if record.get("type") == kind:
             records.append(record)
     return records
+
+
+def window_medians(windows: list[dict]) -> dict:
+    """Throughput as the training log read it: the median over its windows, the first left out (it holds the
+    start-up and any compilation), so that the figure is the warm one the issue's goals ask for."""
+    warm = windows[1:]
+    figures = {"train_windows": len(warm)}
+    for key in ("tokens_per_s", "padded_tokens_per_s", "mfu"):
+        values = [w[key] for w in warm if key in w]
+        figures[f"median_{key}"] = round(statistics.median(values), 5 if key == "mfu" else 1) if values else None
+    return figures
 
 
 def one_seed(args, seed: int) -> dict:
@@ -72,7 +84,7 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
         time.sleep(args.poll_s)
         wall = time.monotonic() - started
         if reached is None:
-            reached = next((r for r in valid_records(run_dir / "metrics.jsonl") if r["dev_bleu"] >= args.dev_bleu),
+            reached = next((r for r in metric_records(run_dir / "metrics.jsonl") if r["dev_bleu"] >= args.dev_bleu),
                            None)
             reached_s = wall if reached else None
         if (reached and not args.test) or wall >= args.wall_limit_s:
@@ -82,12 +94,13 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
     if process.returncode not in (0, -signal.SIGTERM, 130, 143):
         raise SystemExit(f"seed {seed}: nmt train failed ({process.returncode}):\n{stderr[-2000:]}")
     trained_s = time.monotonic() - started
-    records = valid_records(run_dir / "metrics.jsonl")
+    records = metric_records(run_dir / "metrics.jsonl")
     result = {"seed": seed, "dev_bleu_target": args.dev_bleu,
               "seconds_to_target": None if reached_s is None else round(reached_s, 1),
               "step_at_target": reached["step"] if reached else None,
               "best_dev_bleu": max((r["dev_bleu"] for r in records), default=None),
-              "validations": len(records), "wall_s": round(trained_s, 1)}
+              "validations": len(records), "wall_s": round(trained_s, 1),
+              **window_medians(metric_records(run_dir / "metrics.jsonl", "train"))}
     if args.test:
         out = subprocess.run([sys.executable, "-m", "nmt", "evaluate", "--run", str(run_dir), "--split", "test",
                               "--data-dir", str(args.data_dir)], capture_output=True, text=True)
@@ -119,6 +132,8 @@ def main() -> None:
     # A seed that never reached the target makes the median undefined: say how many did.
     summary = {"seeds_reaching_target": sum(t is not None for t in times),
                "median_seconds_to_target": statistics.median(times) if None not in times else None}
+    mfus = [r["median_mfu"] for r in results if r["median_mfu"] is not None]
+    summary["median_mfu_over_seeds"] = statistics.median(mfus) if mfus else None
     if args.test:
         summary["median_test_bleu"] = statistics.median(r["test_bleu"] for r in results)
     print(json.dumps(summary))
