@@ -39,12 +39,17 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
 
 
 def read_lines(path: Path) -> list[str]:
-    if not Path(path).is_file():
+    """A --src/--ref file's lines; a pipe (`--ref <(cut -f2 test.tsv)`) is read like a file."""
+    if not Path(path).exists():
         raise NMTError(f"file not found: {path}")
+    if Path(path).is_dir():
+        raise NMTError(f"{path} is a directory, not a file of sentences")
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
         raise NMTError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise NMTError(f"cannot read {path}: {err.strerror}") from None
     if not lines:
         raise NMTError(f"{path} is empty: nothing to score")
     return lines

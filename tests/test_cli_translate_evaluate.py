@@ -1,6 +1,7 @@
 """`nmt translate` and `nmt evaluate` on a tiny trained run: outputs, bad input, reports, pictures."""
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -82,6 +83,25 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     assert (run_dir / "eval" / "src.beam2.report.json").is_file()
     bad = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", tmp_path / "missing.txt")
     assert bad.returncode == 2 and bad.stderr.startswith("error: file not found")
+    bad = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", tmp_path)
+    assert bad.returncode == 2 and "is a directory" in bad.stderr, bad.stderr
+    # Pipes, as `--src <(cut -f1 test.tsv) --ref <(cut -f2 test.tsv)` hands them over: the same scores as the files.
+    fds = []
+    for path in (src, ref1, ref2):
+        read_end, write_end = os.pipe()
+        os.write(write_end, path.read_bytes())
+        os.close(write_end)
+        fds.append(read_end)
+    try:
+        piped = nmt("evaluate", "--run", run_dir, "--src", f"/dev/fd/{fds[0]}", "--ref", f"/dev/fd/{fds[1]}",
+                    "--ref", f"/dev/fd/{fds[2]}", "--beam", "2", pass_fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert piped.returncode == 0, piped.stderr
+    scores = [json.loads((run_dir / "eval" / f"{label}.beam2.report.json").read_text())["bleu"]
+              for label in ("src", str(fds[0]))]
+    assert scores[0] == scores[1]
     table = nmt("evaluate", "--compare", run_dir, "--compare", run_dir, "--split", "valid", "--beam", "1",
                 data_dir=real_data_dir)
     assert table.returncode == 0, table.stderr

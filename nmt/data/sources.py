@@ -93,8 +93,11 @@ def _is_url(text: str) -> bool:
 def _local(text: str, what: str) -> Path:
     parsed = urllib.parse.urlparse(text)
     path = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else Path(text).expanduser()
-    if not path.is_file():
+    if not path.exists():
         raise NMTError(f"{what} not found: {path}")
+    if not path.is_file():  # a pipe cannot serve: preparing reads a file more than once (hash, split, train)
+        raise NMTError(f"{what} {path} is not a regular file ({'a directory' if path.is_dir() else 'a pipe or device'}):"
+                       " nmt prepare reads it more than once; save it to a file first")
     return path
 
 

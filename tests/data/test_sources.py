@@ -97,6 +97,8 @@ def _plant(kind: str, t):
         (t / "c.tsv").write_bytes("Hello\tBonjour\ncaf\xe9\tcaf\xe9\n".encode("latin-1"))
     elif kind == "empty-after":
         (t / "c.tsv").write_text("\u200b\t\x07\n \t \n")
+    elif kind == "directory":
+        (t / "c.tsv").mkdir()
 
 
 BAD = [
@@ -108,6 +110,7 @@ BAD = [
     (None, ["--set", "data.corpus=wmt14-en-fr"], "unknown data.corpus 'wmt14-en-fr'"),
     (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
     (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
+    ("directory", ["--set", "data.corpus={T}/c.tsv"], "c.tsv is not a regular file (a directory)"),
     ("one-column", ["--set", "data.corpus={T}/c.tsv", "--set", "data.source_lang="], "needs its languages"),
     ("counts", ["--set", "data.source_file={T}/a.txt"], "data.source_file and data.target_file go together"),
 ]
