@@ -68,8 +68,8 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
                 if i == warmup or i in ends:
                     synchronize(trainer.device)
                     now = time.perf_counter()
-                    if i == warmup:
-                        warmup_s = now - setup_done  # the warm-up updates, compilation included
+                    if i == warmup:  # the warm-up updates, compilation included
+                        warmup_s, warmup_tokens = now - setup_done, tokens
                     else:
                         measured.append((tokens, flops, now - started))
                     tokens, flops, started = 0, 0.0, now
@@ -83,7 +83,7 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
                       for n, f, s in measured]
         median = {key: statistics.median(w[key] for w in per_window) for key in ("tokens_per_s", "mfu", "tflops")}
         return {**median, "params": params, "device": str(trainer.device),
-                "peak_tflops": trainer.peak_flops / 1e12, "warmup_s": warmup_s,
+                "peak_tflops": trainer.peak_flops / 1e12, "warmup_s": warmup_s, "warmup_tokens": warmup_tokens,
                 "timed_s": sum(s for *_, s in measured), "steps": steps,
                 "windows": [{k: round(v, 4) for k, v in w.items()} for w in per_window]}
 
