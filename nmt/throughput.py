@@ -7,7 +7,9 @@ lengths, the output projection) times 3 for forward + backward; recomputation or
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -93,36 +95,56 @@ PHASES = ("data", "forward", "backward", "sync", "optimizer")  # sync: the ranks
 
 class StepTimer:
     """Seconds per phase of each update, summed over a logging window: host clocks on a CPU (where work is
-    synchronous), CUDA events on a GPU (read once per window, when the log line syncs anyway)."""
+    synchronous), CUDA events on a GPU (read once per window, when the log line syncs anyway).
+
+    On a GPU the host's own seconds per phase come too (`host_<phase>_s`: collating waits and kernel launches), and
+    on every device `host_blocked_s`, the host's seconds waiting for the device at the window's reads (the loss, the
+    non-finite record, these events): much of the window there means the device is the bottleneck; little, that the
+    host is on the critical path (issue 15's question). On a CPU the work is done before a read, so it is ~0."""
 
     def __init__(self, device: torch.device):
         self.cuda = device.type == "cuda"
         self.totals = dict.fromkeys(PHASES, 0.0)
+        self.host_totals = dict.fromkeys(PHASES, 0.0)
+        self.blocked_s = 0.0
         self.pending: list[tuple[str, object, object]] = []
-        self._phase, self._start = None, None
-
-    def _mark(self):
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
+        self._phase, self._start, self._host_start = None, None, None
 
     def phase(self, name: str | None) -> None:
         """End the running phase (if any) and start `name` (None: stop timing until the next phase)."""
-        now = self._mark()
+        host_now = time.perf_counter()
+        now = host_now
+        if self.cuda:
+            now = torch.cuda.Event(enable_timing=True)
+            now.record()
         if self._phase is not None:
             self.pending.append((self._phase, self._start, now))
-        self._phase, self._start = name, now
+            self.host_totals[self._phase] += host_now - self._host_start
+        self._phase, self._start, self._host_start = name, now, host_now
+
+    @contextlib.contextmanager
+    def blocked(self) -> Iterator[None]:
+        """Count the enclosed seconds as the host waiting for the device (around a read of a device value)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.blocked_s += time.perf_counter() - started
 
     def report(self) -> dict:
-        """{phase: seconds} since the last report."""
+        """{phase: seconds} since the last report (on a GPU with the host's seconds), and the host's blocked seconds."""
         if self.cuda and self.pending:
-            self.pending[-1][2].synchronize()
+            with self.blocked():
+                self.pending[-1][2].synchronize()
         for name, start, end in self.pending:
             self.totals[name] += start.elapsed_time(end) / 1000 if self.cuda else end - start
-        figures, self.totals, self.pending = self.totals, dict.fromkeys(PHASES, 0.0), []
-        return {f"{name}_s": round(value, 3) for name, value in figures.items()}
+        figures = {f"{name}_s": round(value, 3) for name, value in self.totals.items()}
+        if self.cuda:
+            figures.update({f"host_{name}_s": round(value, 3) for name, value in self.host_totals.items()})
+        figures["host_blocked_s"] = round(self.blocked_s, 3)
+        self.totals, self.host_totals = dict.fromkeys(PHASES, 0.0), dict.fromkeys(PHASES, 0.0)
+        self.pending, self.blocked_s = [], 0.0
+        return figures
 
 
 @dataclass

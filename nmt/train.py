@@ -262,7 +262,8 @@ class Trainer:
                 interrupted, out_of_time = self._agreed_flags(stop.requested, agree_now=log_line)
                 self.timer.phase(None)
                 if log_line:
-                    self._check_nonfinite()
+                    with self.timer.blocked():  # the window's first read of the device: waits for its work
+                        self._check_nonfinite()
                     self._log_train(bar, window)
                 pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
                 evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
@@ -454,7 +455,8 @@ class Trainer:
         return self.ctx.broadcast_flag(stop)
 
     def _log_train(self, bar, window: ThroughputWindow) -> None:
-        figures, p = window.report(self.ctx.world_size), self.progress
+        with self.timer.blocked():  # reads the window's loss sum
+            figures, p = window.report(self.ctx.world_size), self.progress
         lr = self.optimizer.param_groups[0]["lr"]
         bar.set_postfix(loss=f"{figures['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{figures['tokens_per_s']:,.0f}",
                         mfu=f"{figures['mfu']:.1%}")

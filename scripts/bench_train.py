@@ -5,8 +5,8 @@
 
 Each step is a full update (forward under autocast, backward, clipping, AdamW) on real token-bucketed batches,
 after warm-up steps; the figures are the median of `--windows` windows of the timed steps (3: as a training log's
-windows are read), each listed in the record. MFU is relative to the trainer's peak: the GPU table's under bf16/fp16 autocast, else a matmul
-measured in the training precision.
+windows are read), each listed in the record. MFU is relative to the trainer's peak: the GPU table's under
+bf16/fp16 autocast, else a matmul measured in the training precision.
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ def test_bf16_autocast_and_fused_adamw_train_like_fp32(tmp_path, toy_data_dir):
         train(cfg, tmp_path / precision, toy_data_dir, log=lambda *_: None)
         records, _ = Run(tmp_path / precision).metrics.split()
         losses[precision] = [r["loss"] for r in records]
+        for record in records:  # the step split by CUDA events, and the host's own: its phases and its waits
+            phases = ("data", "forward", "backward", "sync", "optimizer")
+            assert record["forward_s"] > 0 and record["host_forward_s"] > 0 and record["host_blocked_s"] >= 0
+            assert sum(record[f"host_{name}_s"] for name in phases) > 0
     assert losses["bf16"][-1] < losses["bf16"][0]
     assert losses["bf16"][-1] == pytest.approx(losses["fp32"][-1], rel=0.1)
     trainer = Trainer(cuda_config(tmp_path), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)

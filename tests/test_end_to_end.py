@@ -34,6 +34,16 @@ def test_cli_trains_translates_evaluates_and_plots(tmp_path, toy_data_dir):
     times = [r["time_s"] for r in train_records + valid_records]
     assert all(t > 0 for t in times) and [r["time_s"] for r in train_records] == sorted(times[:len(train_records)])
     assert all(0 < r["mfu"] < 1 for r in train_records)
+    # The step split of each window (host clocks on a CPU): the update's phases took time, and together with the
+    # host's blocked seconds they fit in the window (time_s grows by the window and any validation between; 10 ms
+    # for the rounding of seven figures and the last update's flag agreement, timed after its time_s).
+    previous = 0.0
+    for record in train_records:
+        split = [record[f"{name}_s"] for name in ("data", "forward", "backward", "sync", "optimizer")]
+        assert all(value >= 0 for value in split) and record["forward_s"] > 0 and record["backward_s"] > 0
+        assert 0 <= record["host_blocked_s"]
+        assert sum(split) + record["host_blocked_s"] <= record["time_s"] - previous + 0.01
+        previous = record["time_s"]
     assert train_records[-1]["loss"] < train_records[0]["loss"]
     state = Run(run).load(Run(run).checkpoint_path("last"))
     assert state["model_args"]["embed_dim"] == 32 and state["model_args"]["src_vocab"] > 100

@@ -1,10 +1,12 @@
 """Model FLOPs for MFU: the analytic count agrees with torch's FLOP counter where it can see every matmul."""
 
+import time
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.throughput import GPU_PEAK_TFLOPS, ThroughputWindow, UpdateFlops
+from nmt.throughput import GPU_PEAK_TFLOPS, StepTimer, ThroughputWindow, UpdateFlops
 from tests_helpers import make_model
 
 
@@ -73,3 +75,20 @@ def test_the_cpus_measured_peak_is_in_the_training_precision():
     peak, source = peak_tflops(torch.device("cpu"), dtype=None)
     assert source == "measured fp32 matmul" and peak > 0
     assert measured_matmul_tflops(torch.device("cpu"), size=64, seconds=0.01) > 0
+
+
+def test_step_timer_splits_phases_and_blocked_seconds_and_resets():
+    timer = StepTimer(torch.device("cpu"))
+    timer.phase("forward")
+    time.sleep(0.02)
+    timer.phase("optimizer")
+    time.sleep(0.01)
+    timer.phase(None)
+    time.sleep(0.02)  # between phases (e.g. a validation): not counted
+    with timer.blocked():
+        time.sleep(0.015)
+    first = timer.report()
+    assert set(first) == {"data_s", "forward_s", "backward_s", "sync_s", "optimizer_s", "host_blocked_s"}
+    assert 0.02 <= first["forward_s"] < 0.035 and 0.01 <= first["optimizer_s"] < 0.02
+    assert first["data_s"] == first["backward_s"] == 0.0 and 0.015 <= first["host_blocked_s"] < 0.03
+    assert all(value == 0.0 for value in timer.report().values())  # a new window starts empty

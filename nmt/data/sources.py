@@ -96,8 +96,9 @@ def _local(text: str, what: str) -> Path:
     if not path.exists():
         raise NMTError(f"{what} not found: {path}")
     if not path.is_file():  # a pipe cannot serve: preparing reads a file more than once (hash, split, train)
-        raise NMTError(f"{what} {path} is not a regular file ({'a directory' if path.is_dir() else 'a pipe or device'}):"
-                       " nmt prepare reads it more than once; save it to a file first")
+        kind = "a directory" if path.is_dir() else "a pipe or device"
+        raise NMTError(f"{what} {path} is not a regular file ({kind}): nmt prepare reads it more than once; save it "
+                       "to a file first")
     return path
 
 
