@@ -55,6 +55,11 @@ def window_medians(windows: list[dict]) -> dict:
     for key in ("tokens_per_s", "padded_tokens_per_s", "mfu"):
         values = [w[key] for w in warm if key in w]
         figures[f"median_{key}"] = round(statistics.median(values), 5 if key == "mfu" else 1) if values else None
+    # The step split (device phases; on a GPU the host's too, and its blocked seconds): where a window's time went.
+    split = sorted({key for w in warm for key in w
+                    if key.endswith("_s") and not key.endswith("per_s") and key != "time_s"})
+    figures["median_step_split_s"] = {key: round(statistics.median(w.get(key, 0.0) for w in warm), 3)
+                                      for key in split}
     return figures
 
 
