@@ -60,31 +60,37 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
             raise SystemExit(f"{len(batches)} batches leave no update to time after {warmup} warm-up ones")
         windows = max(1, min(windows, steps))
         ends = {warmup + (steps * (k + 1)) // windows for k in range(windows)}  # the update index after each window
-        measured, tokens, flops, started = [], 0, 0.0, None
+        measured, splits, tokens, flops, started = [], [], 0, 0.0, None
         setup_done = time.perf_counter()
+
+        def window_end() -> float:  # one wait for the device, as a log line's read is; the step split read after it
+            with trainer.timer.blocked():
+                synchronize(trainer.device)
+            splits.append(trainer.timer.report())
+            return time.perf_counter()
         # As the training loop does: the next batches collated (and pinned) by a background thread meanwhile.
         with Prefetcher(([indices] for indices in batches), trainer.host_batches) as updates:
             for i, (_, micro_batches) in enumerate(updates):
                 if i == warmup or i in ends:
-                    synchronize(trainer.device)
-                    now = time.perf_counter()
+                    now = window_end()
                     if i == warmup:  # the warm-up updates, compilation included
                         warmup_s, warmup_tokens = now - setup_done, tokens
+                        splits.clear()
                     else:
                         measured.append((tokens, flops, now - started))
                     tokens, flops, started = 0, 0.0, now
                 result = trainer.train_step(micro_batches)  # asynchronous on a GPU: waited for at a window's end
                 tokens += result.src_tokens + result.tgt_tokens
                 flops += trainer.update_flops(result.src_tokens, result.tgt_tokens, result.sentences)
-        synchronize(trainer.device)
-        measured.append((tokens, flops, time.perf_counter() - started))
+        measured.append((tokens, flops, window_end() - started))
         params = sum(p.numel() for p in trainer.model.parameters())
-        per_window = [{"tokens_per_s": n / s, "mfu": f / s / trainer.peak_flops, "tflops": f / s / 1e12}
-                      for n, f, s in measured]
+        per_window = [{"tokens_per_s": n / s, "mfu": f / s / trainer.peak_flops, "tflops": f / s / 1e12,
+                       "window_s": s, **split} for (n, f, s), split in zip(measured, splits)]
         median = {key: statistics.median(w[key] for w in per_window) for key in ("tokens_per_s", "mfu", "tflops")}
         return {**median, "params": params, "device": str(trainer.device),
                 "peak_tflops": trainer.peak_flops / 1e12, "warmup_s": warmup_s, "warmup_tokens": warmup_tokens,
                 "timed_s": sum(s for *_, s in measured), "steps": steps,
+                # each window's figures and step split (device phases; on a GPU the host's, and its blocked seconds)
                 "windows": [{k: round(v, 4) for k, v in w.items()} for w in per_window]}
 
 
