@@ -259,6 +259,8 @@ decode)
   ;;
 *) echo "error: unknown phase $phase (lease, measure, bleu, test, rnn, rnn-graphs, recipe, decode)" >&2; exit 2 ;;
 esac
+# What this GPU's records say so far, at the end of the reply (read it before the machine goes back, 30 s idle).
+"$PYTHON" scripts/gpu_report.py --results "$RESULTS" --slug "$slug" --out "$logs/summary.md" || true
 pack
 echo "== phase $phase done in $(( $(date +%s) - START )) s: $OUT/$phase.tgz"
 [ "$skipped" = 0 ] || echo "== $skipped step(s) skipped for time: unpack, then call this phase again"

@@ -1,0 +1,122 @@
+"""Issue 15's GPU figures at a glance: one markdown summary of a GPU session's records (results/gpu-*-SLUG.json).
+
+    python scripts/gpu_report.py --slug h100                      # after unpacking a phase's $OUT/PHASE.tgz here
+    python scripts/gpu_report.py --results gpu-session/dry-run-results --slug cpu
+
+`scripts/gpu_session.sh lease` prints it at its end, so that the reply of a device-tool call already says what was
+measured and what is missing while the machine is still warm (it goes back 30 s after a call). It reads records
+only: benches (tokens/s and MFU as the median of their windows, the host's blocked share of the timed windows on a
+GPU), the eager host floor, time-to-BLEU runs, and the old vs new A/Bs; then the issue's two GPU goals, met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+MFU_GOAL, DEV_BLEU_SECONDS_GOAL = 0.25, 90.0
+
+
+def name_of(path: Path, prefix: str, slug: str) -> str:
+    return path.name[len(prefix):-len(f"-{slug}.json")]
+
+
+def blocked_share(windows: list[dict]) -> str:
+    """The host's seconds waiting for the device over the timed windows' seconds: high when the device is the
+    bottleneck, ~0 when the host is on the critical path (or on a CPU, where the work is done before the wait)."""
+    blocked = [w["host_blocked_s"] for w in windows if "host_blocked_s" in w and "window_s" in w]
+    total = sum(w["window_s"] for w in windows if "host_blocked_s" in w and "window_s" in w)
+    return f"{sum(blocked) / total:.0%}" if blocked and total else "–"
+
+
+def bench_rows(records: dict[str, dict]) -> list[str]:
+    rows = ["| bench | commit | tokens/s | MFU (median of windows) | MFU range | warm-up s | host blocked | "
+            "overrides |", "|---|---|---|---|---|---|---|---|"]
+    for name, record in sorted(records.items(), key=lambda kv: -kv[1]["figures"][0]["tokens_per_s"]):
+        f = record["figures"][0]
+        mfus = [w["mfu"] for w in f.get("windows", [])] or [f["mfu"]]
+        overrides = record.get("overrides", []) + (["(compiled)"] if f.get("compile") else [])
+        rows.append(f"| {name} | {record['commit']} | {f['tokens_per_s']:,.0f} | {f['mfu']:.1%} | "
+                    f"{min(mfus):.1%}–{max(mfus):.1%} | {f.get('warmup_s', 0):.0f} | "
+                    f"{blocked_share(f.get('windows', []))} | {' '.join(overrides) or '(config as shipped)'} |")
+    return rows
+
+
+def time_to_bleu_rows(records: dict[str, dict]) -> list[str]:
+    rows = ["| run | commit | seconds to target (per seed) | best dev BLEU | median MFU in training | validation s | "
+            "test BLEU | overrides |", "|---|---|---|---|---|---|---|---|"]
+    for name, record in sorted(records.items()):
+        seeds = record["seeds"]
+        times = ", ".join("–" if s["seconds_to_target"] is None else f"{s['seconds_to_target']:.0f}" for s in seeds)
+        mfus = [s["median_mfu"] for s in seeds if s.get("median_mfu") is not None]
+        tests = [s["test_bleu"] for s in seeds if "test_bleu" in s]
+        rows.append(f"| {name} | {record['commit']} | {times} (target {seeds[0]['dev_bleu_target']:g}) | "
+                    f"{max((s['best_dev_bleu'] or 0) for s in seeds):.2f} | "
+                    f"{f'{statistics.median(mfus):.1%}' if mfus else '–'} | "
+                    f"{sum(s.get('validation_s', 0) for s in seeds):.0f} | "
+                    f"{', '.join(f'{t:.2f}' for t in tests) or '–'} | {' '.join(record.get('overrides', []))} |")
+    return rows
+
+
+def goals(benches: dict[str, dict], runs: dict[str, dict]) -> list[str]:
+    transformer = [r for r in benches.values() if r["figures"][0].get("architecture") == "transformer"]
+    best = max((r["figures"][0]["mfu"] for r in transformer), default=None)
+    lines = [f"- MFU ≥ {MFU_GOAL:.0%} on transformer.yaml: " +
+             ("not measured" if best is None else f"best {best:.1%}: {'met' if best >= MFU_GOAL else 'not met'}")]
+    reached = [r for name, r in runs.items() if name.startswith("dev-bleu50")]  # gpu-time-to-dev-bleu50*
+    medians = [r["median_seconds_to_target"] for r in reached if r.get("median_seconds_to_target") is not None]
+    if not reached:
+        lines.append("- dev BLEU 50 within 90 s: not measured")
+    elif not medians:
+        lines.append("- dev BLEU 50 within 90 s: no run reached the target within its wall limit")
+    else:
+        fastest = min(medians)
+        seeds = max(len(r["seeds"]) for r in reached)
+        lines.append(f"- dev BLEU 50 within {DEV_BLEU_SECONDS_GOAL:.0f} s: fastest median {fastest:.0f} s "
+                     f"({'met' if fastest <= DEV_BLEU_SECONDS_GOAL else 'not met'}; {seeds} seed(s), the issue asks 3)")
+    return lines
+
+
+def report(results: Path, slug: str) -> str:
+    def records(prefix: str) -> dict[str, dict]:
+        return {name_of(p, prefix, slug): json.loads(p.read_text())
+                for p in sorted(results.glob(f"{prefix}*-{slug}.json"))}
+    benches, floors = records("gpu-bench-"), records("gpu-host-overhead-")
+    runs = {**records("gpu-time-to-"), **{f"recipe-{k}": v for k, v in records("gpu-recipe-").items()}}
+    abs_ = records("gpu-train-ab-")
+    device = next((r["device"] for group in (benches, runs, abs_, floors) for r in group.values()), "no records")
+    lines = [f"# GPU records in {results} ({slug}): {device}", ""]
+    if benches:
+        lines += ["## Training step, warm", "", *bench_rows(benches), ""]
+    for name, record in floors.items():
+        f = record["figures"]
+        lines.append(f"- eager host floor ({name}): {f['host_ms_per_update_median']} ms an update "
+                     f"({f['computing_operators_per_update']:,} operators): eager MFU at most "
+                     f"{f['eager_mfu_ceiling']:.1%}")
+    if runs:
+        lines += ["", "## Time to BLEU (wall clock from process start)", "", *time_to_bleu_rows(runs), ""]
+    for name, record in abs_.items():
+        f = record["figures"]
+        lines.append(f"- old vs new ({name}, {f['before_commit']}, {f['rounds_done']} of {f['rounds_planned']} "
+                     f"rounds): {statistics.median(f['before_tokens_per_s']):,.0f} → "
+                     f"{statistics.median(f['after_tokens_per_s']):,.0f} tokens/s, {f['median_ratio']:.2f}×")
+    lines += ["", "## Issue 15's GPU goals", "", *goals(benches, runs)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--slug", required=True, help="the device part of the records' names: h100, h200, cpu")
+    parser.add_argument("--out", type=Path, help="also write the summary here")
+    args = parser.parse_args()
+    text = report(args.results, args.slug)
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
