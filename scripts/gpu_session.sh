@@ -107,28 +107,9 @@ bench() {  # bench NAME [bench_train args...]: the Transformer's real training s
     --record "$RESULTS/gpu-bench-transformer-$name-$slug.json"
 }
 
-winner_overrides() {  # winner_overrides throughput|time-to-target RECORD...: the overrides of the best Transformer
-  # bench record as KEY=VALUE words ($SET's, which every training here gets anyway, left out). throughput: the highest
-  # warm tokens/s; time-to-target: the least compile time plus the time to train the tokens transformer.yaml took to
-  # reach dev BLEU 50 on an H100 before (4,000 updates of 8,192 tokens a side: ~59M counted on both sides at ~90%
-  # fill), a time-to-BLEU run paying its compile again from a cold cache.
-  "$PYTHON" - "$SET" "$@" <<'PY'
-import json, sys
-given, criterion, paths = sys.argv[1].split(), sys.argv[2], sys.argv[3:]
-TOKENS_TO_TARGET = 4000 * 2 * 8192 * 0.9
-
-def projected_s(figures):
-    compile_s = max(0.0, figures["warmup_s"] - figures.get("warmup_tokens", 0) / figures["tokens_per_s"])
-    return compile_s + TOKENS_TO_TARGET / figures["tokens_per_s"]
-
-records = [json.load(open(path)) for path in paths]
-if criterion == "throughput":
-    best = max(records, key=lambda r: r["figures"][0]["tokens_per_s"])
-else:
-    best = min(records, key=lambda r: projected_s(r["figures"][0]))
-overrides = best["overrides"] + (["train.compile=true"] if best["figures"][0]["compile"] else [])
-print(" ".join(kv for kv in overrides if kv not in given))
-PY
+winner_overrides() {  # winner_overrides throughput|time-to-target RECORD...: the best bench record's overrides
+  # (scripts/gpu_report.py --winner; $SET's, which every training here gets anyway, left out)
+  "$PYTHON" scripts/gpu_report.py --winner "$1" --given "$SET" "${@:2}"
 }
 
 case $phase in
