@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -64,6 +65,14 @@ def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
 
 
+def source_label(path: Path, sources: list[str]) -> str:
+    """What a --src file's report is named after: its stem; for a pipe (named /dev/fd/63 whatever it carries), the
+    sources' own hash, so that two piped evaluations do not overwrite each other's report."""
+    if path.is_file():
+        return path.stem
+    return "piped-" + hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest()[:10]
+
+
 def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None,
                   data_dir: Path) -> tuple[list[str], list[list[str]], str]:
     """(sources, references per source, label): a split of the run's prepared data, or --src/--ref files."""
@@ -71,7 +80,7 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
         if not refs:
             raise NMTError("--src needs at least one --ref file")
         sources = read_lines(src)
-        return sources, references_from_files(list(refs), len(sources)), Path(src).stem
+        return sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources)
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")
     sources, references = load_references(find_prepared(cfg.data, data_dir), split)
