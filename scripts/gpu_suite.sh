@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU suite: on one lent H100/H200 (about 40 minutes of device time, in commands of at most 10 minutes):
+# The GPU suite: on one lent H100/H200 (about 40 minutes of device time, in commands of at most 10 minutes; more
+# than a developer's 15-minute lease since 2026-11, which takes scripts/gpu_session.sh lease instead):
 #   1. the CUDA-marked tests (bf16 autocast, compile, fused AdamW, pinned copies, CUDA RNG, NCCL flags)
 #   2. training throughput and MFU for every architecture (scripts/bench_train.py, the real train step)
 #   3. configs/{transformer,bahdanau,luong,seq2seq}.yaml trained to their best dev BLEU, each within
