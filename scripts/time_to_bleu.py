@@ -32,18 +32,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_record import write_record  # noqa: E402
 
 
-def metric_records(metrics: Path, kind: str = "valid") -> list[dict]:
-    """The run's metrics.jsonl records of one type (`valid`: validations, `train`: log windows)."""
+def metric_records(metrics: Path) -> dict[str, list[dict]]:
+    """The run's metrics.jsonl records by type (`valid`: validations, `train`: log windows, `checkpoint`)."""
+    records: dict[str, list[dict]] = {"valid": [], "train": [], "checkpoint": []}
     if not metrics.is_file():
-        return []
-    records = []
+        return records
     for line in metrics.read_text().splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:  # a line being written
             continue
-        if record.get("type") == kind:
-            records.append(record)
+        records.setdefault(record.get("type"), []).append(record)
     return records
 
 
@@ -89,8 +88,8 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
         time.sleep(args.poll_s)
         wall = time.monotonic() - started
         if reached is None:
-            reached = next((r for r in metric_records(run_dir / "metrics.jsonl") if r["dev_bleu"] >= args.dev_bleu),
-                           None)
+            reached = next((r for r in metric_records(run_dir / "metrics.jsonl")["valid"]
+                            if r["dev_bleu"] >= args.dev_bleu), None)
             reached_s = wall if reached else None
         if (reached and not args.test) or wall >= args.wall_limit_s:
             process.send_signal(signal.SIGTERM)  # saves at the next update boundary, then exits
@@ -99,7 +98,8 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
     if process.returncode not in (0, -signal.SIGTERM, 130, 143):
         raise SystemExit(f"seed {seed}: nmt train failed ({process.returncode}):\n{stderr[-2000:]}")
     trained_s = time.monotonic() - started
-    records = metric_records(run_dir / "metrics.jsonl")
+    logged = metric_records(run_dir / "metrics.jsonl")
+    records = logged["valid"]
     result = {"seed": seed, "dev_bleu_target": args.dev_bleu,
               "seconds_to_target": None if reached_s is None else round(reached_s, 1),
               "step_at_target": reached["step"] if reached else None,
@@ -108,9 +108,8 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
               # what the wall clock spent outside training: the knobs of a faster time-to-target (eval_every,
               # decode.batch_size, save_every)
               "validation_s": round(sum(r.get("seconds", 0.0) for r in records), 1),
-              "checkpoint_wait_s": round(sum(r.get("seconds", 0.0) for r in
-                                             metric_records(run_dir / "metrics.jsonl", "checkpoint")), 1),
-              **window_medians(metric_records(run_dir / "metrics.jsonl", "train"))}
+              "checkpoint_wait_s": round(sum(r.get("seconds", 0.0) for r in logged["checkpoint"]), 1),
+              **window_medians(logged["train"])}
     if args.test:
         out = subprocess.run([sys.executable, "-m", "nmt", "evaluate", "--run", str(run_dir), "--split", "test",
                               "--data-dir", str(args.data_dir)], capture_output=True, text=True)
