@@ -49,9 +49,9 @@ def name_of(path: Path, prefix: str, slug: str) -> str:
 def blocked_share(windows: list[dict]) -> str:
     """The host's seconds waiting for the device over the timed windows' seconds: high when the device is the
     bottleneck, ~0 when the host is on the critical path (or on a CPU, where the work is done before the wait)."""
-    blocked = [w["host_blocked_s"] for w in windows if "host_blocked_s" in w and "window_s" in w]
-    total = sum(w["window_s"] for w in windows if "host_blocked_s" in w and "window_s" in w)
-    return f"{sum(blocked) / total:.0%}" if blocked and total else "–"
+    timed = [w for w in windows if "host_blocked_s" in w and "window_s" in w]  # records before these fields: none
+    total = sum(w["window_s"] for w in timed)
+    return f"{sum(w['host_blocked_s'] for w in timed) / total:.0%}" if total else "–"
 
 
 def bench_rows(records: dict[str, dict]) -> list[str]:
