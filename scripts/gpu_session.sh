@@ -7,12 +7,13 @@
 #
 #   scripts/device_pack.sh                       # corpus, commit and the BEFORE trees into .device/
 #
-# then, through the device tool, one call per phase (carry [".device", "gpu-session"], timeout_s 600):
+# then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
 #   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: warm tokens/s + MFU (eager and packed rows
-#                                         #   as CUDA graphs, two ways), the eager host floor, the fastest trained to
-#                                         #   dev BLEU 50 (seed 1), old vs new (one round), the CUDA tests; at once a
-#                                         #   second call, LIMIT_S=<what the lease has left>, runs what it skipped
+#                                         #   as CUDA graphs, two ways), the eager host floor, the quickest to train
+#                                         #   (compile included) trained to dev BLEU 50 (seed 1), old vs new (one
+#                                         #   round), the CUDA tests; at once a second call, LIMIT_S=<what the lease
+#                                         #   has left>, runs what it skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
 #
