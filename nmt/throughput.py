@@ -119,7 +119,8 @@ class StepTimer:
             now.record()
         if self._phase is not None:
             self.pending.append((self._phase, self._start, now))
-            self.host_totals[self._phase] += host_now - self._host_start
+            if self.cuda:  # on a CPU the phases are host clocks already
+                self.host_totals[self._phase] += host_now - self._host_start
         self._phase, self._start, self._host_start = name, now, host_now
 
     @contextlib.contextmanager
