@@ -5,16 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from nmt.errors import NMTError
 from nmt.run_dir import CheckpointKind, Run, Weights
+
+
+class TooFewCheckpoints(NMTError):
+    """Fewer than two step checkpoints: nothing to average (`nmt average --allow-fewer` lets a script go on)."""
 
 
 def average_checkpoints(run: Run, last: int) -> tuple[Path, list[Path]]:
     """Average the newest `last` step checkpoints (train.keep_last keeps them); return (averaged.pt, inputs)."""
     paths = run.step_checkpoints()[-last:]
     if len(paths) < 2:
-        raise NMTError(f"{run.directory} has {len(paths)} step checkpoint(s); averaging needs at least 2 "
+        raise TooFewCheckpoints(f"{run.directory} has {len(paths)} step checkpoint(s); averaging needs at least 2 "
                        "(train with train.keep_last: N and train.save_every: K)")
     total, first, newest = None, None, None
     for path in paths:

@@ -276,15 +276,24 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
 
 @app.command()
 def average(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
-            last: int = typer.Option(5, "--last", min=2, help="How many of the newest step checkpoints.")) -> None:
+            last: int = typer.Option(5, "--last", min=2, help="How many of the newest step checkpoints."),
+            allow_fewer: bool = typer.Option(False, "--allow-fewer",
+                                             help="With fewer than 2 step checkpoints, say so and exit 0 (for "
+                                                  "scripts); any other failure still exits non-zero.")) -> None:
     """Average the last N saved checkpoints into RUN/checkpoints/averaged.pt (translate/evaluate then use it).
 
     Example: nmt average --run runs/cpu-base --last 5
     """
-    from nmt.average import average_checkpoints
+    from nmt.average import TooFewCheckpoints, average_checkpoints
     from nmt.run_dir import Run
 
-    path, inputs = average_checkpoints(Run.open(run), last)
+    try:
+        path, inputs = average_checkpoints(Run.open(run), last)
+    except TooFewCheckpoints as err:
+        if not allow_fewer:
+            raise
+        typer.echo(f"note: nothing averaged: {err}")
+        return
     typer.echo(f"averaged {len(inputs)} checkpoints ({inputs[0].name} … {inputs[-1].name}) into {path}")
 
 

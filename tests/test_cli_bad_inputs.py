@@ -188,6 +188,9 @@ CASES = [
     ("translate-beam-1000", ["translate", "--run", "{R}", "--beam", "1000", "hi"], None, "Invalid value for '--beam'"),
     ("average-two-shapes", ["average", "--run", "{R}", "--last", "2"], "steps-of-two-shapes",
      "differ in the shape of w"),
+    # --allow-fewer forgives only the count of checkpoints (make demo relies on it to stop on anything else)
+    ("average-two-shapes-allow-fewer", ["average", "--run", "{R}", "--last", "2", "--allow-fewer"],
+     "steps-of-two-shapes", "differ in the shape of w"),
     ("average-stray-step", ["average", "--run", "{R}", "--last", "2"], "stray-step", "has 0 step checkpoint(s)"),
     ("ct2-random-model", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "hi"], "export-random-bin",
      "cannot be loaded by CTranslate2"),
