@@ -28,8 +28,8 @@ def seeds(*seconds) -> dict:
             "median_seconds_to_target": sorted(reached)[len(reached) // 2] if len(reached) == len(seconds) else None}
 
 
-def summary(directory: Path) -> str:
-    out = subprocess.run([sys.executable, SCRIPT, "--results", directory, "--slug", "h100"], capture_output=True,
+def summary(directory: Path, slug: str = "h100") -> str:
+    out = subprocess.run([sys.executable, SCRIPT, "--results", directory, "--slug", slug], capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -46,6 +46,14 @@ def test_goals_met_and_not_met_are_told_apart(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| transformer-")]
     assert [row.split(" | ")[0] for row in rows] == ["| transformer-packed128-graphs", "| transformer-eager"]
     assert "(compiled)" in rows[0] and "| 50% |" in rows[0]  # the host's blocked share of the timed windows
+    assert "not the H100 the issue names" not in text
+
+
+def test_figures_from_another_gpu_say_it_is_not_the_h100_the_goals_name(tmp_path):
+    (tmp_path / "gpu-bench-transformer-eager-h200.json").write_text(json.dumps(
+        {"commit": "abc1234", "device": "NVIDIA H200 (torch 2.11.0+cu130, CUDA 13.0); host x", **bench(0.3, 9e5)}))
+    text = summary(tmp_path, "h200")
+    assert "measured on NVIDIA H200, not the H100 the issue names" in text and "best 30.0%: met" in text
 
 
 def test_missing_and_unreached_goals_are_said(tmp_path):
