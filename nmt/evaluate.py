@@ -15,7 +15,7 @@ from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.engines import Engine
-from nmt.errors import NMTError
+from nmt.errors import NMTError, warn
 from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
 from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
@@ -73,9 +73,10 @@ def source_label(path: Path, sources: list[str]) -> str:
     return "piped-" + hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest()[:10]
 
 
-def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None,
-                  data_dir: Path) -> tuple[list[str], list[list[str]], str]:
-    """(sources, references per source, label): a split of the run's prepared data, or --src/--ref files."""
+def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None, data_dir: Path,
+                  trained_on: Path | None = None) -> tuple[list[str], list[list[str]], str]:
+    """(sources, references per source, label): a split of the run's prepared data (under `data_dir`, else
+    `trained_on`, where the run was trained), or --src/--ref files."""
     if src is not None:
         if not refs:
             raise NMTError("--src needs at least one --ref file")
@@ -83,7 +84,7 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
         return sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources)
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")
-    sources, references = load_references(find_prepared(cfg.data, data_dir), split)
+    sources, references = load_references(find_prepared(cfg.data, data_dir, trained_on, warn), split)
     return sources, references, split
 
 
@@ -138,7 +139,8 @@ def compare_runs(runs: list[Path], split: str, decode_overrides: dict, device: s
     systems, shared_refs = [], None
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)
-        sources, references, _ = load_test_set(translator.config, split, None, None, data_dir)
+        sources, references, _ = load_test_set(translator.config, split, None, None, data_dir,
+                                               translator.run.prepared_data())
         if shared_refs is not None and references != shared_refs:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
         shared_refs = references

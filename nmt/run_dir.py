@@ -194,6 +194,15 @@ class Run:
     def checkpoint_path(self, which: CheckpointKind | str) -> Path:
         return self.checkpoint_dir / f"{CheckpointKind(which).value}.pt"
 
+    def prepared_data(self) -> Path | None:
+        """Where this run's training data was prepared (env.json; relative to the working directory in runs made
+        before it was recorded absolute), or None when not recorded."""
+        try:
+            recorded = json.loads(self.env_path.read_text(encoding="utf-8")).get("prepared_data")
+        except (OSError, ValueError, AttributeError):  # AttributeError: JSON that is not an object
+            return None
+        return Path(recorded) if isinstance(recorded, str) and recorded else None
+
     # --- writing ------------------------------------------------------------------------------------------------
     def initialize(self, cfg: Config, prepared: Path, device: torch.device, world_size: int) -> None:
         """Write the resolved config, the environment, and copies of the tokenizer(s) and normalization settings."""
@@ -204,7 +213,7 @@ class Run:
         env = {"nmt": __version__, "torch": torch.__version__, "python": platform.python_version(),
                "device": str(device),
                "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-               "world_size": world_size, "git_commit": _git_commit(), "prepared_data": str(prepared)}
+               "world_size": world_size, "git_commit": _git_commit(), "prepared_data": str(Path(prepared).resolve())}
         write_text_atomic(self.env_path, json.dumps(env, indent=2) + "\n")
         for name in Tokenizers.files(cfg.data.joint_vocab):
             copy_file_atomic(prepared / name, self.directory / name)

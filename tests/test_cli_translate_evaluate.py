@@ -118,9 +118,25 @@ def test_plot_learning_curves(run_dir, tmp_path):
     assert width > 500 and height > 250
 
 
-def test_evaluate_without_prepared_data_says_what_to_run(run_dir, real_data_dir, tmp_path):
-    missing = nmt("evaluate", "--run", run_dir, "--data-dir", tmp_path / "empty")
-    assert missing.returncode == 2 and missing.stderr.startswith("error: corpus not found at")
+def test_evaluate_finds_the_data_the_run_was_trained_on_or_says_what_to_run(run_dir, real_data_dir, tmp_path):
+    """A run trained with --data-dir elsewhere is scored without repeating it: its env.json names its prepared data.
+    Once that is gone too, the error says what to run and where the run was trained."""
+    trained_on = json.loads((run_dir / "env.json").read_text())["prepared_data"]
+    found = nmt("evaluate", "--run", run_dir, "--data-dir", tmp_path / "empty", "--split", "valid", "--beam", "1",
+                "--out-dir", tmp_path / "eval")
+    assert found.returncode == 0, found.stderr
+    assert f"using {trained_on}, where the run was trained" in found.stderr
+    report = json.loads((tmp_path / "eval" / "valid.beam1.report.json").read_text())
+    with open(os.path.join(trained_on, "valid.jsonl"), encoding="utf-8") as valid:
+        assert report["sentences"] == sum(1 for _ in valid)
+    moved = tmp_path / "moved-run"
+    os.makedirs(moved / "checkpoints")
+    for name in ("config.yaml", "spm.model", "normalizer.json", "checkpoints/best.pt"):
+        (moved / name).write_bytes((run_dir / name).read_bytes())
+    (moved / "env.json").write_text(json.dumps({"prepared_data": str(tmp_path / "gone")}))
+    missing = nmt("evaluate", "--run", moved, "--data-dir", tmp_path / "empty")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: corpus not found at"), missing.stderr
+    assert f"(the run was trained on {tmp_path / 'gone'}, which no longer holds that data)" in missing.stderr
     other = nmt("evaluate", "--run", run_dir, "--data-dir", real_data_dir, "--split", "train")
     assert other.returncode == 2 and other.stderr.strip() == "error: --split must be test or valid, got 'train'"
 

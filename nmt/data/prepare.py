@@ -46,13 +46,25 @@ def _identity(cfg: DataConfig, data_dir: Path) -> tuple[CorpusSpec, str]:
     return spec, corpus_fingerprint(spec, builtin_sha)
 
 
-def find_prepared(cfg: DataConfig, data_dir: Path) -> Path:
-    """The prepared directory for `cfg`, which must exist (translate/evaluate never prepare data themselves)."""
-    _, corpus_sha256 = _identity(cfg, data_dir)
-    directory = prepared_dir(cfg, data_dir, corpus_sha256)
-    if not is_prepared(directory, cfg, corpus_sha256):
-        raise NMTError(f"no prepared data for these settings under {data_dir}; run `nmt prepare`")
-    return directory
+def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = None, warn=None) -> Path:
+    """The prepared directory for `cfg`, which must exist (translate/evaluate never prepare data themselves): the one
+    under `data_dir`, else `trained_on` (where a run was trained, from its env.json) while that still holds data of
+    these settings, so that a run trained with `--data-dir` elsewhere is evaluated without repeating it."""
+    try:
+        _, corpus_sha256 = _identity(cfg, data_dir)
+        directory = prepared_dir(cfg, data_dir, corpus_sha256)
+        if is_prepared(directory, cfg, corpus_sha256):
+            return directory
+        missing = f"no prepared data for these settings under {data_dir}; run `nmt prepare`"
+    except NMTError as err:  # e.g. no built-in corpus under data_dir
+        missing = str(err)
+    if trained_on is not None:
+        if is_prepared(trained_on, cfg, None):
+            if warn:
+                warn(f"{missing.split(';')[0]}: using {trained_on}, where the run was trained")
+            return trained_on
+        missing += f" (the run was trained on {trained_on}, which no longer holds that data)"
+    raise NMTError(missing)
 
 
 def read_manifest(directory: Path) -> dict | None:
@@ -62,10 +74,13 @@ def read_manifest(directory: Path) -> dict | None:
         return None
 
 
-def is_prepared(directory: Path, cfg: DataConfig, corpus_sha256: str) -> bool:
+def is_prepared(directory: Path, cfg: DataConfig, corpus_sha256: str | None) -> bool:
+    """`directory` holds data of `cfg`'s settings in this format, from the text `corpus_sha256` names (None: from
+    whichever text: a run's own data, where its env.json says, whose corpus may have changed since)."""
     manifest = read_manifest(directory)
     return (manifest is not None and manifest.get("format") == FORMAT_VERSION
-            and manifest.get("corpus_sha256") == corpus_sha256 and manifest.get("settings") == data_settings(cfg))
+            and corpus_sha256 in (None, manifest.get("corpus_sha256"))
+            and manifest.get("settings") == data_settings(cfg))
 
 
 def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> Path:
