@@ -202,11 +202,14 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         from fastapi import FastAPI, HTTPException, Request
         from fastapi.exceptions import RequestValidationError
         from fastapi.responses import HTMLResponse, JSONResponse
-        from pydantic import BaseModel, Field
+        from pydantic import BaseModel, ConfigDict, Field
     except ImportError:
         raise NMTError(f"the server needs FastAPI: {INSTALL_HINT}") from None
 
     class TranslateRequest(BaseModel):
+        # A misspelt or unsupported field ("beam_size", "length_penalty") is a 422 naming it, not silently ignored,
+        # and no value is coerced into another type ("beam": true or "5" is not a beam size).
+        model_config = ConfigDict(extra="forbid", strict=True)
         sentences: list[str] = Field(min_length=1, max_length=limits.max_sentences)
         beam: int | None = Field(default=None, ge=1, le=limits.max_beam)
         attention: bool = False

@@ -60,6 +60,11 @@ def test_health_describes_the_model(client):
     ({"sentences": ["hi"], "attention": True, "head": 5}, 400, "attention layer(s)"),
     ({"sentences": "hi"}, 422, "list"),
     ({"sentences": [3]}, 422, "string"),
+    ({"sentences": ["hi"], "beam_size": 1}, 422, "Extra inputs are not permitted"),  # a typo is not ignored
+    ({"sentences": ["hi"], "length_penalty": 2.0}, 422, "Extra inputs are not permitted"),  # nor what it lacks
+    ({"sentences": ["hi"], "beam": True}, 422, "valid integer"),
+    ({"sentences": ["hi"], "beam": "5"}, 422, "valid integer"),
+    ({"sentences": ["hi"], "attention": "yes"}, 422, "valid boolean"),
 ])
 def test_bad_requests_are_4xx_with_a_reason(client, payload, status, fragment):
     response = client.post("/translate", json=payload)
