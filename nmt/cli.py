@@ -264,8 +264,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
-    trained_on = translator.run.prepared_data() if getattr(translator, "run", None) else None  # the nmt engine's
-    sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir, trained_on)
+    sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on)
     out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
     report = ev.evaluate(translator, sources, references, out_dir,

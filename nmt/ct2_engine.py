@@ -96,6 +96,7 @@ class CTranslate2Engine:
         self.decode, notes = effective_decode(with_overrides(metadata["decode"], decode_overrides))
         self.checkpoint = metadata.get("checkpoint")
         self.config = data_only_config(metadata.get("data"))
+        self.trained_on = Path(metadata["prepared_data"]) if isinstance(metadata.get("prepared_data"), str) else None
         self.source_lang, self.target_lang = metadata.get("languages") or ("", "")
         self.eval_dir = self.model_dir / "eval"
         self.quantization = metadata.get("quantization")

@@ -25,6 +25,7 @@ class Engine(Protocol):
     decode: DecodeConfig
     has_attention: bool
     attention_layers_heads: tuple[int, int]
+    trained_on: Path | None  # where the model's training data was prepared (evaluate falls back to it), if known
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None) -> list[Translation]: ...

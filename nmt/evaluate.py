@@ -139,8 +139,7 @@ def compare_runs(runs: list[Path], split: str, decode_overrides: dict, device: s
     systems, shared_refs = [], None
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)
-        sources, references, _ = load_test_set(translator.config, split, None, None, data_dir,
-                                               translator.run.prepared_data())
+        sources, references, _ = load_test_set(translator.config, split, None, None, data_dir, translator.trained_on)
         if shared_refs is not None and references != shared_refs:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
         shared_refs = references

@@ -160,7 +160,8 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
             "checkpoint": str(translator.checkpoint), "quantization": quantization,
             "languages": [translator.source_lang, translator.target_lang],
             "decode": dataclasses.asdict(translator.decode),
-            "data": dataclasses.asdict(translator.config.data) if translator.config else None}, indent=2) + "\n")
+            "data": dataclasses.asdict(translator.config.data) if translator.config else None,
+            "prepared_data": str(translator.trained_on) if translator.trained_on else None}, indent=2) + "\n")
         install_dir(staging, output_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -72,6 +72,10 @@ class Translator:
         return self.run.eval_dir if self.run else None
 
     @property
+    def trained_on(self) -> Path | None:
+        return self.run.prepared_data() if self.run else None
+
+    @property
     def has_attention(self) -> bool:
         return self.model.has_attention
 

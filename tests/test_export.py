@@ -108,9 +108,12 @@ def test_force_replaces_only_a_previous_export(toy_transformer_run, tmp_path):
 def test_evaluate_and_serve_with_the_ctranslate2_engine(toy_transformer_run, toy_data_dir, tmp_path):
     out = tmp_path / "export"
     assert nmt("export", "--run", toy_transformer_run, "-o", out).returncode == 0
-    result = nmt("evaluate", "--engine", "ctranslate2", "--model", out, "--split", "test", data_dir=toy_data_dir)
+    # The export names the run's prepared data, so it is scored without the data directory too (with a warning).
+    trained_on = json.loads((toy_transformer_run / "env.json").read_text())["prepared_data"]
+    assert json.loads((out / "nmt_export.json").read_text())["prepared_data"] == trained_on
+    result = nmt("evaluate", "--engine", "ctranslate2", "--model", out, "--split", "test", data_dir=tmp_path / "none")
     assert result.returncode == 0, result.stderr
-    assert "BLEU" in result.stdout and "patient stop" in result.stderr
+    assert "BLEU" in result.stdout and "patient stop" in result.stderr and f"using {trained_on}," in result.stderr
     report = json.loads(next((out / "eval").glob("test.ctranslate2.beam*.report.json")).read_text())
     assert report["engine"] == "ctranslate2" and report["decode"]["patient_stop"] is False
     ours = nmt("evaluate", "--run", toy_transformer_run, "--split", "test", data_dir=toy_data_dir)
