@@ -17,7 +17,7 @@ from nmt.errors import NMTError, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
-                       "train, translate, evaluate.")
+                       "train, translate, evaluate, and the commands below.")
 
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
 ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
@@ -55,8 +55,25 @@ def _picture_path(path: Path) -> Path:
     return path
 
 
+def _print_version(asked: bool) -> None:
+    if asked:  # torch's version from its metadata: importing torch would take seconds
+        import platform
+        from importlib.metadata import PackageNotFoundError, version
+
+        from nmt import __version__
+
+        try:
+            torch_version = version("torch")
+        except PackageNotFoundError:
+            torch_version = "not installed"
+        typer.echo(f"nmt {__version__} (torch {torch_version}, Python {platform.python_version()})")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors.")) -> None:
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+          version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the versions of nmt, torch and Python, and exit.")) -> None:
     """Run `nmt COMMAND --help` for each command's options and an example."""
 
 

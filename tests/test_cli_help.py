@@ -16,3 +16,14 @@ def test_every_command_has_help_with_an_example(command):
 def test_top_level_help_lists_every_command():
     result = CliRunner().invoke(app, ["--help"], terminal_width=200)
     assert result.exit_code == 0 and all(c in result.output for c in COMMANDS)
+
+
+def test_version_names_nmt_torch_and_python():
+    import platform
+    from importlib.metadata import version
+
+    from nmt import __version__
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"nmt {__version__} (torch {version('torch')}, Python {platform.python_version()})\n"
