@@ -161,7 +161,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _tsv_pairs(path: Path, builtin: bool) -> Iterator[tuple[str, str]]:
     for number, line in _lines(path):
-        if not line.strip():
+        if not line.strip():  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
+            yield "", ""
             continue
         columns = line.split("\t")
         if len(columns) < 2 or (builtin and len(columns) > 3):

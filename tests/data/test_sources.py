@@ -41,6 +41,14 @@ def test_reverse_follows_the_languages_of_the_builtin_corpus(toy_zip, tmp_path):
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Va !", "Go."), ("Salut !", "Hi.")]
 
 
+def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
+    cfg = DataConfig(corpus=str(tsv), source_lang="de", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo.", "Hello."), ("", ""), ("", ""),
+                                                            ("Tschüss.", "Bye."), ("", "")]
+
+
 def _train_translate_evaluate(tmp_path, data: dict, data_dir):
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, data={**SMALL, **data}, model={"num_layers": 2},
                                    train={"max_steps": 300, "eval_every": 300, "save_every": 300}))
@@ -57,13 +65,14 @@ def test_a_tsv_of_your_own_trains_translates_and_evaluates(tmp_path):
     tsv = tmp_path / "pairs.tsv.gz"
     with gzip.open(tsv, "wt", encoding="utf-8") as handle:
         handle.writelines(f"{fr}\t{en}\tCC-BY #{i}\n" for i, (en, fr) in enumerate(_pairs()))
+        handle.write("\n \t \n")  # blank lines: dropped as empty pairs, and counted
     engine, report = _train_translate_evaluate(
         tmp_path, {"corpus": str(tsv), "source_lang": "fr", "target_lang": "en"}, tmp_path / "data")
     assert (engine.source_lang, engine.target_lang) == ("fr", "en")
     assert report["source_lang"] == "fr" and report["target_lang"] == "en" and report["bleu"] > 20
     assert engine.translate(["J'ai deux chats."])[0].text.startswith("I have")  # case kept: a corpus of your own
     manifest = read_manifest(next((tmp_path / "data" / "prepared").iterdir()))
-    assert manifest["source_lang"] == "fr" and manifest["target_lang"] == "en"
+    assert manifest["source_lang"] == "fr" and manifest["target_lang"] == "en" and manifest["dropped"]["empty"] == 2
 
 
 @pytest.mark.slow
