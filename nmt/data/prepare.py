@@ -9,6 +9,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 from nmt.atomic import install_dir, staging_dir
 from nmt.config import DataConfig, fingerprint_settings
@@ -46,7 +47,8 @@ def _identity(cfg: DataConfig, data_dir: Path) -> tuple[CorpusSpec, str]:
     return spec, corpus_fingerprint(spec, builtin_sha)
 
 
-def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = None, warn=None) -> Path:
+def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = None,
+                  warn: Callable[[str], None] | None = None) -> Path:
     """The prepared directory for `cfg`, which must exist (translate/evaluate never prepare data themselves): the one
     under `data_dir`, else `trained_on` (where a run was trained, from its env.json) while that still holds data of
     these settings, so that a run trained with `--data-dir` elsewhere is evaluated without repeating it."""
