@@ -20,9 +20,9 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
+from nmt.run_dir import EXPORT_METADATA
 from nmt.translator import Translation, encode_source, with_overrides
 
-EXPORT_METADATA = "nmt_export.json"
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
 COMPUTE_TYPES = {"auto": "default", "fp32": "float32", "bf16": "bfloat16"}

@@ -12,6 +12,11 @@ class ConfigError(NMTError):
     """A configuration file or override is invalid."""
 
 
+def counted(count: int, noun: str) -> str:
+    """A count in a message: '1 line', '2 lines', '0 columns'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def warn(message: str) -> None:
     """A one-line warning on stderr (the default wherever code takes a `warn` callback)."""
     print(f"warning: {message}", file=sys.stderr)

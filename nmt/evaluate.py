@@ -15,7 +15,7 @@ from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.engines import Engine
-from nmt.errors import NMTError, warn
+from nmt.errors import NMTError, counted, warn
 from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
 from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
@@ -61,7 +61,7 @@ def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
     columns = [read_lines(p) for p in paths]
     for path, column in zip(paths, columns):
         if len(column) != count:
-            raise NMTError(f"{path} has {len(column)} lines but the source has {count}")
+            raise NMTError(f"{path} has {counted(len(column), 'line')} but the source has {count}")
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
 
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # run, and refusing a missing one, should not wait ~2 s for torch to load.
 
 DEFAULT_ROOT = Path("runs")
+EXPORT_METADATA = "nmt_export.json"  # marks an `nmt export` directory (nmt.ct2_engine reads it)
 
 # Checkpoint schema (torchtune style): every key a checkpoint may hold, by name. `Weights` and `TrainingState`
 # below are the only code that turns these into payloads and back.
@@ -140,6 +141,11 @@ class MetricsLog:
         return len(records) - len(kept)
 
 
+def _export_is_no_run(directory: Path) -> NMTError:
+    return NMTError(f"{directory} is a CTranslate2 export (`nmt export`), not a run: translate, evaluate and serve "
+                    f"take it as --engine ctranslate2 --model {directory}")
+
+
 @dataclass(frozen=True)
 class Run:
     directory: Path
@@ -154,6 +160,8 @@ class Run:
         """An existing run: `directory`, or the most recently trained one under `root`."""
         run = cls(Path(directory)) if directory is not None else cls.latest(root)
         if not run.config_path.is_file():
+            if (run.directory / EXPORT_METADATA).is_file():
+                raise _export_is_no_run(run.directory)
             raise NMTError(f"{run.directory} is not a run directory (no config.yaml); train one with "
                            "`nmt train --config configs/demo.yaml`")
         return run
@@ -317,6 +325,8 @@ class Run:
         """The run to translate with: `directory`, else the one a checkpoint file sits in (RUN/checkpoints/X.pt),
         else the newest (see `open`)."""
         if directory is None and checkpoint is not None:
+            if (Path(checkpoint).parent / EXPORT_METADATA).is_file():  # a file of an export: model.bin, say
+                raise _export_is_no_run(Path(checkpoint).parent)
             directory = Path(checkpoint).parent.parent
         return cls.open(directory)
 

@@ -53,6 +53,9 @@ def _plant_one(kind: str, t: Path, r: Path) -> None:
         (t / "c.yaml").write_bytes(kind[5:].encode("latin-1"))
     elif kind == "tiny-corpus":
         (t / "tiny.txt").write_text("Go.\tVa !\nHi.\tSalut !\n")
+    elif kind == "an-export-dir":  # what marks a directory as an export, and nothing else
+        (t / "ct2").mkdir()
+        (t / "ct2" / "nmt_export.json").write_text("{}")
     elif kind.startswith("export"):
         _plant_export(kind, t, r)
     elif kind == "steps-of-two-shapes":
@@ -131,7 +134,7 @@ CASES = [
     ("evaluate-latin1", ["evaluate", "--run", "{R}", "--src", "{T}/src.txt", "--ref", "{T}/ref.txt"], "latin1",
      "not UTF-8"),
     ("evaluate-line-mismatch", ["evaluate", "--run", "{R}", "--src", "{T}/src.txt", "--ref", "{T}/ref.txt"],
-     "mismatch", "has 1 lines but the source has 2"),
+     "mismatch", "has 1 line but the source has 2"),
     ("evaluate-split", ["evaluate", "--run", "{R}", "--split", "train"], None, "--split must be test or valid"),
     # plot
     ("plot-dir", ["plot", "--run", "{R}", "-o", "{T}/adir"], "dir", "is a directory"),
@@ -188,6 +191,12 @@ CASES = [
     ("translate-beam-1000", ["translate", "--run", "{R}", "--beam", "1000", "hi"], None, "Invalid value for '--beam'"),
     ("average-two-shapes", ["average", "--run", "{R}", "--last", "2"], "steps-of-two-shapes",
      "differ in the shape of w"),
+    # An export where a run is expected: the way to use it is named
+    ("translate-run-is-export", ["translate", "--run", "{T}/ct2", "hi"], "an-export-dir",
+     "is a CTranslate2 export (`nmt export`), not a run: translate, evaluate and serve take it as --engine"),
+    ("translate-checkpoint-in-export", ["translate", "--checkpoint", "{T}/ct2/model.bin", "hi"], "an-export-dir",
+     "is a CTranslate2 export"),
+    ("serve-run-is-export", ["serve", "--run", "{T}/ct2"], "an-export-dir", "take it as --engine ctranslate2 --model"),
     # --allow-fewer forgives only the count of checkpoints (make demo relies on it to stop on anything else)
     ("average-two-shapes-allow-fewer", ["average", "--run", "{R}", "--last", "2", "--allow-fewer"],
      "steps-of-two-shapes", "differ in the shape of w"),

@@ -20,7 +20,7 @@ from typing import Iterator
 from nmt.config import BUILTIN_CORPUS, DataConfig
 from nmt.data.download import corpus_path, sha256_file
 from nmt.data.normalizer import Normalizer
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ def _tsv_pairs(path: Path, builtin: bool) -> Iterator[tuple[str, str]]:
         columns = line.split("\t")
         if len(columns) < 2 or (builtin and len(columns) > 3):
             raise NMTError(f"{path} line {number}: expected tab-separated source and target columns, "
-                           f"got {len(columns)} column{'s' if len(columns) != 1 else ''}")
+                           f"got {counted(len(columns), 'column')}")
         yield columns[0], columns[1]
 
 
@@ -179,8 +179,8 @@ def aligned_pairs(source: Path, target: Path) -> Iterator[tuple[str, str]]:
             longer = source if target_line is None else target
             total = sum(1 for _ in _lines(longer))  # counted again from the start: the error names both counts
             counts = (total, count) if target_line is None else (count, total)
-            raise NMTError(f"{source} has {counts[0]} lines but {target} has {counts[1]}: the two files must be "
-                           "line-aligned")
+            raise NMTError(f"{source} has {counted(counts[0], 'line')} but {target} has {counted(counts[1], 'line')}: "
+                           "the two files must be line-aligned")
         count += 1
         yield source_line[1], target_line[1]
 
