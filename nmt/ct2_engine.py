@@ -20,7 +20,7 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
-from nmt.run_dir import EXPORT_METADATA
+from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.translator import Translation, encode_source, with_overrides
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
@@ -40,6 +40,9 @@ def read_export_metadata(model_dir: Path) -> dict:
     """nmt_export.json of an export directory, checked: a clear error for anything that is not one."""
     path = Path(model_dir) / EXPORT_METADATA
     if not (Path(model_dir) / "model.bin").is_file() or not path.is_file():
+        if Run(Path(model_dir)).config_path.is_file():
+            raise NMTError(f"{model_dir} is a run, not a CTranslate2 export: use it with --run {model_dir} (the nmt "
+                           f"engine), or export it first with `nmt export --run {model_dir} -o DIR`")
         raise NMTError(f"{model_dir} is not an nmt CTranslate2 export (no model.bin or {EXPORT_METADATA}); "
                        "run `nmt export` first")
     try:
@@ -89,10 +92,10 @@ class CTranslate2Engine:
 
     def __init__(self, model_dir: Path, device: str = "cpu", threads: int = 0, decode_overrides: dict | None = None,
                  warn: Callable[[str], None] | None = None):
-        ctranslate2 = import_ctranslate2()
         self.model_dir = Path(model_dir)
         self.warn = warn or (lambda message: None)
-        metadata = read_export_metadata(self.model_dir)
+        metadata = read_export_metadata(self.model_dir)  # a wrong directory is named before ctranslate2 is needed
+        ctranslate2 = import_ctranslate2()
         self.decode, notes = effective_decode(with_overrides(metadata["decode"], decode_overrides))
         self.checkpoint = metadata.get("checkpoint")
         self.config = data_only_config(metadata.get("data"))

@@ -196,6 +196,8 @@ CASES = [
      "is a CTranslate2 export (`nmt export`), not a run: translate, evaluate and serve take it as --engine"),
     ("translate-checkpoint-in-export", ["translate", "--checkpoint", "{T}/ct2/model.bin", "hi"], "an-export-dir",
      "is a CTranslate2 export"),
+    ("ct2-model-is-a-run", ["translate", "--engine", "ctranslate2", "--model", "{R}", "hi"], None,
+     "is a run, not a CTranslate2 export: use it with --run"),
     ("serve-run-is-export", ["serve", "--run", "{T}/ct2"], "an-export-dir", "take it as --engine ctranslate2 --model"),
     # --allow-fewer forgives only the count of checkpoints (make demo relies on it to stop on anything else)
     ("average-two-shapes-allow-fewer", ["average", "--run", "{R}", "--last", "2", "--allow-fewer"],
