@@ -281,12 +281,12 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
-    sources, references, label = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on)
+    test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on)
     out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
-    report = ev.evaluate(translator, sources, references, out_dir,
-                         f"{label}.{translator.name}.beam{translator.decode.beam_size}"
-                         if translator.name != "nmt" else f"{label}.beam{translator.decode.beam_size}")
+    engine_part = f".{translator.name}" if translator.name != "nmt" else ""
+    report = ev.evaluate(translator, test_set.sources, test_set.references, out_dir,
+                         f"{test_set.label}{engine_part}.beam{translator.decode.beam_size}", test_set.origin)
     typer.echo(ev.format_report(report))
     _log(f"hypotheses and report written to {out_dir}")
 

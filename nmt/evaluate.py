@@ -73,19 +73,29 @@ def source_label(path: Path, sources: list[str]) -> str:
     return "piped-" + hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest()[:10]
 
 
+@dataclasses.dataclass(frozen=True)
+class EvaluationSet:
+    sources: list[str]
+    references: list[list[str]]  # every reference of each source
+    label: str  # what names the report: the split, the --src file's stem, or piped-<hash of the sources>
+    origin: str  # where it was read (the report keeps it): the prepared split's file, or the --src/--ref files
+
+
 def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None, data_dir: Path,
-                  trained_on: Path | None = None) -> tuple[list[str], list[list[str]], str]:
-    """(sources, references per source, label): a split of the run's prepared data (under `data_dir`, else
-    `trained_on`, where the run was trained), or --src/--ref files."""
+                  trained_on: Path | None = None) -> EvaluationSet:
+    """A split of the run's prepared data (under `data_dir`, else `trained_on`, where the run was trained), or
+    --src/--ref files."""
     if src is not None:
         if not refs:
             raise NMTError("--src needs at least one --ref file")
         sources = read_lines(src)
-        return sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources)
+        return EvaluationSet(sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources),
+                             " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")
-    sources, references = load_references(find_prepared(cfg.data, data_dir, trained_on, warn), split)
-    return sources, references, split
+    prepared = find_prepared(cfg.data, data_dir, trained_on, warn)
+    sources, references = load_references(prepared, split)
+    return EvaluationSet(sources, references, split, str(Path(prepared).resolve() / f"{split}.jsonl"))
 
 
 def check_writable(out_dir: Path) -> Path:
@@ -97,16 +107,18 @@ def check_writable(out_dir: Path) -> Path:
     return Path(out_dir)
 
 
-def evaluate(engine: Engine, sources: list[str], references: list[list[str]], out_dir: Path, label: str) -> dict:
+def evaluate(engine: Engine, sources: list[str], references: list[list[str]], out_dir: Path, label: str,
+             origin: str | None = None) -> dict:
     """Translate with the engine's decode settings, score, and write `<label>.hyp.txt` and `<label>.report.json`
-    into `out_dir`; the report records every decode setting the engine used and the engine itself."""
+    into `out_dir`; the report records every decode setting the engine used, the engine itself, and `origin`, where
+    the sentences and references were read."""
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
     check_writable(out_dir)
     started = time.perf_counter()
     hypotheses = [t.text for t in engine.translate(sources)]
     elapsed = time.perf_counter() - started
-    report = {"label": label, **engine.describe(), "sentences": len(sources),
+    report = {"label": label, "origin": origin, **engine.describe(), "sentences": len(sources),
               **corpus_scores(hypotheses, references, with_ter=True),
               "buckets": length_buckets(sources, hypotheses, references),
               "decode": dataclasses.asdict(engine.decode),
@@ -139,7 +151,8 @@ def compare_runs(runs: list[Path], split: str, decode_overrides: dict, device: s
     systems, shared_refs = [], None
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)
-        sources, references, _ = load_test_set(translator.config, split, None, None, data_dir, translator.trained_on)
+        test_set = load_test_set(translator.config, split, None, None, data_dir, translator.trained_on)
+        sources, references = test_set.sources, test_set.references
         if shared_refs is not None and references != shared_refs:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
         shared_refs = references

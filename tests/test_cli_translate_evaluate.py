@@ -80,7 +80,8 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     ref2.write_text("Bouge !\n\n")
     result = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", ref1, "--ref", ref2, "--beam", "2")
     assert result.returncode == 0, result.stderr
-    assert (run_dir / "eval" / "src.beam2.report.json").is_file()
+    report = json.loads((run_dir / "eval" / "src.beam2.report.json").read_text())
+    assert report["origin"] == f"--src {src} --ref {ref1} --ref {ref2}"
     bad = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", tmp_path / "missing.txt")
     assert bad.returncode == 2 and bad.stderr.startswith("error: file not found")
     bad = nmt("evaluate", "--run", run_dir, "--src", src, "--ref", tmp_path)
@@ -127,7 +128,8 @@ def test_evaluate_finds_the_data_the_run_was_trained_on_or_says_what_to_run(run_
     assert found.returncode == 0, found.stderr
     assert f"using {trained_on}, where the run was trained" in found.stderr
     report = json.loads((tmp_path / "eval" / "valid.beam1.report.json").read_text())
-    with open(os.path.join(trained_on, "valid.jsonl"), encoding="utf-8") as valid:
+    assert report["origin"] == os.path.join(trained_on, "valid.jsonl")  # the report says what it scored
+    with open(report["origin"], encoding="utf-8") as valid:
         assert report["sentences"] == sum(1 for _ in valid)
     moved = tmp_path / "moved-run"
     os.makedirs(moved / "checkpoints")

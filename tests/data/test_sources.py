@@ -54,8 +54,8 @@ def _train_translate_evaluate(tmp_path, data: dict, data_dir):
                                    train={"max_steps": 300, "eval_every": 300, "save_every": 300}))
     train(cfg, tmp_path / "run", data_dir, log=lambda *_: None)
     engine = Translator.from_run(tmp_path / "run", device="cpu", decode_overrides={"precision": "fp32"})
-    sources, references, _ = load_test_set(engine.config, "test", None, None, data_dir)
-    report = evaluate(engine, sources, references, tmp_path / "eval", "test")
+    test_set = load_test_set(engine.config, "test", None, None, data_dir)
+    report = evaluate(engine, test_set.sources, test_set.references, tmp_path / "eval", "test", test_set.origin)
     return engine, report
 
 
