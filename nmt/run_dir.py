@@ -99,8 +99,12 @@ def _git_commit() -> str | None:
         return None
 
 
+RECORD_TYPES = ("train", "valid", "checkpoint")  # log windows, validations, checkpoint waits
+
+
 class MetricsLog:
-    """metrics.jsonl: one JSON record per line, `type` train or valid; the only code that reads or writes it."""
+    """metrics.jsonl: one JSON record per line, `type` train, valid or checkpoint, each with its `step`; the only code
+    that reads or writes it."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -112,7 +116,7 @@ class MetricsLog:
             handle.write(json.dumps(record) + "\n")
 
     def records(self) -> list[dict]:
-        """Every complete record; a torn last line (a kill mid-write) is skipped."""
+        """Every complete record, of every type; a torn last line (a kill mid-write) is skipped."""
         if not self.path.is_file():
             raise NMTError(f"no metrics in {self.path.parent} (train first)")
         out = []
@@ -121,7 +125,7 @@ class MetricsLog:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and record.get("type") in ("train", "valid") and "step" in record:
+            if isinstance(record, dict) and record.get("type") in RECORD_TYPES and "step" in record:
                 out.append(record)
         return out
 

@@ -28,21 +28,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from nmt.run_dir import RECORD_TYPES, MetricsLog
+
 sys.path.insert(0, str(Path(__file__).parent))
 from results_record import write_record  # noqa: E402
 
 
 def metric_records(metrics: Path) -> dict[str, list[dict]]:
-    """The run's metrics.jsonl records by type (`valid`: validations, `train`: log windows, `checkpoint`)."""
-    records: dict[str, list[dict]] = {"valid": [], "train": [], "checkpoint": []}
-    if not metrics.is_file():
-        return records
-    for line in metrics.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line being written
-            continue
-        records.setdefault(record.get("type"), []).append(record)
+    """The run's metrics.jsonl records by type (`valid`: validations, `train`: log windows, `checkpoint`); none yet
+    while training starts up (a line being written is skipped)."""
+    records: dict[str, list[dict]] = {kind: [] for kind in RECORD_TYPES}
+    for record in MetricsLog(metrics).records() if metrics.is_file() else []:
+        records[record["type"]].append(record)
     return records
 
 

@@ -102,11 +102,15 @@ def test_metrics_log_skips_torn_lines_and_trims(tmp_path):
     log = MetricsLog(tmp_path / "metrics.jsonl")
     for step in (1, 2, 3):
         log.append({"type": "train", "step": step, "loss": 1.0})
+        log.append({"type": "checkpoint", "step": step, "seconds": 0.1})
     with open(log.path, "a") as handle:
         handle.write('{"type": "valid", "st')
-    assert [r["step"] for r in log.records()] == [1, 2, 3]
-    assert log.trim_after(2) == 1
-    assert [json.loads(x)["step"] for x in log.path.read_text().splitlines()] == [1, 2]
+    assert [r["step"] for r in log.records()] == [1, 1, 2, 2, 3, 3]
+    assert log.split() == ([r for r in log.records() if r["type"] == "train"], [])
+    # A resume from step 2 keeps every record up to it, the checkpoint waits too
+    assert log.trim_after(2) == 2
+    assert [(json.loads(x)["type"], json.loads(x)["step"]) for x in log.path.read_text().splitlines()] == [
+        ("train", 1), ("checkpoint", 1), ("train", 2), ("checkpoint", 2)]
 
 
 def test_metrics_log_refuses_a_planted_link(tmp_path):
