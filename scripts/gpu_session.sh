@@ -51,6 +51,9 @@ RECIPES=${RECIPES:-32768:7e-4 32768:1e-3 32768:1.4e-3 65536:1.4e-3 65536:2e-3}
 OUT=${OUT:-gpu-session/out}
 # A CPU dry run's records (tiny models) stay out of results/, where they could be taken for GPU figures.
 RESULTS=$([ "$DEVICE" = cpu ] && echo gpu-session/dry-run-results || echo results)
+# The scripts import this tree's nmt: the GPU image has no nmt installed, and `python scripts/X.py` puts scripts/, not
+# the repository, on sys.path (here a venv's editable install would quietly import the checkout it points to instead).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export NMT_DATA_DIR=data PYTHONUNBUFFERED=1 PYTHON
 START=$(date +%s)
 skipped=0

@@ -23,6 +23,8 @@ ARCHS=${ARCHS:-"transformer bahdanau luong seq2seq"}
 EXTRA_SET=${EXTRA_SET:-}              # more --set overrides for every training (dry runs shrink the models)
 PYTHON=${PYTHON:-python3}
 DEVICE=${DEVICE:-cuda}                # DEVICE=cpu dry-runs the whole flow (tiny budgets) where no GPU is lent
+# This tree's nmt for scripts/*.py too (a GPU image has none installed; see gpu_session.sh)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export NMT_DATA_DIR=${NMT_DATA_DIR:-data} PYTHONUNBUFFERED=1
 START=$(date +%s)
 mkdir -p "$SUITE"
