@@ -103,8 +103,9 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     cfg = toy_config(tmp_path, train={"max_steps": 10, "save_every": 4, "eval_every": 100, "log_every": 1})
     run = Run(tmp_path / "run")
     train(cfg, run.directory, toy_data_dir, log=lambda *_: None)
-    # A kill -9 after steps 9-10 were logged (and step 10 validated) but before their save leaves 3 records past the
-    # checkpoint, and maybe a torn line: make that state.
+    # A kill -9 after steps 9-10 were logged (and step 10 validated and saved) but as if the save had not landed
+    # leaves 4 records past the step-8 checkpoint (train 9 and 10, step 10's validation and its checkpoint wait), and
+    # maybe a torn line: make that state.
     state = run.load(run.checkpoint_path("last"))  # verified, checksum removed: rewrite without one
     state["progress"]["step"], state["progress"]["batch_in_epoch"] = 8, 8
     torch.save(state, run.checkpoint_path("last"))
@@ -114,7 +115,9 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     train(cfg, run.directory, toy_data_dir, log=messages.append)
     steps = [r["step"] for r in run.metrics.records() if r["type"] == "train"]
     assert steps == list(range(1, 11)), steps
-    assert any("dropped 3 metrics records" in m for m in messages), messages
+    # The checkpoint waits up to step 8 are kept through the trim; step 10's is written again by the resumed run.
+    assert [r["step"] for r in run.metrics.records() if r["type"] == "checkpoint"] == [4, 8, 10]
+    assert any("dropped 4 metrics records" in m for m in messages), messages
 
 
 def test_stale_checkpoint_temp_file_of_a_killed_save_is_removed_on_resume(tmp_path, toy_data_dir):
