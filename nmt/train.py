@@ -32,7 +32,7 @@ from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticS
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import resolve_normalizer
 from nmt.data.prefetch import Prefetcher
-from nmt.data.prepare import ensure_prepared
+from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
@@ -155,11 +155,21 @@ class Trainer:
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
-            prepared = ensure_prepared(self.cfg.data, data_dir, url, self.log)
+            prepared = self._find_or_prepare(data_dir, url)
         self.ctx.barrier()
         if not self.ctx.is_main:
-            prepared = ensure_prepared(self.cfg.data, data_dir, url, self.log)
+            prepared = self._find_or_prepare(data_dir, url)
         return prepared
+
+    def _find_or_prepare(self, data_dir: Path, url: str | None) -> Path:
+        trained_on = self.run.prepared_data() if self.run.checkpoint_path(CheckpointKind.LAST).is_file() else None
+        own = run_data_for_resume(self.cfg.data, data_dir, trained_on) if trained_on else None
+        if own is None:
+            return ensure_prepared(self.cfg.data, data_dir, url, self.log)
+        if self.ctx.is_main:
+            self.log(f"no prepared data for these settings under {data_dir}: resuming on {own}, where the run was "
+                     "trained (the same text and settings)")
+        return own
 
     # --- setup on the locked run directory ------------------------------------------------------------------------
     def setup(self) -> None:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nmt.config import load_config
+from nmt.data.download import sha256_file
 from nmt.run_dir import Run
 from nmt.train import train
 from tests_helpers import TOY_RUN, nmt, write_config
@@ -118,6 +119,32 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     # The checkpoint waits up to step 8 are kept through the trim; step 10's is written again by the resumed run.
     assert [r["step"] for r in run.metrics.records() if r["type"] == "checkpoint"] == [4, 8, 10]
     assert any("dropped 4 metrics records" in m for m in messages), messages
+
+
+def test_resume_from_another_directory_goes_on_with_the_runs_own_data(tmp_path, toy_data_dir):
+    # The built-in corpus under a checksum: trained with --data-dir elsewhere, resumed from a directory that holds
+    # no corpus, the run neither downloads (the URL given here does not exist) nor prepares again.
+    toy_sha256 = sha256_file(toy_data_dir / "fra-eng" / "fra.txt")
+    checked = {"verify_checksum": True, "corpus_sha256": toy_sha256}
+    run = Run(tmp_path / "run")
+    train(toy_config(tmp_path, data=checked, train={"max_steps": 4}), run.directory, toy_data_dir,
+          log=lambda *_: None)
+    trained_on = run.prepared_data()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config = write_config(tmp_path, "more", base=TOY_RUN, data=checked, train={"max_steps": 6})
+    resumed = nmt("train", "--config", config, "--run-dir", run.directory, "--url", tmp_path / "absent.zip",
+                  data_dir=elsewhere / "data", cwd=elsewhere)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming on {trained_on}, where the run was trained" in resumed.stderr
+    assert run.load(run.checkpoint_path("last"))["progress"]["step"] == 6
+    assert not (elsewhere / "data").exists(), "nothing downloaded or prepared"
+    # Another text than the run's (a different checksum) is not the run's data: that one is fetched, here in vain.
+    other = write_config(tmp_path, "other", base=TOY_RUN, data={**checked, "corpus_sha256": "0" * 64},
+                         train={"max_steps": 8})
+    refused = nmt("train", "--config", other, "--run-dir", run.directory, "--url", tmp_path / "absent.zip",
+                  data_dir=elsewhere / "data", cwd=elsewhere)
+    assert refused.returncode != 0 and "absent.zip" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_stale_checkpoint_temp_file_of_a_killed_save_is_removed_on_resume(tmp_path, toy_data_dir):

@@ -69,6 +69,26 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
     raise NMTError(missing)
 
 
+def run_data_for_resume(cfg: DataConfig, data_dir: Path, trained_on: Path) -> Path | None:
+    """The data a resumed run goes on with when `data_dir` holds none of these settings: `trained_on` (its env.json)
+    while it holds data of these settings from the same text, which preparing again would only reproduce. So a run
+    resumed from another working directory neither prepares nor downloads again. None: prepare as for a new run."""
+    if not is_prepared(trained_on, cfg, None):
+        return None
+    spec = corpus_spec(cfg, data_dir)  # a file of the config that is gone is still an error, as for a new run
+    if spec.kind == "builtin" and not spec.files[0].is_file():
+        # Not downloaded under data_dir: its checksum names the text (a different release, or held-out files of
+        # the user's own, cannot be told without it).
+        if spec.heldout or not cfg.verify_checksum:
+            return None
+        corpus_sha256 = cfg.corpus_sha256
+    else:
+        corpus_sha256 = corpus_fingerprint(spec, sha256_file(spec.files[0]) if spec.kind == "builtin" else None)
+    if is_prepared(prepared_dir(cfg, data_dir, corpus_sha256), cfg, corpus_sha256):
+        return None  # data_dir's own wins (ensure_prepared finds it)
+    return trained_on if is_prepared(trained_on, cfg, corpus_sha256) else None
+
+
 def read_manifest(directory: Path) -> dict | None:
     try:
         return json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8"))

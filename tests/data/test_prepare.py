@@ -5,7 +5,7 @@ import pytest
 from conftest import make_zip, toy_corpus_text
 from nmt.config import DataConfig
 from nmt.data.download import download_corpus
-from nmt.data.prepare import prepare, read_manifest
+from nmt.data.prepare import prepare, read_manifest, run_data_for_resume
 from nmt.errors import NMTError
 from tests_helpers import TOY_DATA, toy_parallel_corpus
 
@@ -57,3 +57,22 @@ def test_non_utf8_corpus_line_names_file_and_line(tmp_path):
     (data / "fra-eng" / "fra.txt").write_bytes(b"Go.\tVa !\nCaf\xe9.\tCaf\xe9.\n")
     with pytest.raises(NMTError, match=r"fra.txt line 2: not UTF-8 text"):
         prepare(DataConfig(**TOY_DATA), data, log=lambda *_: None)
+
+
+def test_a_resumed_run_goes_on_with_its_own_data_only_while_it_is_of_the_same_text_and_settings(tmp_path):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(toy_parallel_corpus(), encoding="utf-8")
+    cfg = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr"})
+    trained_on = prepare(cfg, tmp_path / "a", log=lambda *_: None)
+    assert run_data_for_resume(cfg, tmp_path / "b", trained_on) == trained_on  # nothing under b: no new preparation
+    other_settings = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr",
+                                   "vocab_size": 320})
+    assert run_data_for_resume(other_settings, tmp_path / "b", trained_on) is None
+    prepare(cfg, tmp_path / "c", log=lambda *_: None)
+    assert run_data_for_resume(cfg, tmp_path / "c", trained_on) is None  # the data directory's own wins
+    with corpus.open("a", encoding="utf-8") as handle:
+        handle.write("I have ten pens.\tJ'ai dix stylos.\n")  # the text changed since: prepare it anew
+    assert run_data_for_resume(cfg, tmp_path / "b", trained_on) is None
+    corpus.unlink()
+    with pytest.raises(NMTError, match="data.corpus not found"):  # a corpus that is gone is the config's error
+        run_data_for_resume(cfg, tmp_path / "b", trained_on)
