@@ -257,7 +257,8 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
              ref: Optional[List[Path]] = typer.Option(None, "--ref", help="Reference file(s) for --src (repeatable)."),
              beam: Optional[int] = Beam,
              compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
-                                                          "table with paired bootstrap against the first."),
+                                                          "table with paired bootstrap against the first (--run, "
+                                                          "when given)."),
              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
              model: Optional[Path] = ModelDir, data_dir: Path = DataDir,
              out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
@@ -269,14 +270,16 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     """
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
-    if not compare:
+    if compare:
+        compared = _runs_to_compare(run, compare, checkpoint, engine, model, out_dir)
+    else:
         _check_run_first(engine, run, checkpoint, model)
     from nmt import evaluate as ev
     from nmt.engines import open_engine
 
     overrides = {"beam_size": beam, "length_penalty": length_penalty}
     if compare:
-        typer.echo(ev.format_comparison(ev.compare_runs(compare, split, overrides, device, data_dir)))
+        typer.echo(ev.format_comparison(ev.compare_runs(compared, split, src, ref, overrides, device, data_dir)))
         return
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
     if src is None and translator.config is None:
@@ -289,6 +292,22 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
                          f"{test_set.label}{engine_part}.beam{translator.decode.beam_size}", test_set.origin)
     typer.echo(ev.format_report(report))
     _log(f"hypotheses and report written to {out_dir}")
+
+
+def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optional[Path], engine: str,
+                     model: Optional[Path], out_dir: Optional[Path]) -> List[Path]:
+    """`--run` (the baseline, when given) then every `--compare` run, each checked before torch is imported."""
+    given = [name for name, value in (("--checkpoint", checkpoint), ("--model", model), ("--out-dir", out_dir))
+             if value is not None] + (["--engine"] if engine != "nmt" else [])
+    if given:
+        raise NMTError(f"--compare takes run directories (each scored with the checkpoint it would be alone) and "
+                       f"writes no files: {', '.join(given)} does not apply")
+    runs = ([run] if run is not None else []) + list(compare)
+    if len(runs) < 2:
+        raise NMTError("--compare needs two runs or more: --compare A --compare B, or --run A --compare B")
+    for each in runs:
+        _check_run_first("nmt", each, None, None)
+    return runs
 
 
 @app.command()

@@ -146,19 +146,25 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_runs(runs: list[Path], split: str, decode_overrides: dict, device: str, data_dir: Path) -> list[dict]:
-    """Translate one shared test set with every run, then `compare` them (the first is the baseline)."""
-    systems, shared_refs = [], None
+def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path] | None, decode_overrides: dict,
+                 device: str, data_dir: Path) -> list[dict]:
+    """Translate one shared test set (a split of the runs' data, or --src/--ref files) with every run, then
+    `compare` them (the first is the baseline). Runs of another direction or another split are refused."""
+    systems, shared, baseline = [], None, None
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)
-        test_set = load_test_set(translator.config, split, None, None, data_dir, translator.trained_on)
-        sources, references = test_set.sources, test_set.references
-        if shared_refs is not None and references != shared_refs:
+        direction = f"{translator.source_lang}→{translator.target_lang}"
+        if baseline is not None and direction != baseline[1]:
+            raise NMTError(f"{run} translates {direction} but {baseline[0]} {baseline[1]}: runs are not comparable")
+        baseline = baseline or (run, direction)
+        test_set = shared if src is not None and shared is not None else \
+            load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on)
+        if shared is not None and test_set.references != shared.references:
             raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
-        shared_refs = references
-        hypotheses = [t.text for t in translator.translate(sources)]
+        shared = test_set
+        hypotheses = [t.text for t in translator.translate(test_set.sources)]
         systems.append((str(translator.run.directory), hypotheses))
-    return compare(systems, shared_refs)
+    return compare(systems, shared.references)
 
 
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from nmt.config import load_config
 from nmt.train import train
@@ -63,6 +64,11 @@ def _plant_one(kind: str, t: Path, r: Path) -> None:
         for step, width in ((1, 4), (2, 5)):
             weights = Weights(model={"w": torch.zeros(width)}, config={"model": {"arch": "transformer"}})
             torch.save(weights.payload(), r / "checkpoints" / f"step-{step:07d}.pt")
+    elif kind == "reversed-copy":  # the same run, as if trained the other way round
+        shutil.copytree(r, t / "reversed")
+        config = yaml.safe_load((t / "reversed" / "config.yaml").read_text())
+        config["data"]["reverse"] = True
+        (t / "reversed" / "config.yaml").write_text(yaml.safe_dump(config))
     elif kind == "stray-step":
         (r / "checkpoints" / "step-latest.pt").write_bytes((r / "checkpoints" / "best.pt").read_bytes())
     elif kind == "pickled-offsets":
@@ -136,6 +142,13 @@ CASES = [
     ("evaluate-line-mismatch", ["evaluate", "--run", "{R}", "--src", "{T}/src.txt", "--ref", "{T}/ref.txt"],
      "mismatch", "has 1 line but the source has 2"),
     ("evaluate-split", ["evaluate", "--run", "{R}", "--split", "train"], None, "--split must be test or valid"),
+    ("evaluate-compare-one-run", ["evaluate", "--compare", "{R}"], None, "--compare needs two runs or more"),
+    ("evaluate-compare-out-dir", ["evaluate", "--run", "{R}", "--compare", "{R}", "--out-dir", "{T}/o"], None,
+     "writes no files: --out-dir does not apply"),
+    ("evaluate-compare-directions", ["evaluate", "--run", "{R}", "--compare", "{T}/reversed"], "reversed-copy",
+     "reversed translates fr→en but"),
+    ("evaluate-compare-missing", ["evaluate", "--run", "{R}", "--compare", "{T}/nowhere"], None,
+     "nowhere is not a run directory"),
     # plot
     ("plot-dir", ["plot", "--run", "{R}", "-o", "{T}/adir"], "dir", "is a directory"),
     ("plot-no-run", ["plot", "--run", "{T}/nowhere"], None, "is not a run directory"),
