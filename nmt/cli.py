@@ -287,9 +287,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on)
     out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
-    engine_part = f".{translator.name}" if translator.name != "nmt" else ""
-    report = ev.evaluate(translator, test_set.sources, test_set.references, out_dir,
-                         f"{test_set.label}{engine_part}.beam{translator.decode.beam_size}", test_set.origin)
+    report = ev.evaluate(translator, test_set, out_dir)
     typer.echo(ev.format_report(report))
     _log(f"hypotheses and report written to {out_dir}")
 

@@ -107,18 +107,25 @@ def check_writable(out_dir: Path) -> Path:
     return Path(out_dir)
 
 
-def evaluate(engine: Engine, sources: list[str], references: list[list[str]], out_dir: Path, label: str,
-             origin: str | None = None) -> dict:
-    """Translate with the engine's decode settings, score, and write `<label>.hyp.txt` and `<label>.report.json`
-    into `out_dir`; the report records every decode setting the engine used, the engine itself, and `origin`, where
-    the sentences and references were read."""
+def report_name(test_set: EvaluationSet, engine: Engine) -> str:
+    """`<label>[.<engine>].beam<N>`: what the hypotheses and the report of one evaluation are called (the engine is
+    named unless it is nmt's own, so that an export's scores sit beside the run's)."""
+    engine_part = f".{engine.name}" if engine.name != "nmt" else ""
+    return f"{test_set.label}{engine_part}.beam{engine.decode.beam_size}"
+
+
+def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
+    """Translate with the engine's decode settings, score, and write `<name>.hyp.txt` and `<name>.report.json`
+    (`report_name`) into `out_dir`; the report records every decode setting the engine used, the engine itself, and
+    the set's origin, where the sentences and references were read."""
+    sources, references, label = test_set.sources, test_set.references, report_name(test_set, engine)
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
     check_writable(out_dir)
     started = time.perf_counter()
     hypotheses = [t.text for t in engine.translate(sources)]
     elapsed = time.perf_counter() - started
-    report = {"label": label, "origin": origin, **engine.describe(), "sentences": len(sources),
+    report = {"label": label, "origin": test_set.origin, **engine.describe(), "sentences": len(sources),
               **corpus_scores(hypotheses, references, with_ter=True),
               "buckets": length_buckets(sources, hypotheses, references),
               "decode": dataclasses.asdict(engine.decode),

@@ -87,11 +87,11 @@ def test_export_keeps_the_whole_decode_config_and_the_engine_uses_it(toy_transfo
 
 
 def test_evaluation_reports_record_every_field_and_the_engine(toy_transformer_run, tmp_path):
-    from nmt.evaluate import evaluate
+    from nmt.evaluate import EvaluationSet, evaluate
 
     engine = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"max_len_b": 7})
-    report = evaluate(engine, ["I have two cats."], [["J'ai deux chats."]], tmp_path, "probe")
+    report = evaluate(engine, EvaluationSet(["I have two cats."], [["J'ai deux chats."]], "probe", "a test"), tmp_path)
     assert set(report["decode"]) == FIELDS and report["decode"]["max_len_b"] == 7
     assert report["engine"] == "nmt" and report["checkpoint"]
-    on_disk = json.loads((tmp_path / "probe.report.json").read_text())
+    on_disk = json.loads((tmp_path / f"probe.beam{engine.decode.beam_size}.report.json").read_text())
     assert on_disk["decode"] == report["decode"]

@@ -18,7 +18,8 @@ def test_an_evaluation_that_cannot_be_written_still_says_its_scores(toy_transfor
     monkeypatch.setattr(ev, "write_text_atomic", disk_full)
     engine = Translator.from_run(toy_transformer_run, device="cpu")
     with pytest.raises(NMTError) as caught:
-        ev.evaluate(engine, ["I have two cats."], [["J'ai deux chats."]], tmp_path, "probe")
+        ev.evaluate(engine, ev.EvaluationSet(["I have two cats."], [["J'ai deux chats."]], "probe", "a test"),
+                    tmp_path)
     message = str(caught.value)
     assert message.startswith(f"cannot write the evaluation to {tmp_path}: No space left on device (scored: BLEU ")
     assert "nrefs:1|" in message and "\n" not in message

@@ -55,7 +55,7 @@ def _train_translate_evaluate(tmp_path, data: dict, data_dir):
     train(cfg, tmp_path / "run", data_dir, log=lambda *_: None)
     engine = Translator.from_run(tmp_path / "run", device="cpu", decode_overrides={"precision": "fp32"})
     test_set = load_test_set(engine.config, "test", None, None, data_dir)
-    report = evaluate(engine, test_set.sources, test_set.references, tmp_path / "eval", "test", test_set.origin)
+    report = evaluate(engine, test_set, tmp_path / "eval")
     return engine, report
 
 
