@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import pickle
 import random
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -68,15 +70,31 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if path.stat().st_size == 0:
         raise NMTError(f"cannot read checkpoint {path}: the file is empty")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": a foreign file gets one line, below
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise NMTError(f"cannot read checkpoint {path}: {type(err).__name__}: {first}"[:300]) from None
+        raise NMTError(f"cannot read checkpoint {path}: {_unreadable_reason(path, err)}") from None
     if isinstance(state, dict) and CHECKSUM_KEY in state:  # older checkpoints have none
         expected = state.pop(CHECKSUM_KEY)
         if content_digest(state) != expected:
             raise NMTError(f"checkpoint {path} is corrupt: its contents do not match the checksum saved with them")
     return state
+
+
+def _unreadable_reason(path: Path, err: Exception) -> str:
+    """Why torch.load refused `path`, in the user's terms. torch's own message for a file weights_only=True will not
+    load suggests loading it with weights_only=False: never the advice here (that runs the file's code)."""
+    with path.open("rb") as handle:
+        is_zip = handle.read(4) == b"PK\x03\x04"  # what torch.save writes (a zip archive)
+    refused_objects = isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
+    if is_zip and refused_objects:
+        return ("it holds Python objects besides tensors and plain values, which nmt never loads (it reads "
+                "checkpoints with torch.load(weights_only=True)): not a checkpoint nmt wrote")
+    if is_zip:
+        first = str(err).strip().splitlines()[0].split(". ")[0] if str(err).strip() else type(err).__name__
+        return f"the file is damaged or truncated ({first[:120]})"
+    return "not a PyTorch checkpoint (torch.save writes a zip archive)"
 
 
 def capture_rng_state(device: torch.device | None = None) -> dict[str, Any]:

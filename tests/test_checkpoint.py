@@ -1,3 +1,4 @@
+import pickle
 import random
 import time
 
@@ -35,10 +36,31 @@ class Evil:
     """Any pickled object: weights_only=True must refuse to build it."""
 
 
-def test_pickled_objects_are_refused(tmp_path):
+def test_pickled_objects_are_refused_without_advising_to_trust_them(tmp_path):
     torch.save({"x": Evil()}, tmp_path / "evil.pt")
-    with pytest.raises(NMTError, match="cannot read checkpoint"):
+    with pytest.raises(NMTError, match=r"cannot read checkpoint .*evil.pt: it holds Python objects besides tensors "
+                       r"and plain values, which nmt never loads") as caught:
         load_checkpoint(tmp_path / "evil.pt")
+    assert "weights_only=False" not in str(caught.value)  # torch's own advice: load it trusting its code
+
+
+@pytest.mark.parametrize("content,reason", [
+    ("truncated", r"the file is damaged or truncated \([^\n]+\)$"),
+    ("text", r"not a PyTorch checkpoint \(torch.save writes a zip archive\)$"),
+    ("pickle", r"not a PyTorch checkpoint"),
+])
+def test_a_file_torch_cannot_read_says_what_it_is(tmp_path, content, reason):
+    path = tmp_path / "c.pt"
+    if content == "truncated":
+        save_checkpoint({"model": {"w": torch.randn(100, 100)}}, path)
+        path.write_bytes(path.read_bytes()[:20000])
+    elif content == "text":
+        path.write_text("model: {arch: transformer}\n")  # e.g. config.yaml passed as --checkpoint
+    else:
+        path.write_bytes(pickle.dumps({"model": {}}, protocol=4))
+    with pytest.raises(NMTError, match=f"^cannot read checkpoint {path}: {reason}") as caught:
+        load_checkpoint(path)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_flipped_byte_is_detected_not_loaded(tmp_path):

@@ -72,7 +72,7 @@ def test_paths_and_default_root(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     (b"", "the file is empty"),
-    (b"not a checkpoint", "cannot read checkpoint"),
+    (b"not a checkpoint", "cannot read checkpoint"),  # the reason: tests/test_checkpoint.py
     ("list", "is not an nmt checkpoint (holds a list)"),
     ("no-config", "missing config"),
 ])
