@@ -43,6 +43,8 @@ def _picture_path(path: Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise NMTError(f"{path} is a directory; give a file name such as {path / 'picture.png'}")
+    if path.exists() and not path.is_file():  # the picture replaces its file by a rename: never a device's
+        raise NMTError(f"{path} is not a regular file (a device or a pipe); give a file name such as picture.png")
     if path.suffix == "":
         path = path.with_suffix(".png")
     if path.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):

@@ -151,6 +151,9 @@ CASES = [
      "nowhere is not a run directory"),
     # plot
     ("plot-dir", ["plot", "--run", "{R}", "-o", "{T}/adir"], "dir", "is a directory"),
+    ("plot-device", ["plot", "--run", "{R}", "-o", "/dev/null"], None, "/dev/null is not a regular file"),
+    ("translate-heat-device", ["translate", "--run", "{R}", "--attention", "/dev/null", "hi"], None,
+     "/dev/null is not a regular file"),
     ("plot-no-run", ["plot", "--run", "{T}/nowhere"], None, "is not a run directory"),
     # train: refused before the run directory is written
     ("train-missing-config", ["train", "--config", "{T}/none.yaml", "--run-dir", "{T}/run"], None,
