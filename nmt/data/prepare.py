@@ -158,10 +158,23 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
             path.unlink()
     log(f"pairs kept {sum(c['pairs'] for c in split_counts.values())} (dropped {dropped}); "
         + ", ".join(f"{name} {c['pairs']}" for name, c in split_counts.items()))
+    vocabulary = {"source": tokenizers.source.get_piece_size(), "target": tokenizers.target.get_piece_size()}
+    log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab))
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
+            "vocabulary": vocabulary,
             "source_lang": spec.source_lang, "target_lang": spec.target_lang, "shards": shards,
             "tokenizer_files": Tokenizers.files(cfg.joint_vocab),
             "normalizer": dataclasses.asdict(spec.normalizer)}
+
+
+def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool) -> str:
+    """The pieces SentencePiece made, and why there are fewer than data.vocab_size asks for when there are: on a
+    small corpus it stops where the text runs out of pieces (hard_vocab_limit=False) rather than fail."""
+    kinds = [("", sizes["source"])] if joint else [("source ", sizes["source"]), ("target ", sizes["target"])]
+    parts = [f"{kind}{size:,} pieces" for kind, size in kinds]
+    short = " (fewer than data.vocab_size={:,}: all this training text yields)".format(requested) \
+        if min(sizes.values()) < requested else ""
+    return f"vocabulary: {', '.join(parts)}{'' if joint else ' (separate)'}{short}"
 
 
 def _train_tokenizers(cfg: DataConfig, train: tuple[Path, Path], out: Path) -> Tokenizers:

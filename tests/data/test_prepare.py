@@ -5,7 +5,7 @@ import pytest
 from conftest import make_zip, toy_corpus_text
 from nmt.config import DataConfig
 from nmt.data.download import download_corpus
-from nmt.data.prepare import prepare, read_manifest, run_data_for_resume
+from nmt.data.prepare import prepare, read_manifest, run_data_for_resume, vocabulary_summary
 from nmt.errors import NMTError
 from tests_helpers import TOY_DATA, toy_parallel_corpus
 
@@ -76,3 +76,17 @@ def test_a_resumed_run_goes_on_with_its_own_data_only_while_it_is_of_the_same_te
     corpus.unlink()
     with pytest.raises(NMTError, match="data.corpus not found"):  # a corpus that is gone is the config's error
         run_data_for_resume(cfg, tmp_path / "b", trained_on)
+
+
+def test_a_vocabulary_smaller_than_asked_for_is_said_and_recorded(tmp_path):
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+    messages = []
+    directory = prepare(DataConfig(**{**TOY_DATA, "vocab_size": 4000}), data, log=messages.append)
+    pieces = read_manifest(directory)["vocabulary"]
+    assert pieces["source"] == pieces["target"] < 4000  # the toy text yields a few hundred pieces
+    assert f"vocabulary: {pieces['source']:,} pieces (fewer than data.vocab_size=4,000: all this training text " \
+           "yields)" in messages
+    assert vocabulary_summary({"source": 300, "target": 280}, 300, joint=False) == \
+        "vocabulary: source 300 pieces, target 280 pieces (separate) (fewer than data.vocab_size=300: all this " \
+        "training text yields)"
+    assert vocabulary_summary({"source": 8000, "target": 8000}, 8000, joint=True) == "vocabulary: 8,000 pieces"
