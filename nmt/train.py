@@ -30,13 +30,13 @@ from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
                                token_batches)
 from nmt.data.dataset import ParallelArrays, load_arrays, load_references
-from nmt.data.sources import resolve_normalizer
+from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
@@ -101,6 +101,20 @@ class StopRequest:
             signal.signal(signum, handler)
 
 
+def training_summary(cfg: Config, parameters: int, tokenizers: Tokenizers, pairs: int, device: torch.device,
+                     dtype: torch.dtype | None, world_size: int) -> str:
+    """One line on what trains, on what, where: the first thing a run says (the model's size and the vocabulary
+    SentencePiece made are not in the config)."""
+    source, target = languages(cfg.data)
+    sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
+    vocabulary = f"{sizes[0]:,} joint" if tokenizers.joint else f"{sizes[0]:,} + {sizes[1]:,}"
+    where = f"{device}, {counted(torch.get_num_threads(), 'thread')}" if device.type == "cpu" else str(device)
+    processes = f" × {world_size} processes" if world_size > 1 else ""
+    precision = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[dtype]
+    return (f"{cfg.model.arch}: {parameters:,} parameters, vocabulary {vocabulary}; {source}→{target}, {pairs:,} "
+            f"training pairs; {where}{processes}, {precision}")
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -123,7 +137,7 @@ class Trainer:
         vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
                  self.tokenizers.joint)
         self.model_args = checkpoint_model_args(cfg.model, *vocab)
-        parameters = count_parameters(lambda: build_model(cfg.model, *vocab))
+        parameters = self.parameter_count = count_parameters(lambda: build_model(cfg.model, *vocab))
         check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
@@ -206,6 +220,8 @@ class Trainer:
         self.peak_flops = peak * 1e12
         self.update_flops = UpdateFlops(self.model)
         if self.ctx.is_main:
+            self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
+                                      self.device, self.dtype, self.ctx.world_size))
             self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
 
     def _resume(self) -> None:

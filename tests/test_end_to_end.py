@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 
 import numpy as np
@@ -30,6 +31,11 @@ def test_cli_trains_translates_evaluates_and_plots(tmp_path, toy_data_dir):
     config = write_config(tmp_path, base=TOY_RUN)
     trained = nmt("train", "--config", config, "--run-dir", run, data_dir=toy_data_dir)
     assert trained.returncode == 0, trained.stderr
+    # First it says what trains (the size of the 1-layer d32 model with its tied 300-piece embeddings), on what,
+    # where: the toy config pins one thread and the CPU; its precision follows the CPU (auto).
+    summary = next(line for line in trained.stderr.splitlines() if line.startswith("transformer: "))
+    assert re.fullmatch(r"transformer: \d{2},\d{3} parameters, vocabulary 300 joint; en→fr, \d{3} training pairs; "
+                        r"cpu, 1 thread, (bf16 autocast|fp32)", summary), summary
     train_records, valid_records = Run(run).metrics.split()
     assert [r["step"] for r in valid_records] == [20, 40]
     times = [r["time_s"] for r in train_records + valid_records]
