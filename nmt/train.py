@@ -226,10 +226,11 @@ class Trainer:
 
     def _resume(self) -> None:
         # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
+        say = self.log if self.ctx.is_main else lambda _: None  # every rank resumes; rank 0 speaks for them
         path = self.run.checkpoint_path(CheckpointKind.LAST)
         state = self.run.load_training(path)
         for warning in self.run.check_resumable(state.config, self.cfg):
-            self.log(f"warning: {warning}")
+            say(f"warning: {warning}")
         try:
             self.model.load_state_dict(upgrade_state_dict(state.model))
             self.optimizer.load_state_dict(state.optimizer)
@@ -240,13 +241,13 @@ class Trainer:
         rng = state.rng
         if isinstance(rng, list):  # one state per rank (newer checkpoints)
             if len(rng) != self.ctx.world_size:
-                self.log(f"warning: checkpoint holds {len(rng)} ranks' RNG states, this run has "
+                say(f"warning: checkpoint holds {len(rng)} ranks' RNG states, this run has "
                          f"{self.ctx.world_size}: dropout after resume differs from an uninterrupted run")
             rng = rng[self.ctx.rank % len(rng)]
         restore_rng_state(rng, self.device)
         fields = {f.name for f in dataclasses.fields(Progress)}
         self.progress = Progress(**{k: v for k, v in state.progress.items() if k in fields})
-        self.log(f"resuming {self.run.directory} from step {self.progress.step}")
+        say(f"resuming {self.run.directory} from step {self.progress.step}")
 
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:

@@ -154,6 +154,16 @@ def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepar
                                              if "train:" not in line)[-4000:]
     assert json.loads((ddp / "env.json").read_text())["world_size"] == 2
     assert_same_weights(weights(single), weights(ddp), exact=False)
+    # Resumed under torchrun: every rank resumes, rank 0 alone says so (and what trains).
+    more = write_config(tmp_path, "ddp", model=common, train={"accum_steps": 1, "max_steps": 7})
+    resumed = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                              "-m", "nmt", "train", "--config", str(more), "--run-dir", str(ddp)],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    said = resumed.stderr.splitlines()
+    assert sum(line == f"resuming {ddp} from step 6" for line in said) == 1, resumed.stderr[-4000:]
+    assert sum(line.endswith("thread × 2 processes, fp32") or line.endswith("thread × 2 processes, bf16 autocast")
+               for line in said) == 1
 
 
 @pytest.mark.parametrize("config", sorted(p.name for p in (Path(__file__).parents[1] / "configs").glob("*.yaml")))
