@@ -69,6 +69,7 @@ CASES = [
     ("bad-layer", json.dumps({"sentences": ["a"], "attention": True, "layer": 9}), _rejected(400, "layer")),
     ("not-an-object", '[1, 2, 3]', _rejected(422, "detail")),
     ("truncated-json", '{"sentences": ["a"', _rejected(422, "detail")),
+    ("body-of-2-mb", json.dumps({"sentences": ["a" * 1000] * 2000}), _rejected(413, "request body over 1,048,576")),
 ]
 
 
@@ -83,6 +84,26 @@ def test_abusive_request_fails_alone(client, translator, body, check):
     assert check(response), (response.status_code, response.text)
     assert all(r.status_code == 200 and r.json()["translations"][0]["text"] == expected for r in responses)
     assert client.get("/health").json()["status"] == "ok"
+
+
+def test_a_body_past_the_limit_is_refused_declared_or_streamed_and_one_within_it_is_served(translator):
+    limits = Limits(max_body_bytes=2000)
+    within = json.dumps({"sentences": ["I have two cats." + " " * 900] * 2}).encode()
+    past = json.dumps({"sentences": ["I have two cats." + " " * 1000] * 2}).encode()
+    assert len(within) <= 2000 < len(past)
+
+    def streamed(body: bytes):  # no Content-Length: the limit counts the chunks as they come
+        for start in range(0, len(body), 300):
+            yield body[start:start + 300]
+
+    headers = {"Content-Type": "application/json"}
+    with TestClient(create_app(translator, limits)) as client:
+        for send in (lambda body: body, streamed):
+            served = client.post("/translate", content=send(within), headers=headers)
+            assert _translated(served, 2), served.text
+            refused = client.post("/translate", content=send(past), headers=headers)
+            assert refused.status_code == 413 and refused.json() == {"detail": "request body over 2,000 bytes"}
+        assert client.get("/health").json()["limits"]["max_body_bytes"] == 2000
 
 
 def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator):
