@@ -11,6 +11,7 @@ What keeps it standing when a client misbehaves:
 - a chunk that fails is retried alone, so one bad sentence fails its own request only (and, being text the
   normalizer makes safe, it should not fail at all);
 - a request body past `max_body_bytes` is a 413 before it is held in memory;
+- past `max_backlog_s` of queued work (at the rate recent batches decoded), a request is a 503 with Retry-After;
 - bad input is a 4xx with a reason (inf/NaN in the JSON included), never a 500; on loopback the Host header must
   name this machine (DNS rebinding), other names only with --allow-host.
 """
@@ -23,6 +24,7 @@ import json
 import math
 import socket
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from importlib import resources
@@ -54,6 +56,10 @@ class Limits:
     # 0.33 to 0.89 GB). The largest valid request, 64 sentences of 1,000 characters all written as \uXXXX surrogate
     # pairs (12 bytes each), is ~770 kB.
     max_body_bytes: int = 1 << 20
+    # Past this many seconds of queued work (the queue's cost over the rate recent batches decoded at), a request is
+    # a 503 with Retry-After instead of a wait its client would likely give up on (and resend): under a flood the
+    # server stays answerable and a load balancer can send the rest elsewhere.
+    max_backlog_s: float = 30.0
 
 
 @dataclass
@@ -80,6 +86,14 @@ def chunk_sentences(sentences: list[str], costs: list[int], max_chunk_cost: int)
     return chunks
 
 
+class Busy(Exception):
+    """The queue holds more work than `Limits.max_backlog_s`: the request is refused (503), not queued."""
+
+    def __init__(self, backlog_s: float):
+        super().__init__(f"server busy: {backlog_s:.0f} s of translation queued; retry later")
+        self.retry_after_s = max(1, math.ceil(backlog_s))
+
+
 class Scheduler:
     """Queues requests and decodes them on one worker thread in batches filled round-robin, one chunk per request
     per turn (the model is shared, and one CPU translation at a time uses every core)."""
@@ -91,12 +105,24 @@ class Scheduler:
         self.lock = threading.Lock()
         self.batches_run = 0  # for tests and /health: how many translate calls served the requests
         self.task: asyncio.Task | None = None
+        self.recent = deque(maxlen=32)  # (cost, seconds) of the latest decoding batches: the rate the backlog takes
+
+    def backlog_s(self) -> float:
+        """Seconds the queued chunks would take at the recent cost-weighted decoding rate (0 before any batch)."""
+        seconds = sum(s for _, s in self.recent)
+        if not self.waiting or seconds <= 0:
+            return 0.0
+        rate = sum(c for c, _ in self.recent) / seconds
+        return sum(cost for job in self.waiting for _, _, cost in job.chunks) / rate
 
     def start(self) -> None:
         self.wakeup = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None):
+        backlog = self.backlog_s()
+        if backlog > self.limits.max_backlog_s:
+            raise Busy(backlog)
         job = _Job(chunk_sentences(sentences, costs, self.limits.max_chunk_cost), beam, attention,
                    asyncio.get_running_loop().create_future(), [None] * len(sentences))
         self.waiting.append(job)
@@ -136,8 +162,10 @@ class Scheduler:
 
     async def _decode(self, loop, members: list, beam: int, attention: AttentionChoice | None) -> None:
         sentences = [s for _, (_, chunk, _) in members for s in chunk]
+        started = time.perf_counter()
         try:
             results = await loop.run_in_executor(None, self._translate, sentences, beam, attention)
+            self.recent.append((sum(cost for _, (_, _, cost) in members), time.perf_counter() - started))
         except Exception as err:  # noqa: BLE001 - isolate: retry each chunk alone, fail only its own request
             if len(members) > 1:
                 for member in members:
@@ -298,7 +326,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         return {"status": "ok", **engine.describe(), "has_attention": engine.has_attention,
                 "attention_layers": layers, "attention_heads": heads,
                 "beam": engine.decode.beam_size, "decode": engine.decode.__dict__, "limits": limits.__dict__,
-                "batches_run": scheduler.batches_run}
+                "batches_run": scheduler.batches_run, "backlog_s": round(scheduler.backlog_s(), 2)}
 
     @app.post("/translate")
     async def translate(request: TranslateRequest) -> dict:
@@ -320,7 +348,11 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             raise HTTPException(status_code=413, detail=f"request too costly: over {limits.max_request_cost} source "
                                                         "pieces × beam; send fewer or shorter sentences or a "
                                                         "smaller beam")
-        results = await scheduler.submit(sentences, costs, beam, choice)
+        try:
+            results = await scheduler.submit(sentences, costs, beam, choice)
+        except Busy as busy:
+            raise HTTPException(status_code=503, detail=str(busy),
+                                headers={"Retry-After": str(busy.retry_after_s)}) from None
         return {"translations": [_as_json(r, choice is not None) for r in results], "beam": beam,
                 "attention_layer": request.layer if choice else None, "attention_head": request.head}
 

@@ -137,7 +137,7 @@ def main() -> None:
                         help="environment of the server process, e.g. ONEDNN_PRIMITIVE_CACHE_CAPACITY=16")
     args = parser.parse_args()
     run = Run.open(args.run)
-    sources, _ = load_references(find_prepared(run.read_config().data, args.data_dir), "test")
+    sources, _ = load_references(find_prepared(run.read_config().data, args.data_dir, run.prepared_data()), "test")
     extras = {"quiet": None, "abusive": ABUSIVE, "heavy": HEAVY}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -157,6 +157,25 @@ def test_a_small_request_overtakes_a_big_one(translator):
     assert finished["small"] < finished["big"]
 
 
+def test_a_request_past_the_backlog_limit_is_503_with_retry_after_then_served_once_the_queue_drains(translator):
+    limits = Limits(max_request_cost=10**6, max_chunk_cost=40, batch_window_s=0.0, max_backlog_s=1e-6)
+    big = {"sentences": [f"We have {n} keys and {n} cats and {n} dogs." for n in ("two", "five", "nine", "ten")] * 4,
+           "beam": 4}  # 16 chunks of one sentence: decoded one per batch, while the rest wait
+    with TestClient(create_app(translator, limits)) as client:
+        assert client.post("/translate", json=GOOD).status_code == 200  # an empty queue takes anything
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(client.post, "/translate", json=big)
+            deadline = time.time() + 10
+            while client.get("/health").json()["backlog_s"] == 0 and not pending.done() and time.time() < deadline:
+                time.sleep(0.01)
+            refused = client.post("/translate", json=GOOD)
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["detail"].startswith("server busy: ") and int(refused.headers["retry-after"]) >= 1
+            assert len(pending.result().json()["translations"]) == 16  # the queued request is unharmed
+        assert client.get("/health").json()["backlog_s"] == 0
+        assert _translated(client.post("/translate", json=GOOD), 1)
+
+
 def test_chunks_respect_the_cost_and_keep_every_sentence():
     sentences = [f"s{i}" for i in range(7)]
     chunks = chunk_sentences(sentences, [5, 5, 5, 50, 1, 1, 1], max_chunk_cost=10)
