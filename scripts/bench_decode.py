@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     nmt = Translator.from_run(args.run, device="cpu")
-    sources, references = load_references(find_prepared(nmt.config.data, args.data_dir), args.split)
+    sources, references = load_references(find_prepared(nmt.config.data, args.data_dir, nmt.trained_on), args.split)
     if args.profile:
         profile(nmt, sources[:500], args.profile)
         return

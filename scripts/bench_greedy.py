@@ -104,7 +104,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.old:
         translator = Translator.from_run(args.run, device=args.device)
-        sources = load_references(find_prepared(translator.config.data, args.data_dir), args.split)[0]
+        prepared = find_prepared(translator.config.data, args.data_dir, translator.trained_on)
+        sources = load_references(prepared, args.split)[0]
         rows = old_against_this(args, translator, sources[:args.sentences])
         if args.out:
             write_record(args.out, old_checkout=str(args.old), sentences=args.sentences, split=args.split,
@@ -114,7 +115,8 @@ def main() -> None:
     translators = {size: Translator.from_run(args.run, device=args.device, decode_overrides={"batch_size": size})
                    for size in args.batch_sizes}
     some = next(iter(translators.values()))
-    sources = load_references(find_prepared(some.config.data, args.data_dir), args.split)[0][:args.sentences]
+    prepared = find_prepared(some.config.data, args.data_dir, some.trained_on)
+    sources = load_references(prepared, args.split)[0][:args.sentences]
     settings = [(size, every) for size in args.batch_sizes for every in args.compact_every]
     speeds: dict[tuple[int, int], list[float]] = {s: [] for s in settings}
     outputs, syncs = {}, {}

@@ -32,7 +32,8 @@ def main() -> None:
     args = parser.parse_args()
     engines = {p: Translator.from_run(args.run, device="cpu", decode_overrides={"precision": p, "beam_size": args.beam})
                for p in ("fp32", "bf16")}
-    sources, references = load_references(find_prepared(engines["fp32"].config.data, args.data_dir), "valid")
+    sources, references = load_references(find_prepared(engines["fp32"].config.data, args.data_dir,
+                                                      engines["fp32"].trained_on), "valid")
     speeds, bleus = {p: [] for p in engines}, {}
     for _ in range(args.rounds):
         for precision, engine in engines.items():
