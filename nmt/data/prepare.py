@@ -19,7 +19,7 @@ from nmt.data.download import sha256_file
 from nmt.data.sources import CorpusSpec, aligned_pairs, corpus_fingerprint, corpus_spec, read_pairs
 from nmt.data.split import SPLITS
 from nmt.data.tokenizer import JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, train_sentencepiece
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.lock import DirectoryLock
 
 MANIFEST = "manifest.json"
@@ -100,9 +100,11 @@ def is_prepared(directory: Path, cfg: DataConfig, corpus_sha256: str | None) -> 
     """`directory` holds data of `cfg`'s settings in this format, from the text `corpus_sha256` names (None: from
     whichever text: a run's own data, where its env.json says, whose corpus may have changed since)."""
     manifest = read_manifest(directory)
+    own_heldout = bool(cfg.valid_source_file or cfg.test_source_file)
     return (manifest is not None and manifest.get("format") == FORMAT_VERSION
             and corpus_sha256 in (None, manifest.get("corpus_sha256"))
-            and manifest.get("settings") == data_settings(cfg))
+            and manifest.get("settings") == data_settings(cfg)
+            and (not own_heldout or "heldout" in manifest))  # before: long held-out pairs dropped, prepared again
 
 
 def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> Path:
@@ -133,11 +135,12 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     """Stream the corpus through three passes in bounded memory (nmt/data/stream.py): normalized, deduplicated text
     per split; SentencePiece on (a sample of) the training text; encoded shards."""
     workers = os.cpu_count() or 1
-    heldout = {name: normalize_pairs(aligned_pairs(*files), spec.normalizer, cfg.max_words)[0]
-               for name, files in spec.heldout.items()}
-    for name, pairs in heldout.items():
-        if not pairs:
-            raise NMTError(f"{spec.heldout[name][0]}: no {name} pairs left after normalization and filtering")
+    heldout, heldout_report = {}, {}
+    for name, files in spec.heldout.items():
+        heldout[name], heldout_report[name] = _heldout_pairs(files, spec, cfg.max_words)
+        if not heldout[name]:
+            raise NMTError(f"{files[0]}: no {name} pairs left after normalization (every line is empty)")
+        log(_heldout_summary(name, files[0], heldout_report[name], cfg.max_words))
     text, dropped, counts = stream.write_split_text(read_pairs(spec), spec.normalizer, cfg, heldout, out, workers)
     if not sum(counts.values()):
         raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
@@ -150,7 +153,8 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     dropped["too_many_pieces"] = 0
     split_counts, shards = {}, {}
     for name in SPLITS:
-        kept, sources, shards[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers)
+        kept, sources, shards[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers,
+                                                          score_every_pair=name in heldout)
         dropped["too_many_pieces"] += counts[name] - kept
         split_counts[name] = {"pairs": kept, "sources": sources}
     for files in text.values():
@@ -162,9 +166,29 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab))
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
             "vocabulary": vocabulary,
+            # Held-out files of one's own are scored whole (no length filter): older data dropped their long pairs.
+            **({"heldout": heldout_report} if heldout else {}),
             "source_lang": spec.source_lang, "target_lang": spec.target_lang, "shards": shards,
             "tokenizer_files": Tokenizers.files(cfg.joint_vocab),
             "normalizer": dataclasses.asdict(spec.normalizer)}
+
+
+def _heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec, max_words: int) -> tuple[list, dict]:
+    """A valid/test set of one's own, normalized and kept whole: the length filters bound training, and a test set
+    cut by them would not be the one the user scores elsewhere (its BLEU would not compare). Only empty pairs, which
+    cannot be scored, and exact repeats (one item either way: a source's references are gathered) are left out."""
+    pairs, dropped = normalize_pairs(aligned_pairs(*files), spec.normalizer, max_words=2**62)
+    dropped.pop("too_long")  # none, with no length limit
+    over = sum(1 for source, target in pairs if max(len(source.split()), len(target.split())) > max_words)
+    return pairs, {"source_file": str(files[0]), "pairs": len(pairs), "over_max_words": over, "dropped": dropped}
+
+
+def _heldout_summary(name: str, source_file: Path, report: dict, max_words: int) -> str:
+    notes = [f"{counted(report['over_max_words'], 'pair')} over data.max_words={max_words} kept"] \
+        if report["over_max_words"] else []
+    notes += [f"{counted(n, why + ' pair')} left out" for why, n in report["dropped"].items() if n]
+    return f"{name}: {counted(report['pairs'], 'pair')} from {source_file}, scored whole" + \
+        (f" ({'; '.join(notes)})" if notes else "")
 
 
 def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool) -> str:

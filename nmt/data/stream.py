@@ -177,9 +177,10 @@ class _ShardWriter:
 
 
 def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: int, out: Path, split: str,
-                 workers: int) -> tuple[int, int, list[dict]]:
+                 workers: int, score_every_pair: bool = False) -> tuple[int, int, list[dict]]:
     """Pass 3 for one split: (pairs kept, distinct sources kept, shard descriptions). Pairs with more than
-    `max_pieces` pieces on a side are dropped (positions and memory are bounded)."""
+    `max_pieces` pieces on a side are dropped (positions and memory are bounded); with `score_every_pair` (a held-out
+    file of one's own) only from the token shards (the dev loss), while the references keep every pair."""
     vocab = max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
     writer = _ShardWriter(out, split, np.uint16 if vocab <= 65536 else np.int32)
     sources_seen, distinct, kept = SeenHashes(), 0, 0
@@ -191,11 +192,12 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
             keep = [i for i in range(len(source_ids))
                     if len(source_ids[i]) <= max_pieces and len(target_ids[i]) <= max_pieces]
             writer.add([source_ids[i] for i in keep], [target_ids[i] for i in keep])
-            kept += len(keep)
-            new = sources_seen.first_seen(np.array([hash64(source_text[i]) for i in keep], dtype=np.uint64))
+            scored = range(len(source_ids)) if score_every_pair else keep
+            kept += len(scored)
+            new = sources_seen.first_seen(np.array([hash64(source_text[i]) for i in scored], dtype=np.uint64))
             distinct += int(new.sum())
             if references is not None:
-                for i in keep:
+                for i in scored:
                     references.write(json.dumps([source_text[i], target_text[i]], ensure_ascii=False) + "\n")
     finally:
         shards = writer.finish()

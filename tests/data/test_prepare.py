@@ -1,5 +1,7 @@
 """Prepare on small corpora made here: refusals, filtering by subword pieces, stale staging."""
 
+import json
+
 import pytest
 
 from conftest import make_zip, toy_corpus_text
@@ -90,3 +92,33 @@ def test_a_vocabulary_smaller_than_asked_for_is_said_and_recorded(tmp_path):
         "vocabulary: source 300 pieces, target 280 pieces (separate) (fewer than data.vocab_size=300: all this " \
         "training text yields)"
     assert vocabulary_summary({"source": 8000, "target": 8000}, 8000, joint=True) == "vocabulary: 8,000 pieces"
+
+
+def test_a_test_set_of_ones_own_is_scored_whole_and_older_data_that_cut_it_is_prepared_again(tmp_path):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(toy_parallel_corpus(), encoding="utf-8")
+    long_en, long_fr = " ".join(["cats"] * 60) + ".", " ".join(["chats"] * 60) + "."  # over max_words and max_pieces
+    (tmp_path / "test.en").write_text(f"I have two cats.\n{long_en}\n\nI have two cats.\nWe have ten keys.\n")
+    (tmp_path / "test.fr").write_text(f"J'ai deux chats.\n{long_fr}\n\nJ'ai 2 chats.\nNous avons dix clés.\n")
+    cfg = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr",
+                        "max_pieces": 32, "test_source_file": str(tmp_path / "test.en"),
+                        "test_target_file": str(tmp_path / "test.fr")})
+    messages = []
+    directory = prepare(cfg, tmp_path / "data", log=messages.append)
+    items = [json.loads(line) for line in (directory / "test.jsonl").open(encoding="utf-8")]
+    assert items == [{"source": "I have two cats.", "references": ["J'ai deux chats.", "J'ai 2 chats."]},
+                     {"source": long_en, "references": [long_fr]},
+                     {"source": "We have ten keys.", "references": ["Nous avons dix clés."]}]
+    manifest = read_manifest(directory)
+    assert manifest["heldout"]["test"] == {"source_file": str(tmp_path / "test.en"), "pairs": 4, "over_max_words": 1,
+                                           "dropped": {"empty": 1, "duplicate": 0}}
+    assert manifest["counts"]["test"] == {"pairs": 4, "sources": 3} and manifest["dropped"]["too_many_pieces"] == 0
+    assert manifest["shards"]["test"][0]["pairs"] == 3  # the dev loss's token arrays leave the long pair out
+    assert f"test: 4 pairs from {tmp_path / 'test.en'}, scored whole (1 pair over data.max_words=50 kept; " \
+           "1 empty pair left out)" in messages
+    # Data prepared before, which dropped long held-out pairs and says nothing of them, is prepared again.
+    manifest.pop("heldout")
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    again = []
+    assert prepare(cfg, tmp_path / "data", log=again.append) == directory and again
+    assert "heldout" in read_manifest(directory)
