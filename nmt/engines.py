@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Protocol
 
 from nmt.config import DecodeConfig
+from nmt.data.normalizer import Normalizer
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.translator import Translation, Translator
@@ -26,6 +27,7 @@ class Engine(Protocol):
     has_attention: bool
     attention_layers_heads: tuple[int, int]
     trained_on: Path | None  # where the model's training data was prepared (evaluate falls back to it), if known
+    normalizer: Normalizer  # the run's, applied to sources (and, at preparation, to the references of its splits)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None) -> list[Translation]: ...

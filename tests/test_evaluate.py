@@ -32,3 +32,21 @@ def test_the_output_folder_is_checked_without_creating_anything(tmp_path):
     with pytest.raises(NMTError, match=r"a-file/eval: .*a-file is not a directory; choose another place with "
                        r"--out-dir DIR$"):
         ev.check_writable(tmp_path / "a-file" / "eval")
+
+
+def test_a_report_says_when_its_references_were_lowercased_by_the_runs_normalization(toy_transformer_run, tmp_path):
+    """fr→en on the built-in corpus lowercases the English side, its references included: BLEU then ignores case
+    although sacrebleu's signature says case:mixed. Files given with --ref are scored as they are."""
+    import dataclasses
+
+    engine = Translator.from_run(toy_transformer_run, device="cpu")
+    sentences, references = ["I have two cats."], [["J'ai deux chats."]]
+    split = ev.EvaluationSet(sentences, references, "test", "test.jsonl", normalized_references=True)
+    files = ev.EvaluationSet(sentences, references, "mine", "--src a --ref b")
+    assert not engine.normalizer.lowercase_target  # en→fr: the French side keeps its case
+    assert ev.evaluate(engine, split, tmp_path)["references_lowercased"] is False
+    engine.normalizer = dataclasses.replace(engine.normalizer, lowercase_target=True)
+    report = ev.evaluate(engine, split, tmp_path)
+    assert report["references_lowercased"] is True
+    assert ev.format_report(report).endswith("these scores do not count case")
+    assert ev.evaluate(engine, files, tmp_path)["references_lowercased"] is False
