@@ -163,7 +163,7 @@ def format_report(report: dict) -> str:
 
 
 def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path] | None, decode_overrides: dict,
-                 device: str, data_dir: Path) -> list[dict]:
+                 device: str, data_dir: Path) -> Comparison:
     """Translate one shared test set (a split of the runs' data, or --src/--ref files) with every run, then
     `compare` them (the first is the baseline). Runs of another direction or another split are refused."""
     systems, shared, baseline = [], None, None
@@ -183,8 +183,15 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
     return compare(systems, shared.references)
 
 
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    rows: list[dict]  # per system: BLEU, bootstrap mean and 95% CI, p-value against the first (None for it)
+    signature: str  # sacrebleu's BLEU signature: what makes the scores reproducible
+    samples: int
+
+
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],
-            samples: int = 1000) -> list[dict]:
+            samples: int = 1000) -> Comparison:
     """BLEU of each system with sacrebleu's paired bootstrap resampling against the first (the baseline)."""
     test = PairedTest(named_hypotheses, {"BLEU": BLEU()}, reference_streams(references), test_type="bs",
                       n_samples=samples)
@@ -193,12 +200,13 @@ def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list
     for (name, _), result in zip(named_hypotheses, results["BLEU"]):
         rows.append({"system": name, "bleu": round(result.score, 2), "mean": round(result.mean, 2),
                      "ci95": round(result.ci, 2), "p_value": result.p_value})
-    return rows
+    return Comparison(rows, str(test.metrics["BLEU"].get_signature()), samples)
 
 
-def format_comparison(rows: list[dict]) -> str:
+def format_comparison(comparison: Comparison) -> str:
     lines = [f"{'system':40} {'BLEU':>7} {'mean ± 95% CI':>16} {'p vs baseline':>14}"]
-    for row in rows:
+    for row in comparison.rows:
         p = "(baseline)" if row["p_value"] is None else f"{row['p_value']:.4f}"
         lines.append(f"{row['system'][:40]:40} {row['bleu']:7.2f} {row['mean']:8.2f} ± {row['ci95']:5.2f} {p:>14}")
+    lines.append(f"BLEU signature: {comparison.signature} (paired bootstrap, {comparison.samples} samples)")
     return "\n".join(lines)

@@ -108,12 +108,14 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     table = nmt("evaluate", "--compare", run_dir, "--compare", run_dir, "--split", "valid", "--beam", "1",
                 data_dir=real_data_dir)
     assert table.returncode == 0, table.stderr
-    assert "(baseline)" in table.stdout and len(table.stdout.strip().splitlines()) == 3
+    lines = table.stdout.strip().splitlines()
+    assert len(lines) == 4 and "(baseline)" in lines[1]
+    assert lines[3].startswith("BLEU signature: nrefs:var|case:mixed|eff:no|tok:13a") and "1000 samples" in lines[3]
     # --run is the baseline of the --compare runs, and --src/--ref the shared test set (not the split).
     on_files = nmt("evaluate", "--run", run_dir, "--compare", run_dir, "--src", src, "--ref", ref1, "--ref", ref2,
                    "--beam", "2")
     assert on_files.returncode == 0, on_files.stderr
-    rows = on_files.stdout.strip().splitlines()[1:]
+    rows = on_files.stdout.strip().splitlines()[1:-1]
     assert len(rows) == 2 and "(baseline)" in rows[0]
     assert float(rows[0].split()[1]) == pytest.approx(scores[0], abs=0.01)  # the files' BLEU, as scored above
 
