@@ -166,19 +166,20 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
                  device: str, data_dir: Path) -> Comparison:
     """Translate one shared test set (a split of the runs' data, or --src/--ref files) with every run, then
     `compare` them (the first is the baseline). Runs of another direction or another split are refused."""
-    systems, shared, baseline = [], None, None
+    systems, shared, first = [], None, None
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)
         direction = f"{translator.source_lang}→{translator.target_lang}"
-        if baseline is not None and direction != baseline[1]:
-            raise NMTError(f"{run} translates {direction} but {baseline[0]} {baseline[1]}: runs are not comparable")
-        baseline = baseline or (run, direction)
-        test_set = shared if src is not None and shared is not None else \
-            load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on)
-        if shared is not None and test_set.references != shared.references:
-            raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
-        shared = test_set
-        hypotheses = [t.text for t in translator.translate(test_set.sources)]
+        if first is None:
+            first = (run, direction)
+        elif direction != first[1]:
+            raise NMTError(f"{run} translates {direction} but {first[0]} {first[1]}: runs are not comparable")
+        if shared is None or src is None:  # --src/--ref are read once (they may be pipes); a split is each run's own
+            loaded = load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on)
+            if shared is not None and loaded.references != shared.references:
+                raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
+            shared = loaded
+        hypotheses = [t.text for t in translator.translate(shared.sources)]
         systems.append((str(translator.run.directory), hypotheses))
     return compare(systems, shared.references)
 

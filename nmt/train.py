@@ -242,7 +242,7 @@ class Trainer:
         if isinstance(rng, list):  # one state per rank (newer checkpoints)
             if len(rng) != self.ctx.world_size:
                 say(f"warning: checkpoint holds {len(rng)} ranks' RNG states, this run has "
-                         f"{self.ctx.world_size}: dropout after resume differs from an uninterrupted run")
+                    f"{self.ctx.world_size}: dropout after resume differs from an uninterrupted run")
             rng = rng[self.ctx.rank % len(rng)]
         restore_rng_state(rng, self.device)
         fields = {f.name for f in dataclasses.fields(Progress)}

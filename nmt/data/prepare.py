@@ -196,7 +196,7 @@ def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool) -> st
     small corpus it stops where the text runs out of pieces (hard_vocab_limit=False) rather than fail."""
     kinds = [("", sizes["source"])] if joint else [("source ", sizes["source"]), ("target ", sizes["target"])]
     parts = [f"{kind}{size:,} pieces" for kind, size in kinds]
-    short = " (fewer than data.vocab_size={:,}: all this training text yields)".format(requested) \
+    short = f" (fewer than data.vocab_size={requested:,}: all this training text yields)" \
         if min(sizes.values()) < requested else ""
     return f"vocabulary: {', '.join(parts)}{'' if joint else ' (separate)'}{short}"
 
