@@ -8,7 +8,6 @@ import json
 import time
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
 from nmt.config import Config
@@ -16,7 +15,7 @@ from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
-from nmt.metrics import corpus_bleu, corpus_scores, reference_streams
+from nmt.metrics import bleu_metric, corpus_bleu, corpus_scores, reference_streams
 from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
 
@@ -27,14 +26,15 @@ def bucket_name(low: int, high: int | None) -> str:
     return f"{low}-{high}" if high is not None else f"{low}+"
 
 
-def length_buckets(sources: list[str], hypotheses: list[str], references: list[list[str]]) -> list[dict]:
+def length_buckets(sources: list[str], hypotheses: list[str], references: list[list[str]],
+                   target_lang: str = "") -> list[dict]:
     """BLEU per source-length bucket (in words), with the number of sentences in each."""
     rows = []
     for low, high in BUCKETS:
         idx = [i for i, s in enumerate(sources) if low <= len(s.split()) and (high is None or len(s.split()) <= high)]
         row = {"bucket": bucket_name(low, high), "sentences": len(idx), "bleu": None}
         if idx:
-            row["bleu"] = corpus_bleu([hypotheses[i] for i in idx], [references[i] for i in idx])
+            row["bleu"] = corpus_bleu([hypotheses[i] for i in idx], [references[i] for i in idx], target_lang)
         rows.append(row)
     return rows
 
@@ -132,8 +132,8 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     lowercased = test_set.normalized_references and engine.normalizer.lowercase_target
     report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
               "sentences": len(sources),
-              **corpus_scores(hypotheses, references, with_ter=True),
-              "buckets": length_buckets(sources, hypotheses, references),
+              **corpus_scores(hypotheses, references, with_ter=True, target_lang=engine.target_lang),
+              "buckets": length_buckets(sources, hypotheses, references, engine.target_lang),
               "decode": dataclasses.asdict(engine.decode),
               "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1)}
     try:
@@ -181,7 +181,7 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
             shared = loaded
         hypotheses = [t.text for t in translator.translate(shared.sources)]
         systems.append((str(translator.run.directory), hypotheses))
-    return compare(systems, shared.references)
+    return compare(systems, shared.references, target_lang=translator.target_lang)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,10 +192,10 @@ class Comparison:
 
 
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],
-            samples: int = 1000) -> Comparison:
+            samples: int = 1000, target_lang: str = "") -> Comparison:
     """BLEU of each system with sacrebleu's paired bootstrap resampling against the first (the baseline)."""
-    test = PairedTest(named_hypotheses, {"BLEU": BLEU()}, reference_streams(references), test_type="bs",
-                      n_samples=samples)
+    test = PairedTest(named_hypotheses, {"BLEU": bleu_metric(target_lang)}, reference_streams(references),
+                      test_type="bs", n_samples=samples)
     _, results = test()
     rows = []
     for (name, _), result in zip(named_hypotheses, results["BLEU"]):

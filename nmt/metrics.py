@@ -1,8 +1,47 @@
-"""Corpus scores through sacrebleu (never our own BLEU), with every reference of a sentence used."""
+"""Corpus scores through sacrebleu (never our own BLEU), with every reference of a sentence used.
+
+BLEU and TER tokenize as sacrebleu itself would for the target language (its CLI's `-l xx-zh` choice): 13a for
+languages written with spaces; for Chinese, Japanese and Korean, whose words are not separated by spaces, sacrebleu's
+own tokenizers (13a would read a whole sentence as one word: BLEU ~0), and TER's normalization with asian support.
+Japanese and Korean need MeCab (`pip install 'sacrebleu[ja]'`, `'sacrebleu[ko]'`); without it BLEU falls back to
+characters, said once and visible in the signature (`tok:char`).
+"""
 
 from __future__ import annotations
 
+import functools
+
 from sacrebleu.metrics import BLEU, CHRF, TER
+
+from nmt.errors import warn
+
+UNSPACED = ("zh", "ja", "ko")  # the targets sacrebleu tokenizes with tools of their own
+
+
+def base_language(code: str) -> str:
+    """"zh-Hans" → "zh", "pt-BR" → "pt": what sacrebleu's per-language defaults are keyed by."""
+    return code.replace("_", "-").split("-")[0].lower()
+
+
+@functools.lru_cache(maxsize=None)
+def bleu_tokenizer(target_lang: str) -> str | None:
+    """sacrebleu's BLEU tokenizer for `target_lang` (None: its default, 13a), or "char" where the one it would pick
+    needs an extra that is not installed (said once per language)."""
+    language = base_language(target_lang)
+    if language not in UNSPACED:
+        return None
+    try:
+        BLEU(trg_lang=language)
+    except RuntimeError:  # MeCab missing: sacrebleu asks for pip install sacrebleu[ja] / [ko]
+        warn(f"BLEU for {language} wants MeCab (pip install 'sacrebleu[{language}]'); scoring characters instead "
+             "(tok:char in the signature)")
+        return "char"
+    return None
+
+
+def bleu_metric(target_lang: str = "") -> BLEU:
+    tokenize = bleu_tokenizer(target_lang)
+    return BLEU(tokenize=tokenize) if tokenize else BLEU(trg_lang=base_language(target_lang))
 
 
 def reference_streams(references: list[list[str]]) -> list[list[str | None]]:
@@ -11,19 +50,21 @@ def reference_streams(references: list[list[str]]) -> list[list[str | None]]:
     return [[refs[i] if i < len(refs) else None for refs in references] for i in range(width)]
 
 
-def corpus_bleu(hypotheses: list[str], references: list[list[str]]) -> float:
-    return round(BLEU().corpus_score(hypotheses, reference_streams(references)).score, 2)
+def corpus_bleu(hypotheses: list[str], references: list[list[str]], target_lang: str = "") -> float:
+    return round(bleu_metric(target_lang).corpus_score(hypotheses, reference_streams(references)).score, 2)
 
 
-def corpus_scores(hypotheses: list[str], references: list[list[str]], with_ter: bool = False) -> dict:
+def corpus_scores(hypotheses: list[str], references: list[list[str]], with_ter: bool = False,
+                  target_lang: str = "") -> dict:
     """BLEU and chrF (and TER, slower, on request) with sacrebleu's signatures."""
     streams = reference_streams(references)
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf = bleu_metric(target_lang), CHRF()
     bleu_score, chrf_score = bleu.corpus_score(hypotheses, streams), chrf.corpus_score(hypotheses, streams)
     scores = {"bleu": round(bleu_score.score, 2), "chrf": round(chrf_score.score, 2),
               "bleu_detail": str(bleu_score), "bleu_signature": str(bleu.get_signature()),
               "chrf_signature": str(chrf.get_signature())}
     if with_ter:
-        ter = TER()
+        unspaced = base_language(target_lang) in UNSPACED  # TER splits CJK characters only when it normalizes
+        ter = TER(normalized=unspaced, asian_support=unspaced)
         scores.update(ter=round(ter.corpus_score(hypotheses, streams).score, 2), ter_signature=str(ter.get_signature()))
     return scores

@@ -454,7 +454,7 @@ class Trainer:
             self.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
         nll = float(nll)
         hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
-        scores = corpus_scores(hypotheses, self.valid_references)
+        scores = corpus_scores(hypotheses, self.valid_references, target_lang=self.translator.target_lang)
         return {"dev_loss": round(nll / tokens, 4), "dev_ppl": round(math.exp(min(nll / tokens, 50)), 2), **scores}
 
     def evaluate_and_maybe_stop(self) -> bool:

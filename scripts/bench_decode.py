@@ -79,7 +79,8 @@ def main() -> None:
                     run = lambda s, e=engine: e.translate(s, beam_size=beam)  # noqa: E731
                 run(sources[:50])  # warm-up
                 hypotheses, speed = timed(run, sources)
-                print(f"| {name} | {beam} | {speed:,.1f} | {corpus_bleu(hypotheses, references):.2f} |", flush=True)
+                bleu = corpus_bleu(hypotheses, references, nmt.target_lang)
+                print(f"| {name} | {beam} | {speed:,.1f} | {bleu:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

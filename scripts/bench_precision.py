@@ -40,7 +40,7 @@ def main() -> None:
             started = time.perf_counter()
             hypotheses = [t.text for t in engine.translate(sources)]
             speeds[precision].append(len(sources) / (time.perf_counter() - started))
-            bleus[precision] = corpus_bleu(hypotheses, references)
+            bleus[precision] = corpus_bleu(hypotheses, references, engine.target_lang)
     figures = {p: {"valid_bleu": round(bleus[p], 2), "sentences_per_s": round(statistics.median(speeds[p]), 1),
                    "sentences_per_s_rounds": [round(s, 1) for s in speeds[p]]} for p in engines}
     print(json.dumps(figures, indent=2))

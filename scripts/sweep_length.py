@@ -10,18 +10,18 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
 
 from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
-from nmt.metrics import reference_streams
+from nmt.metrics import bleu_metric, reference_streams
 from nmt.translator import Translator
 
 GRID = [("wu", a) for a in (1.0, 2.0, 3.0)] + [("fairseq", a) for a in (1.0, 1.5, 2.0)]
 
 
 def score(translator, sources, streams, beam):
-    result = BLEU().corpus_score([t.text for t in translator.translate(sources, beam_size=beam)], streams)
+    result = bleu_metric(translator.target_lang).corpus_score(
+        [t.text for t in translator.translate(sources, beam_size=beam)], streams)
     return result.score, result.sys_len / result.ref_len
 
 

@@ -50,3 +50,12 @@ def test_a_report_says_when_its_references_were_lowercased_by_the_runs_normaliza
     assert report["references_lowercased"] is True
     assert ev.format_report(report).endswith("these scores do not count case")
     assert ev.evaluate(engine, files, tmp_path)["references_lowercased"] is False
+
+
+def test_a_report_scores_with_the_tokenizer_of_the_engines_target_language(toy_transformer_run, tmp_path):
+    engine = Translator.from_run(toy_transformer_run, device="cpu")
+    test_set = ev.EvaluationSet(["I have two cats."], [["J'ai deux chats."]], "probe", "a test")
+    assert "|tok:13a|" in ev.evaluate(engine, test_set, tmp_path)["bleu_signature"]  # French
+    engine.target_lang = "zh"  # as a run of an en→zh corpus says
+    report = ev.evaluate(engine, test_set, tmp_path)
+    assert "|tok:zh|" in report["bleu_signature"] and "|asian:yes|" in report["ter_signature"]

@@ -1,0 +1,37 @@
+"""Scores tokenized for the target language, as sacrebleu's own command line would (`-l en-zh`)."""
+
+import importlib.util
+
+import pytest
+
+from nmt.metrics import base_language, bleu_tokenizer, corpus_scores
+
+HYPOTHESIS, REFERENCE = ["我喜欢猫。"], [["我爱猫。"]]
+
+
+def test_a_chinese_target_is_scored_with_sacrebleus_chinese_tokenizer():
+    # 13a reads an unspaced sentence as one word: BLEU 0 whatever the overlap (what nmt reported before).
+    assert corpus_scores(HYPOTHESIS, REFERENCE)["bleu"] == 0.0
+    scores = corpus_scores(HYPOTHESIS, REFERENCE, with_ter=True, target_lang="zh-Hans")
+    assert scores["bleu"] == 23.64 and "|tok:zh|" in scores["bleu_signature"]
+    assert scores["ter"] == 50.0
+    assert "|norm:yes|" in scores["ter_signature"] and "|asian:yes|" in scores["ter_signature"]
+
+
+@pytest.mark.parametrize("language", ["fr", "pt-BR", "de", ""])
+def test_languages_written_with_spaces_keep_13a(language):
+    scores = corpus_scores(["I have two cats."], [["I have two cats ."]], with_ter=True, target_lang=language)
+    assert "|tok:13a|" in scores["bleu_signature"] and "|asian:no|" in scores["ter_signature"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("MeCab") is not None, reason="MeCab installed: sacrebleu's ja-mecab")
+def test_japanese_without_mecab_falls_back_to_characters_and_says_so_once(capsys):
+    bleu_tokenizer.cache_clear()
+    for _ in range(2):
+        scores = corpus_scores(["猫が好きです。"], [["猫が大好きです。"]], target_lang="ja")
+        assert "|tok:char|" in scores["bleu_signature"] and scores["bleu"] > 0
+    assert capsys.readouterr().err.count("BLEU for ja wants MeCab (pip install 'sacrebleu[ja]')") == 1
+
+
+def test_base_language():
+    assert [base_language(c) for c in ("zh-Hans", "pt_BR", "JA", "")] == ["zh", "pt", "ja", ""]
