@@ -215,7 +215,7 @@ class Trainer:
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
         self.translator = Translator(self.model, self.tokenizers, resolve_normalizer(self.cfg.data),
-                                     self.cfg.decode, self.device, self.dtype)
+                                     self.cfg.decode, self.device, self.dtype, config=self.cfg)  # its languages too
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.peak_flops = peak * 1e12
         self.update_flops = UpdateFlops(self.model)

@@ -309,3 +309,15 @@ def test_training_steps_attend_with_the_kernels_of_their_precision(tmp_path, toy
     cfg = toy_config(tmp_path, train={"max_steps": 3, "eval_every": 100, "precision": "bf16"})
     progress = train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
     assert progress.step == 3 and len(seen) > 3 and set(seen) == {("cpu", torch.bfloat16)}  # updates, dev loss
+
+
+def test_dev_bleu_in_training_tokenizes_for_the_target_language(tmp_path, toy_data_dir):
+    from nmt.train import Trainer
+
+    scores = {}
+    for target in ("fr", "zh"):  # the toy corpus labelled as Chinese: its data is the same (languages are labels)
+        trainer = Trainer(toy_config(tmp_path, data={"target_lang": target}), Run(tmp_path / target), toy_data_dir,
+                          log=lambda *_: None)
+        trainer.setup()
+        scores[target] = trainer.validate()["bleu_signature"]
+    assert "|tok:13a|" in scores["fr"] and "|tok:zh|" in scores["zh"]
