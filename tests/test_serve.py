@@ -140,6 +140,8 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
         driver.get(live_server + "/")
         WebDriverWait(driver, 20).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#layer option")) == 2)
         box = driver.find_element(By.ID, "source")
+        assert (box.get_attribute("lang"), driver.find_element(By.ID, "output").get_attribute("lang")) == ("en", "fr")
+        assert box.get_attribute("value") == "I'm home."  # the English example, for an English source
         box.clear()
         box.send_keys("I have two cats.")
         driver.find_element(By.ID, "translate").click()
