@@ -28,6 +28,7 @@ class Engine(Protocol):
     attention_layers_heads: tuple[int, int]
     trained_on: Path | None  # where the model's training data was prepared (evaluate falls back to it), if known
     normalizer: Normalizer  # the run's, applied to sources (and, at preparation, to the references of its splits)
+    source_lang: str  # what the report's length buckets count (words, or characters for zh/ja/ko)
     target_lang: str  # what BLEU's tokenizer follows (nmt.metrics)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,

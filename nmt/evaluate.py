@@ -15,23 +15,35 @@ from nmt.data.dataset import load_references
 from nmt.data.prepare import find_prepared
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
-from nmt.metrics import bleu_metric, corpus_bleu, corpus_scores, reference_streams
+from nmt.metrics import UNSPACED, base_language, bleu_metric, corpus_bleu, corpus_scores, reference_streams
 from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
 
-BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))
+BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))  # source words
+# A Chinese, Japanese or Korean source has no spaces to count words by: its characters instead (~2 a word).
+CHARACTER_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, None))
 
 
 def bucket_name(low: int, high: int | None) -> str:
     return f"{low}-{high}" if high is not None else f"{low}+"
 
 
+def length_unit(source_lang: str) -> str:
+    return "characters" if base_language(source_lang) in UNSPACED else "words"
+
+
+def source_length(sentence: str, unit: str) -> int:
+    return len(sentence.replace(" ", "")) if unit == "characters" else len(sentence.split())
+
+
 def length_buckets(sources: list[str], hypotheses: list[str], references: list[list[str]],
-                   target_lang: str = "") -> list[dict]:
-    """BLEU per source-length bucket (in words), with the number of sentences in each."""
+                   target_lang: str = "", source_lang: str = "") -> list[dict]:
+    """BLEU per source-length bucket (words, or characters for an unspaced source), with its sentence count."""
+    unit = length_unit(source_lang)
+    lengths = [source_length(s, unit) for s in sources]
     rows = []
-    for low, high in BUCKETS:
-        idx = [i for i, s in enumerate(sources) if low <= len(s.split()) and (high is None or len(s.split()) <= high)]
+    for low, high in CHARACTER_BUCKETS if unit == "characters" else BUCKETS:
+        idx = [i for i, n in enumerate(lengths) if low <= n and (high is None or n <= high)]
         row = {"bucket": bucket_name(low, high), "sentences": len(idx), "bleu": None}
         if idx:
             row["bleu"] = corpus_bleu([hypotheses[i] for i in idx], [references[i] for i in idx], target_lang)
@@ -133,7 +145,8 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
               "sentences": len(sources),
               **corpus_scores(hypotheses, references, with_ter=True, target_lang=engine.target_lang),
-              "buckets": length_buckets(sources, hypotheses, references, engine.target_lang),
+              "buckets": length_buckets(sources, hypotheses, references, engine.target_lang, engine.source_lang),
+              "bucket_unit": length_unit(engine.source_lang),
               "decode": dataclasses.asdict(engine.decode),
               "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1)}
     try:
@@ -152,7 +165,7 @@ def format_report(report: dict) -> str:
              f"{report['sentences_per_s']} sent/s)",
              f"  {report['bleu_detail']}", f"  BLEU signature: {report['bleu_signature']}",
              f"  chrF signature: {report['chrf_signature']}", f"  TER signature: {report['ter_signature']}",
-             "  BLEU by source length (words):"]
+             f"  BLEU by source length ({report.get('bucket_unit', 'words')}):"]
     for row in report["buckets"]:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")

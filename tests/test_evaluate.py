@@ -59,3 +59,14 @@ def test_a_report_scores_with_the_tokenizer_of_the_engines_target_language(toy_t
     engine.target_lang = "zh"  # as a run of an en→zh corpus says
     report = ev.evaluate(engine, test_set, tmp_path)
     assert "|tok:zh|" in report["bleu_signature"] and "|asian:yes|" in report["ter_signature"]
+
+
+def test_length_buckets_count_characters_for_an_unspaced_source():
+    sources = ["我爱猫。", "我 有 两 只 猫 和 三 只 狗 还有 一只 鸟 。"]  # 4 and 15 characters (spaces not counted)
+    hypotheses, references = ["x", "y"], [["x"], ["y"]]
+    by_words = ev.length_buckets(sources, hypotheses, references, "en", "fr")
+    assert [(b["bucket"], b["sentences"]) for b in by_words] == [("1-5", 1), ("6-10", 0), ("11-15", 1), ("16+", 0)]
+    by_characters = ev.length_buckets(sources, hypotheses, references, "en", "zh")
+    assert [(b["bucket"], b["sentences"]) for b in by_characters] == [("1-10", 1), ("11-20", 1), ("21-30", 0),
+                                                                       ("31+", 0)]
+    assert ev.length_unit("zh-Hant") == "characters" and ev.length_unit("de") == "words"
