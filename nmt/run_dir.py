@@ -331,6 +331,11 @@ class Run:
         if directory is None and checkpoint is not None:
             if (Path(checkpoint).parent / EXPORT_METADATA).is_file():  # a file of an export: model.bin, say
                 raise _export_is_no_run(Path(checkpoint).parent)
+            if not Path(checkpoint).is_file():
+                raise NMTError(f"checkpoint not found: {checkpoint}")
+            if Path(checkpoint).parent.name != "checkpoints":
+                raise NMTError(f"{checkpoint} is not in a run's checkpoints/ folder: pass --run RUN, the run it was "
+                               "trained in, for its config and tokenizer")
             directory = Path(checkpoint).parent.parent
         return cls.open(directory)
 

@@ -64,11 +64,25 @@ def _plant_one(kind: str, t: Path, r: Path) -> None:
         for step, width in ((1, 4), (2, 5)):
             weights = Weights(model={"w": torch.zeros(width)}, config={"model": {"arch": "transformer"}})
             torch.save(weights.payload(), r / "checkpoints" / f"step-{step:07d}.pt")
-    elif kind == "reversed-copy":  # the same run, as if trained the other way round
+    elif kind == "reversed-copy":  # the same run, as if trained the other way round (its config and checkpoint)
+        from nmt.checkpoint import load_checkpoint, save_checkpoint
         shutil.copytree(r, t / "reversed")
         config = yaml.safe_load((t / "reversed" / "config.yaml").read_text())
         config["data"]["reverse"] = True
         (t / "reversed" / "config.yaml").write_text(yaml.safe_dump(config))
+        best = t / "reversed" / "checkpoints" / "best.pt"
+        save_checkpoint({**load_checkpoint(best), "config": config}, best)
+    elif kind in ("checkpoint-other-vocabulary", "checkpoint-other-direction"):  # as another run's best.pt is
+        from nmt.checkpoint import load_checkpoint, save_checkpoint
+        state = load_checkpoint(r / "checkpoints" / "best.pt")
+        if kind == "checkpoint-other-vocabulary":
+            state["model_args"] = {**state["model_args"], "src_vocab": 999, "tgt_vocab": 999}
+        else:
+            state["config"]["data"] = {**state["config"]["data"], "reverse": True}
+        (t / "other" / "checkpoints").mkdir(parents=True)
+        save_checkpoint(state, t / "other" / "checkpoints" / "best.pt")
+    elif kind == "loose-checkpoint":
+        shutil.copy(r / "checkpoints" / "best.pt", t / "loose.pt")
     elif kind == "stray-step":
         (r / "checkpoints" / "step-latest.pt").write_bytes((r / "checkpoints" / "best.pt").read_bytes())
     elif kind == "pickled-offsets":
@@ -107,6 +121,7 @@ TOY_DATA_YAML = ("data: {vocab_size: 300, valid_fraction: 0.1, test_fraction: 0.
 # Two steps at most: a bad input that were wrongly accepted must end the test quickly, not train for hours.
 BASE = ("model: {arch: transformer, embed_dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64}\n"
         "train: {max_steps: 2, eval_every: 2, max_tokens: 400, threads: 1, device: cpu}\n")
+OTHER = "{T}/other/checkpoints/best.pt"  # a checkpoint of another run
 CASES = [
     # translate
     ("translate-no-run", ["translate", "--run", "{T}/nowhere", "hi"], None, "is not a run directory"),
@@ -128,6 +143,12 @@ CASES = [
      "zero-checkpoint", "the file is empty"),
     ("translate-list-checkpoint", ["translate", "--run", "{R}", "--checkpoint", "{T}/list.pt", "hi"],
      "list-checkpoint", "is not an nmt checkpoint"),
+    ("translate-checkpoint-of-another-vocabulary", ["translate", "--run", "{R}", "--checkpoint", OTHER, "hi"],
+     "checkpoint-other-vocabulary", "was trained with a vocabulary of 999/999 source/target pieces, but"),
+    ("translate-checkpoint-of-another-direction", ["translate", "--run", "{R}", "--checkpoint", OTHER, "hi"],
+     "checkpoint-other-direction", "was trained on other data than"),
+    ("translate-loose-checkpoint", ["translate", "--checkpoint", "{T}/loose.pt", "hi"], "loose-checkpoint",
+     "loose.pt is not in a run's checkpoints/ folder: pass --run RUN"),
     ("translate-missing-checkpoint", ["translate", "--run", "{R}", "--checkpoint", "{T}/none.pt", "hi"], None,
      "checkpoint not found"),
     ("translate-corrupt-spm", ["translate", "--run", "{R}", "hi"], "corrupt-spm", "cannot load SentencePiece"),
