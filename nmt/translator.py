@@ -195,14 +195,15 @@ def check_checkpoint_fits_run(weights: Weights, cfg: Config, tokenizers: Tokeniz
     if args is not None and (args.get("src_vocab"), args.get("tgt_vocab")) != have:
         raise NMTError(f"{path} was trained with a vocabulary of {args.get('src_vocab'):,}/{args.get('tgt_vocab'):,} "
                        f"source/target pieces, but {run_dir} has {have[0]:,}/{have[1]:,}: {again}")
+    if not isinstance(weights.config, dict):
+        return
     try:
-        saved = from_dict(weights.config, Config) if isinstance(weights.config, dict) else None
+        saved = from_dict(weights.config, Config).data
+        differences = (("languages", languages(saved), languages(cfg.data)),
+                       ("data settings", fingerprint_settings(saved), fingerprint_settings(cfg.data)))
     except NMTError:  # a config of a far older release: the vocabulary check above is what can be told
         return
-    if saved is None:
-        return
-    for what, old, new in (("languages", languages(saved.data), languages(cfg.data)),
-                           ("data settings", fingerprint_settings(saved.data), fingerprint_settings(cfg.data))):
+    for what, old, new in differences:
         if old != new:
             raise NMTError(f"{path} was trained on other data than {run_dir} ({what} differ): {again}")
 
