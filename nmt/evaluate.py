@@ -58,7 +58,13 @@ def read_lines(path: Path) -> list[str]:
     if Path(path).is_dir():
         raise NMTError(f"{path} is a directory, not a file of sentences")
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, encoding="utf-8-sig", newline="") as handle:  # a BOM is no part of the first sentence
+            text = handle.read()
+        # Lines end at line feeds only, as on stdin and in corpora: str.splitlines would also break at U+2028, U+0085
+        # or a lone CR inside a sentence and shift every reference after it.
+        lines = [line.removesuffix("\r") for line in text.split("\n")]
+        if lines[-1] == "":
+            lines.pop()
     except UnicodeDecodeError as err:
         raise NMTError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:

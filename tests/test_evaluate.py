@@ -70,3 +70,13 @@ def test_length_buckets_count_characters_for_an_unspaced_source():
     assert [(b["bucket"], b["sentences"]) for b in by_characters] == [("1-10", 1), ("11-20", 1), ("21-30", 0),
                                                                        ("31+", 0)]
     assert ev.length_unit("zh-Hant") == "characters" and ev.length_unit("de") == "words"
+
+
+def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
+    """As on stdin and in corpora: a U+2028, U+0085 or lone CR inside a sentence does not end it (splitlines would
+    shift every reference after it), CRLF endings and a Windows editor's BOM are not part of the text."""
+    path = tmp_path / "refs.txt"
+    path.write_bytes("\ufeffJe suis\u2028là.\r\nUn\rdeux\x85trois\n\nfin".encode("utf-8"))
+    assert ev.read_lines(path) == ["Je suis\u2028là.", "Un\rdeux\x85trois", "", "fin"]
+    path.write_text("une\ndeux\n", encoding="utf-8")
+    assert ev.read_lines(path) == ["une", "deux"]
