@@ -180,7 +180,7 @@ class Trainer:
         own = run_data_for_resume(self.cfg.data, data_dir, trained_on) if trained_on else None
         if own is None:
             return ensure_prepared(self.cfg.data, data_dir, url, self.log)
-        if self.ctx.is_main:
+        if self.ctx.is_main and own.resolve().parent != (Path(data_dir) / "prepared").resolve():
             self.log(f"no prepared data for these settings under {data_dir}: resuming on {own}, where the run was "
                      "trained (the same text and settings)")
         return own

@@ -133,8 +133,12 @@ def test_resume_from_another_directory_goes_on_with_the_runs_own_data(tmp_path, 
     toy_sha256 = sha256_file(toy_data_dir / "fra-eng" / "fra.txt")
     checked = {"verify_checksum": True, "corpus_sha256": toy_sha256}
     run = Run(tmp_path / "run")
-    train(toy_config(tmp_path, data=checked, train={"max_steps": 4}), run.directory, toy_data_dir,
+    train(toy_config(tmp_path, data=checked, train={"max_steps": 3}), run.directory, toy_data_dir,
           log=lambda *_: None)
+    messages = []  # resumed where it was trained: its data directory's own data, nothing to say
+    train(toy_config(tmp_path, data=checked, train={"max_steps": 4}), run.directory, toy_data_dir, log=messages.append)
+    assert f"resuming {run.directory} from step 3" in messages
+    assert not any("resuming on" in m for m in messages)
     trained_on = run.prepared_data()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -70,9 +70,10 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
 
 
 def run_data_for_resume(cfg: DataConfig, data_dir: Path, trained_on: Path) -> Path | None:
-    """The data a resumed run goes on with when `data_dir` holds none of these settings: `trained_on` (its env.json)
+    """The data a resumed run goes on with: `data_dir`'s own of these settings, else `trained_on` (its env.json)
     while it holds data of these settings from the same text, which preparing again would only reproduce. So a run
-    resumed from another working directory neither prepares nor downloads again. None: prepare as for a new run."""
+    resumed from another working directory neither prepares nor downloads again, and the corpus is hashed once.
+    None: prepare as for a new run."""
     if not is_prepared(trained_on, cfg, None):
         return None
     spec = corpus_spec(cfg, data_dir)  # a file of the config that is gone is still an error, as for a new run
@@ -84,9 +85,10 @@ def run_data_for_resume(cfg: DataConfig, data_dir: Path, trained_on: Path) -> Pa
         corpus_sha256 = cfg.corpus_sha256
     else:
         corpus_sha256 = corpus_fingerprint(spec, sha256_file(spec.files[0]) if spec.kind == "builtin" else None)
-    if is_prepared(prepared_dir(cfg, data_dir, corpus_sha256), cfg, corpus_sha256):
-        return None  # data_dir's own wins (ensure_prepared finds it)
-    return trained_on if is_prepared(trained_on, cfg, corpus_sha256) else None
+    for directory in (prepared_dir(cfg, data_dir, corpus_sha256), trained_on):
+        if is_prepared(directory, cfg, corpus_sha256):
+            return directory
+    return None
 
 
 def read_manifest(directory: Path) -> dict | None:

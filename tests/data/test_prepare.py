@@ -70,8 +70,8 @@ def test_a_resumed_run_goes_on_with_its_own_data_only_while_it_is_of_the_same_te
     other_settings = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr",
                                    "vocab_size": 320})
     assert run_data_for_resume(other_settings, tmp_path / "b", trained_on) is None
-    prepare(cfg, tmp_path / "c", log=lambda *_: None)
-    assert run_data_for_resume(cfg, tmp_path / "c", trained_on) is None  # the data directory's own wins
+    in_c = prepare(cfg, tmp_path / "c", log=lambda *_: None)
+    assert run_data_for_resume(cfg, tmp_path / "c", trained_on) == in_c  # the data directory's own wins
     with corpus.open("a", encoding="utf-8") as handle:
         handle.write("I have ten pens.\tJ'ai dix stylos.\n")  # the text changed since: prepare it anew
     assert run_data_for_resume(cfg, tmp_path / "b", trained_on) is None
