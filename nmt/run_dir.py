@@ -26,7 +26,7 @@ from nmt.atomic import copy_file_atomic, unwritable_reason, write_text_atomic
 from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
     read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
-from nmt.data.sources import resolve_normalizer
+from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
@@ -329,14 +329,15 @@ class Run:
         """The run to translate with: `directory`, else the one a checkpoint file sits in (RUN/checkpoints/X.pt),
         else the newest (see `open`)."""
         if directory is None and checkpoint is not None:
-            if (Path(checkpoint).parent / EXPORT_METADATA).is_file():  # a file of an export: model.bin, say
-                raise _export_is_no_run(Path(checkpoint).parent)
+            folder = Path(checkpoint).parent
+            if (folder / EXPORT_METADATA).is_file():  # a file of an export: model.bin, say
+                raise _export_is_no_run(folder)
             if not Path(checkpoint).is_file():
                 raise NMTError(f"checkpoint not found: {checkpoint}")
-            if Path(checkpoint).parent.name != "checkpoints":
+            if folder.name != "checkpoints":
                 raise NMTError(f"{checkpoint} is not in a run's checkpoints/ folder: pass --run RUN, the run it was "
                                "trained in, for its config and tokenizer")
-            directory = Path(checkpoint).parent.parent
+            directory = folder.parent
         return cls.open(directory)
 
     def find_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, CheckpointKind | None]:
@@ -377,6 +378,30 @@ class Run:
                     warning = (f"using best.pt (step {best_step}); last.pt (step {last_step}) is newer and was never "
                                f"validated: pass --checkpoint {last} to use it")
         return path, warning
+
+    def check_translatable(self, weights: Weights, cfg: Config, tokenizers: Tokenizers, path: Path) -> None:
+        """The twin of `check_resumable` for translating: a checkpoint translates only with the tokenizer it was
+        trained with, and `--run A --checkpoint` of another run B would feed B's model A's piece ids (an IndexError
+        past B's vocabulary, or fluent nonsense within it)."""
+        own = Path(path).resolve().parent == self.checkpoint_dir.resolve()
+        again = (f"{self.directory}/config.yaml or its tokenizer changed after training?" if own else
+                 "translate it with the run it came from (--checkpoint alone when it sits in RUN/checkpoints/)")
+        args, have = weights.model_args, (tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
+        if args is not None and (args.get("src_vocab"), args.get("tgt_vocab")) != have:
+            raise NMTError(f"{path} was trained with a vocabulary of {args.get('src_vocab'):,}/"
+                           f"{args.get('tgt_vocab'):,} source/target pieces, but {self.directory} has "
+                           f"{have[0]:,}/{have[1]:,}: {again}")
+        if not isinstance(weights.config, dict):
+            return
+        try:
+            saved = from_dict(weights.config, Config).data
+            differences = (("languages", languages(saved), languages(cfg.data)),
+                           ("data settings", fingerprint_settings(saved), fingerprint_settings(cfg.data)))
+        except NMTError:  # a config of a far older release: the vocabulary check above is what can be told
+            return
+        for what, old, new in differences:
+            if old != new:
+                raise NMTError(f"{path} was trained on other data than {self.directory} ({what} differ): {again}")
 
     def check_resumable(self, saved: dict, cfg: Config) -> list[str]:
         """Refuse a config whose model shape or data differ from the checkpoint's; warn when the data order changes.

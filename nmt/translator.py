@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-from nmt.config import Config, DecodeConfig, fingerprint_settings, from_dict
+from nmt.config import Config, DecodeConfig
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import source_batch
 from nmt.data.normalizer import Normalizer
@@ -61,7 +61,7 @@ class Translator:
         cfg = run.read_config()
         tokenizers = run.tokenizers()
         weights = run.load_weights(path)
-        check_checkpoint_fits_run(weights, cfg, tokenizers, path, run.directory)
+        run.check_translatable(weights, cfg, tokenizers, path)
         model = _model_for(weights, cfg, tokenizers, path)
         torch_device = pick_device(device)
         model.to(torch_device).eval()
@@ -181,31 +181,6 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
     if unknown:
         raise NMTError(f"unknown decode setting(s): {', '.join(sorted(unknown))}")
     return dataclasses.replace(decode, **given)
-
-
-def check_checkpoint_fits_run(weights: Weights, cfg: Config, tokenizers: Tokenizers, path: Path,
-                              run_dir: Path) -> None:
-    """A checkpoint translates only with the tokenizer it was trained with: `--run A --checkpoint` of another run B
-    would feed B's model A's piece ids (an IndexError past B's vocabulary, or fluent nonsense within it)."""
-    own = Path(path).resolve().parent == (Path(run_dir) / "checkpoints").resolve()
-    again = (f"{run_dir}/config.yaml or its tokenizer changed after training?" if own else
-             "translate it with the run it came from (--checkpoint alone when it sits in RUN/checkpoints/)")
-    args = weights.model_args
-    have = (tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
-    if args is not None and (args.get("src_vocab"), args.get("tgt_vocab")) != have:
-        raise NMTError(f"{path} was trained with a vocabulary of {args.get('src_vocab'):,}/{args.get('tgt_vocab'):,} "
-                       f"source/target pieces, but {run_dir} has {have[0]:,}/{have[1]:,}: {again}")
-    if not isinstance(weights.config, dict):
-        return
-    try:
-        saved = from_dict(weights.config, Config).data
-        differences = (("languages", languages(saved), languages(cfg.data)),
-                       ("data settings", fingerprint_settings(saved), fingerprint_settings(cfg.data)))
-    except NMTError:  # a config of a far older release: the vocabulary check above is what can be told
-        return
-    for what, old, new in differences:
-        if old != new:
-            raise NMTError(f"{path} was trained on other data than {run_dir} ({what} differ): {again}")
 
 
 def _model_for(weights: Weights, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:
