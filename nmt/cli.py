@@ -105,8 +105,10 @@ def prepare(config: Optional[Path] = ConfigPath, data_dir: Path = DataDir, overr
     """
     from nmt.config import load_config
     from nmt.data.prepare import ensure_prepared, split_sizes_report
+    from nmt.finetune import with_borrowed_tokenizer
 
-    cfg = load_config(config, overrides).data
+    # The data a new run of this config trains on: a fine-tuned one's on its parent's tokenizer.
+    cfg = with_borrowed_tokenizer(load_config(config, overrides), log=_log).data
     started = time.perf_counter()
     directory = ensure_prepared(cfg, data_dir, url, _log, force=force)
     typer.echo(f"prepared data: {directory} ({time.perf_counter() - started:.1f}s; {split_sizes_report(directory)})")

@@ -94,6 +94,13 @@ class DataConfig:
     tokenizer_type: str = _data("unigram", choices=("unigram", "bpe"))
     byte_fallback: bool = _data(True)
     character_coverage: float = _data(0.9999, gt=0.0, le=1.0)
+    # A run directory whose SentencePiece model(s) and normalization this data takes instead of training its own
+    # (train.init_from sets it to that run: fine-tuned weights need the ids they were trained on). The five settings
+    # above and unset normalization then follow that run; explicit normalization must agree with it. nmt/finetune.py.
+    tokenizer_from: str = _data("", fingerprint=False)
+    # Filled in by nmt from tokenizer_from: the borrowed model files' sha256, which names the prepared data (so a
+    # finished run's data is found again without the run it came from).
+    tokenizer_sha256: str = _data("")
 
 
 @dataclass
@@ -175,6 +182,10 @@ class TrainConfig:
     onednn_cache: int = field(default=16, metadata=_check(ge=0, le=65536))
     # Peak FLOP/s for the MFU figure in the log; 0: the GPU's bf16 peak from a table, or a matmul measured on CPU.
     peak_tflops: float = field(default=0.0, metadata=_check(ge=0.0))
+    # Fine-tuning: a new run starts from this run's weights (a run directory: its averaged, best or last checkpoint,
+    # as `nmt translate` picks; or a checkpoint file in one) and tokenizer; optimizer, schedule and step start
+    # afresh. The model's shape must be the parent's. A run that has a last.pt resumes from it instead.
+    init_from: str = ""
 
 
 @dataclass
@@ -209,7 +220,8 @@ class Config:
 # Settings added after the first release, with the value that release always used: they enter the fingerprint only
 # when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
-                        "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True}
+                        "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True,
+                        "tokenizer_sha256": ""}
 
 
 def fingerprint_settings(cfg: DataConfig) -> dict:

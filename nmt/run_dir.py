@@ -209,23 +209,32 @@ class Run:
     def prepared_data(self) -> Path | None:
         """Where this run's training data was prepared (env.json; relative to the working directory in runs made
         before it was recorded absolute), or None when not recorded."""
-        try:
-            recorded = json.loads(self.env_path.read_text(encoding="utf-8")).get("prepared_data")
-        except (OSError, ValueError, AttributeError):  # AttributeError: JSON that is not an object
-            return None
+        recorded = self._read_env().get("prepared_data")
         return Path(recorded) if isinstance(recorded, str) and recorded else None
 
+    def _read_env(self) -> dict:
+        try:
+            env = json.loads(self.env_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return env if isinstance(env, dict) else {}
+
     # --- writing ------------------------------------------------------------------------------------------------
-    def initialize(self, cfg: Config, prepared: Path, device: torch.device, world_size: int) -> None:
-        """Write the resolved config, the environment, and copies of the tokenizer(s) and normalization settings."""
+    def initialize(self, cfg: Config, prepared: Path, device: torch.device, world_size: int,
+                   init_from: dict | None = None) -> None:
+        """Write the resolved config, the environment, and copies of the tokenizer(s) and normalization settings.
+        `init_from`: the weights a fine-tuned run started from (None on resume: the record already there stays)."""
         import torch
 
+        if init_from is None:
+            init_from = self._read_env().get("init_from")
         self._make_dirs()
         write_text_atomic(self.config_path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
         env = {"nmt": __version__, "torch": torch.__version__, "python": platform.python_version(),
                "device": str(device),
                "cuda_device": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-               "world_size": world_size, "git_commit": _git_commit(), "prepared_data": str(Path(prepared).resolve())}
+               "world_size": world_size, "git_commit": _git_commit(), "prepared_data": str(Path(prepared).resolve()),
+               **({"init_from": init_from} if init_from else {})}
         write_text_atomic(self.env_path, json.dumps(env, indent=2) + "\n")
         for name in Tokenizers.files(cfg.data.joint_vocab):
             copy_file_atomic(prepared / name, self.directory / name)
@@ -419,6 +428,10 @@ class Run:
                     raise NMTError(f"{self.directory} was trained with {section}.{key}={old.get(key)!r} but the "
                                    f"config says {new.get(key)!r}; use another --run-dir or the original setting")
         warnings = []
+        if saved_cfg.train.init_from != cfg.train.init_from:
+            now, then = (repr(c.train.init_from) if c.train.init_from else "unset" for c in (cfg, saved_cfg))
+            warnings.append(f"train.init_from is {now} here, {then} when this run started: it only starts a new run, "
+                            "and this one resumes from its last.pt")
         old_order, new_order = data_order_settings(saved_cfg.train), data_order_settings(cfg.train)
         for key in old_order:
             if old_order[key] != new_order[key]:

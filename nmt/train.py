@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import random
 import signal
 import threading
@@ -37,6 +38,7 @@ from nmt.data.tokenizer import Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
+from nmt.finetune import load_parent_weights, with_borrowed_tokenizer
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
@@ -115,6 +117,12 @@ def training_summary(cfg: Config, parameters: int, tokenizers: Tokenizers, pairs
             f"training pairs; {where}{processes}, {precision}")
 
 
+def _starting_from(record: dict) -> str:
+    scored = f", dev BLEU {record['dev_bleu']:.2f}" if record.get("dev_bleu") is not None else ""
+    step = f" (step {record['step']:,}{scored})" if record.get("step") is not None else ""
+    return f"starting from {record['checkpoint']}{step}: its weights, with a new optimizer, schedule and step"
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -142,6 +150,11 @@ class Trainer:
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
+        self.init_record = None  # fine-tuning: where the first weights came from (env.json)
+        if cfg.train.init_from and not run.checkpoint_path(CheckpointKind.LAST).is_file():
+            self.init_record = load_parent_weights(self.model, cfg)
+            if self.ctx.is_main:
+                self.log(_starting_from(self.init_record))
         self.optimizer = make_optimizer(self.model, cfg.train)
         self.clock = TrainingClock()  # what a time-budgeted schedule reads; agreed by every rank
         self.scheduler = make_scheduler(self.optimizer, cfg.train, self.clock)
@@ -194,7 +207,7 @@ class Trainer:
         if run.checkpoint_path(CheckpointKind.LAST).is_file():
             self._resume()
         if self.ctx.is_main:  # on resume too: config.yaml then shows the settings in force (e.g. a raised max_steps)
-            run.initialize(self.cfg, self.prepared, self.device, self.ctx.world_size)
+            run.initialize(self.cfg, self.prepared, self.device, self.ctx.world_size, self.init_record)
             dropped = run.metrics.trim_after(self.progress.step)
             if dropped:
                 self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
@@ -529,6 +542,8 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     checkpoint at the next update boundary and returns."""
     run = Run.for_config(cfg, run_dir)
     run.check_usable()
+    # A fine-tuned run prepares its data with its parent's tokenizer (rank 0 says so; torchrun sets RANK).
+    cfg = with_borrowed_tokenizer(cfg, run, log if os.environ.get("RANK", "0") == "0" else None)
     last = run.checkpoint_path(CheckpointKind.LAST)
     if last.is_file():  # a run that cannot resume with this config fails before any work
         run.check_resumable(run.load_weights(last).config, cfg)

@@ -18,7 +18,8 @@ from nmt.data.corpus import normalize_pairs
 from nmt.data.download import sha256_file
 from nmt.data.sources import CorpusSpec, aligned_pairs, corpus_fingerprint, corpus_spec, read_pairs
 from nmt.data.split import SPLITS
-from nmt.data.tokenizer import JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, train_sentencepiece
+from nmt.data.tokenizer import (JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, files_digest,
+                                train_sentencepiece)
 from nmt.errors import NMTError, counted
 from nmt.lock import DirectoryLock
 
@@ -165,7 +166,8 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     log(f"pairs kept {sum(c['pairs'] for c in split_counts.values())} (dropped {dropped}); "
         + ", ".join(f"{name} {c['pairs']}" for name, c in split_counts.items()))
     vocabulary = {"source": tokenizers.source.get_piece_size(), "target": tokenizers.target.get_piece_size()}
-    log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab))
+    log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab) +
+        (f", {cfg.tokenizer_from}'s (data.tokenizer_from)" if cfg.tokenizer_from else ""))
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
             "vocabulary": vocabulary,
             # Held-out files of one's own are scored whole (no length filter): older data dropped their long pairs.
@@ -204,7 +206,14 @@ def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool) -> st
 
 
 def _train_tokenizers(cfg: DataConfig, train: tuple[Path, Path], out: Path) -> Tokenizers:
-    """SentencePiece on the training text (sampled down to input_sentence_size sentences by SentencePiece itself)."""
+    """SentencePiece on the training text (sampled down to input_sentence_size sentences by SentencePiece itself), or
+    a copy of the run's that `data.tokenizer_from` names (nmt/finetune.py)."""
+    if cfg.tokenizer_from:
+        for name in Tokenizers.files(cfg.joint_vocab):
+            shutil.copyfile(Path(cfg.tokenizer_from) / name, out / name)
+        if files_digest(out, cfg.joint_vocab) != cfg.tokenizer_sha256:
+            raise NMTError(f"the tokenizer in {cfg.tokenizer_from} changed while the data was prepared; run again")
+        return Tokenizers.from_dir(out)
     options = dict(vocab_size=cfg.vocab_size, model_type=cfg.tokenizer_type, byte_fallback=cfg.byte_fallback,
                    character_coverage=cfg.character_coverage)
     source_text, target_text = train

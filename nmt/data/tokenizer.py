@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -85,3 +86,14 @@ class Tokenizers:
     @staticmethod
     def files(joint: bool) -> list[str]:
         return [JOINT_MODEL] if joint else [SOURCE_MODEL, TARGET_MODEL]
+
+
+def files_digest(directory: Path, joint: bool) -> str:
+    """sha256 over a directory's SentencePiece model file(s), named: what identifies a borrowed tokenizer."""
+    digest = hashlib.sha256()
+    for name in Tokenizers.files(joint):
+        path = Path(directory) / name
+        if not path.is_file():
+            raise NMTError(f"SentencePiece model not found: {path}")
+        digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,116 @@
+"""Fine-tuning: a new run on a corpus of one's own that starts from another run's weights and tokenizer
+(`train.init_from`), resumes without that run, and refuses what cannot fit it."""
+
+import json
+import re
+import shutil
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_checkpoint
+from nmt.config import load_config
+from nmt.data.prepare import ensure_prepared
+from nmt.errors import NMTError
+from nmt.evaluate import evaluate, load_test_set
+from nmt.finetune import with_borrowed_tokenizer
+from nmt.run_dir import Run
+from nmt.train import train
+from nmt.translator import Translator
+from tests_helpers import TOY_RUN, toy_parallel_corpus, write_config
+
+QUIET = dict(log=lambda *_: None)
+
+
+def _own_corpus(tmp_path):
+    """The toy pairs as a TSV of one's own, in their original case (the parent's corpus lowercases English)."""
+    tsv = tmp_path / "domain.tsv"
+    tsv.write_text(toy_parallel_corpus())
+    return tsv
+
+
+def _child_config(tmp_path, parent, train=None, **sections):
+    data = {"corpus": str(_own_corpus(tmp_path)), "source_lang": "en", "target_lang": "fr", "valid_fraction": 0.1,
+            "test_fraction": 0.1, "vocab_size": 500, **sections.pop("data", {})}
+    # 1e-9 with no weight decay: after its updates the weights are the parent's to ~1e-8 (Adam steps by ~lr).
+    training = {"init_from": str(parent), "max_steps": 2, "lr": 1e-9, "weight_decay": 0.0, "eval_every": 2,
+                "save_every": 2, **(train or {})}
+    return load_config(write_config(tmp_path, name="child", base=TOY_RUN, data=data, train=training,
+                                    model={"num_layers": 2, **sections.pop("model", {})}, **sections))
+
+
+def test_a_fine_tuned_run_starts_from_its_parents_weights_tokenizer_and_normalization(tmp_path, toy_transformer_run):
+    parent = toy_transformer_run
+    cfg = _child_config(tmp_path, parent)
+    said = []
+    # `nmt prepare` of this config makes the data training then uses (no second preparation).
+    prepared = ensure_prepared(with_borrowed_tokenizer(cfg, log=said.append).data, tmp_path / "data", **QUIET)
+    assert said == [f"tokenizer and normalization of {parent} (data.vocab_size=300, as it was made)"]
+    train(cfg, tmp_path / "run", tmp_path / "data", **QUIET)
+    run = Run(tmp_path / "run")
+    env = json.loads(run.env_path.read_text())
+    assert env["prepared_data"] == str(prepared.resolve())
+    assert env["init_from"]["checkpoint"] == str((parent / "checkpoints" / "best.pt").resolve())
+    assert env["init_from"]["step"] == 150
+    assert (run.directory / "spm.model").read_bytes() == (parent / "spm.model").read_bytes()
+    assert (prepared / "spm.model").read_bytes() == (parent / "spm.model").read_bytes()
+    assert json.loads(run.normalizer_path.read_text())["lowercase_source"] is True  # the parent's, not "none"
+    saved = run.read_config().data
+    assert saved.vocab_size == 300 and saved.tokenizer_from == str(parent.resolve()) and saved.tokenizer_sha256
+    theirs, ours = load_checkpoint(parent / "checkpoints" / "best.pt")["model"], \
+        load_checkpoint(run.checkpoint_path("last"))["model"]
+    assert theirs.keys() == ours.keys()
+    for key in theirs:
+        torch.testing.assert_close(ours[key], theirs[key], atol=1e-6, rtol=0, msg=key)
+    # What the parent learned translates the new corpus's cased English at once (normalized as the parent was).
+    child, its_parent = (Translator.from_run(d, device="cpu", decode_overrides={"precision": "fp32"})
+                         for d in (run.directory, parent))
+    said = child.translate(["I have two cats."])[0].text
+    assert said == its_parent.translate(["i have two cats ."])[0].text and "chats" in said
+
+
+def test_a_fine_tuned_run_resumes_and_evaluates_once_its_parent_is_gone(tmp_path, toy_transformer_run):
+    parent = tmp_path / "parent"
+    shutil.copytree(toy_transformer_run, parent)
+    cfg = _child_config(tmp_path, parent, train={"lr": 1e-3, "max_steps": 4})
+    train(cfg, tmp_path / "run", tmp_path / "data", **QUIET)
+    shutil.rmtree(parent)
+    said = []
+    longer = _child_config(tmp_path, parent, train={"lr": 1e-3, "max_steps": 6})
+    progress = train(longer, tmp_path / "run", tmp_path / "data", log=said.append)
+    assert progress.step == 6 and f"resuming {tmp_path / 'run'} from step 4" in said
+    assert not any("train.init_from" in line for line in said)  # the same setting: nothing to say
+    engine = Translator.from_run(tmp_path / "run", device="cpu", decode_overrides={"precision": "fp32"})
+    report = evaluate(engine, load_test_set(engine.config, "test", None, None, tmp_path / "data"), tmp_path / "eval")
+    assert report["sentences"] > 0
+    # Another parent on resume is not taken (the run goes on from its last.pt), and it says so.
+    said.clear()
+    other = _child_config(tmp_path, toy_transformer_run, train={"lr": 1e-3, "max_steps": 8})
+    train(other, tmp_path / "run", tmp_path / "data", log=said.append)
+    assert any("train.init_from is" in line and "resumes from its last.pt" in line for line in said)
+
+
+@pytest.mark.parametrize("sections, message", [
+    (lambda parent: {"model": {"embed_dim": 64}}, "is a model of another shape (model.embed_dim 64 here, 32 there)"),
+    (lambda parent: {"data": {"lowercase_source": False}}, "data.lowercase_source is False here but True in"),
+    (lambda parent: {"data": {"tokenizer_sha256": "0" * 64, "tokenizer_from": str(parent)}},
+     "is not the one data.tokenizer_sha256 names"),
+    (lambda parent: {"data": {"tokenizer_sha256": "0" * 64}},
+     "filled in by nmt from data.tokenizer_from: set that too, or neither"),
+])
+def test_what_cannot_fit_the_parent_is_refused_before_training(tmp_path, toy_transformer_run, sections, message):
+    cfg = _child_config(tmp_path, toy_transformer_run, **sections(toy_transformer_run))
+    with pytest.raises(NMTError, match=re.escape(message)):
+        train(cfg, tmp_path / "run", tmp_path / "data", **QUIET)
+    assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+
+
+def test_a_parent_that_is_no_run_is_one_line(tmp_path, toy_transformer_run):
+    with pytest.raises(NMTError, match=r"^train.init_from: .*nowhere is not a run directory"):
+        train(_child_config(tmp_path, tmp_path / "nowhere"), tmp_path / "run", tmp_path / "data", **QUIET)
+    other = tmp_path / "other"
+    shutil.copytree(toy_transformer_run, other)
+    (other / "spm.model").write_bytes((other / "spm.model").read_bytes() + b"\0")
+    with pytest.raises(NMTError, match="has another tokenizer than train.init_from"):
+        train(_child_config(tmp_path, toy_transformer_run, data={"tokenizer_from": str(other)}), tmp_path / "run",
+              tmp_path / "data", **QUIET)
