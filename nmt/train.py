@@ -26,7 +26,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
-from nmt.config import Config, to_dict
+from nmt.config import Config, TrainConfig, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
                                token_batches)
@@ -115,6 +115,19 @@ def training_summary(cfg: Config, parameters: int, tokenizers: Tokenizers, pairs
     precision = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[dtype]
     return (f"{cfg.model.arch}: {parameters:,} parameters, vocabulary {vocabulary}; {source}→{target}, {pairs:,} "
             f"training pairs; {where}{processes}, {precision}")
+
+
+def finished_reason(p: Progress, cfg: TrainConfig, out_of_time: bool) -> str | None:
+    """Which limit of the config ends (or ended) training at `p`, in the config's terms; None: none does."""
+    if p.step >= cfg.max_steps:
+        return f"train.max_steps {cfg.max_steps} reached"
+    if p.epoch >= cfg.max_epochs:
+        return f"train.max_epochs {cfg.max_epochs} reached"
+    if p.finished:
+        return f"no dev-BLEU gain in the last {p.evals_without_gain} validations (train.patience {cfg.patience})"
+    if out_of_time:
+        return f"train.time_budget_s {cfg.time_budget_s:g} spent"
+    return None
 
 
 def _starting_from(record: dict) -> str:
@@ -265,8 +278,11 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:
         cfg, p, ctx = self.cfg.train, self.progress, self.ctx
-        if p.finished or p.step >= cfg.max_steps or self._agreed_flags(stop_requested=False, agree_now=True)[1]:
-            self.log(f"{self.run.directory} already finished at step {p.step}")
+        p.finished = p.finished and p.evals_without_gain >= cfg.patience  # a raised train.patience trains on
+        out_of_time = self._agreed_flags(stop_requested=False, agree_now=True)[1]
+        reason = finished_reason(p, cfg, out_of_time)
+        if reason:
+            self.log(f"{self.run.directory} already finished at step {p.step}: {reason}; raise it to train on")
             return p
         self.planned_steps = self._planned_steps()
         bar = tqdm(total=self.planned_steps, initial=p.step, desc="train", disable=not ctx.is_main,
@@ -331,9 +347,12 @@ class Trainer:
                     self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
                     break
                 if p.finished:
+                    self.log(f"stopped early at step {p.step}: {finished_reason(p, cfg, False)}")
                     break
                 self.timer.phase("data")
         self.timer.phase(None)
+        if p.epoch >= cfg.max_epochs:
+            self.log(f"{finished_reason(p, cfg, False)} at step {p.step}")
 
     def _agreed_flags(self, stop_requested: bool, agree_now: bool) -> tuple[bool, bool]:
         """(a stop was requested, the time budget is spent), the same on every rank, and `self.clock` moved to the

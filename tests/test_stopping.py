@@ -1,0 +1,38 @@
+"""Why training stopped, said in the config's terms, and the limits that can be raised to train on (patience too)."""
+
+from nmt.config import load_config
+from nmt.train import train
+from tests_helpers import TOY_RUN, write_config
+
+
+def _train(tmp_path, data_dir, **train_settings):
+    said = []
+    # lr 1e-9: dev BLEU cannot move, so every validation after the first is one without gain.
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"lr": 1e-9, "eval_every": 2, "save_every": 2,
+                                                                  "max_steps": 40, **train_settings}))
+    progress = train(cfg, tmp_path / "run", data_dir, log=said.append)
+    return progress, said
+
+
+def test_patience_stops_says_why_and_a_raised_patience_trains_on(tmp_path, toy_data_dir):
+    progress, said = _train(tmp_path, toy_data_dir, patience=2)
+    assert progress.step == 6 and progress.finished
+    assert "stopped early at step 6: no dev-BLEU gain in the last 2 validations (train.patience 2)" in said
+    progress, said = _train(tmp_path, toy_data_dir, patience=2)
+    assert progress.step == 6
+    assert said[-1] == (f"{tmp_path / 'run'} already finished at step 6: no dev-BLEU gain in the last 2 validations "
+                        "(train.patience 2); raise it to train on")
+    # Before, a run stopped by patience was finished for good, whatever the config said on the next run.
+    progress, said = _train(tmp_path, toy_data_dir, patience=3)
+    assert progress.step == 8 and "stopped early at step 8: no dev-BLEU gain in the last 3 validations " \
+        "(train.patience 3)" in said
+
+
+def test_the_step_and_epoch_limits_are_named(tmp_path, toy_data_dir):
+    progress, said = _train(tmp_path, toy_data_dir, max_steps=4)
+    progress, said = _train(tmp_path, toy_data_dir, max_steps=4)
+    assert said[-1] == f"{tmp_path / 'run'} already finished at step 4: train.max_steps 4 reached; raise it to train on"
+    (tmp_path / "epochs").mkdir()
+    progress, said = _train(tmp_path / "epochs", toy_data_dir, max_epochs=1, max_steps=1000, eval_every=1000)
+    assert 0 < progress.step < 1000 and progress.epoch == 1
+    assert said[-1] == f"train.max_epochs 1 reached at step {progress.step}"
