@@ -196,7 +196,9 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
         if shared is None or src is None:  # --src/--ref are read once (they may be pipes); a split is each run's own
             loaded = load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on)
             if shared is not None and loaded.references != shared.references:
-                raise NMTError(f"{run} was prepared with a different {split} split; runs are not comparable")
+                raise NMTError(f"{run} was trained on other data than {first[0]}: their {split} splits differ; "
+                               "compare them on one test set with --src FILE --ref FILE (sentences that none of them "
+                               "trained on)")
             shared = loaded
         hypotheses = [t.text for t in translator.translate(shared.sources)]
         systems.append((str(translator.run.directory), hypotheses))

@@ -12,7 +12,7 @@ from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.data.prepare import ensure_prepared
 from nmt.errors import NMTError
-from nmt.evaluate import evaluate, load_test_set
+from nmt.evaluate import compare_runs, evaluate, load_test_set
 from nmt.finetune import with_borrowed_tokenizer
 from nmt.run_dir import Run
 from nmt.train import train
@@ -114,3 +114,21 @@ def test_a_parent_that_is_no_run_is_one_line(tmp_path, toy_transformer_run):
     with pytest.raises(NMTError, match="has another tokenizer than train.init_from"):
         train(_child_config(tmp_path, toy_transformer_run, data={"tokenizer_from": str(other)}), tmp_path / "run",
               tmp_path / "data", **QUIET)
+
+
+def test_a_fine_tuned_run_is_compared_with_its_parent_on_shared_files_not_on_its_split(tmp_path, toy_transformer_run):
+    domain = tmp_path / "plural.tsv"  # a part of the parent's language: its test split is not the parent's
+    domain.write_text("".join(line + "\n" for line in toy_parallel_corpus().splitlines() if "have" in line))
+    cfg = _child_config(tmp_path, toy_transformer_run, data={"corpus": str(domain)})
+    train(cfg, tmp_path / "run", tmp_path / "data", **QUIET)
+    runs = [tmp_path / "run", toy_transformer_run]
+    # Each was trained on its own corpus: the parent may have trained on the child's test sentences.
+    with pytest.raises(NMTError, match="trained on other data than .*: their test splits differ; compare them on one "
+                                       "test set with --src FILE --ref FILE"):
+        compare_runs(runs, "test", None, None, {"precision": "fp32"}, "cpu", tmp_path / "data")
+    (tmp_path / "src.txt").write_text("I have two cats.\nShe has ten books.\n")
+    (tmp_path / "ref.txt").write_text("J'ai deux chats.\nElle a dix livres.\n")
+    comparison = compare_runs(runs, "test", tmp_path / "src.txt", [tmp_path / "ref.txt"], {"precision": "fp32"},
+                              "cpu", tmp_path / "data")
+    assert [row["system"] for row in comparison.rows] == [str(r) for r in runs]
+    assert comparison.rows[0]["bleu"] == comparison.rows[1]["bleu"]  # lr 1e-9: the parent's weights, translating alike
