@@ -128,8 +128,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
     cfg = load_config(config, overrides)  # a bad config is refused before torch is imported (~2 s)
     from nmt.train import train as run_training
 
-    progress = run_training(cfg, run_dir, data_dir, url, log=_log)
-    _log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
+    run_training(cfg, run_dir, data_dir, url, log=_log)  # its last line: "done at step N, best dev BLEU B"
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 `Run` owns every path in it, the checkpoint schema, the metrics log and the lock; nothing else names these files.
 
-    runs/<name>/config.yaml  env.json  normalizer.json  spm.model  metrics.jsonl  .lock
+    runs/<name>/config.yaml  env.json  normalizer.json  spm.model  metrics.jsonl  train.log  .lock
                checkpoints/{last,best,averaged}.pt   eval/<label>.{hyp.txt,report.json}
 """
 
@@ -15,9 +15,10 @@ import os
 import platform
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import yaml
 
@@ -192,6 +193,10 @@ class Run:
         return self.directory / "normalizer.json"
 
     @property
+    def log_path(self) -> Path:
+        return self.directory / "train.log"
+
+    @property
     def eval_dir(self) -> Path:
         return self.directory / "eval"
 
@@ -240,6 +245,22 @@ class Run:
             copy_file_atomic(prepared / name, self.directory / name)
         normalizer = resolve_normalizer(cfg.data)
         write_text_atomic(self.normalizer_path, json.dumps(normalizer.__dict__) + "\n")
+
+    def logging_to_file(self, log: Callable[[str], None]) -> Callable[[str], None]:
+        """`log`, and each line also appended to train.log with its time: what training said (data, resumes,
+        validations, warnings, why it stopped) stays with the run, as JoeyNMT's train.log does."""
+        def both(message: str) -> None:
+            log(message)
+            self.append_to_log(message)
+        return both
+
+    def append_to_log(self, message: str) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        except OSError:
+            pass  # a convenience copy: a full disk is training's checkpoints' problem to report, not the log's
 
     def check_usable(self) -> None:
         """Fail before any work (data preparation included) when the run directory cannot be one."""

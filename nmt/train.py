@@ -558,15 +558,30 @@ class Trainer:
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,
           log: Callable[[str], None] = print) -> Progress:
     """Train (or resume) the model of `cfg` in `run_dir` (default runs/<name>); Ctrl-C or SIGTERM saves a
-    checkpoint at the next update boundary and returns."""
+    checkpoint at the next update boundary and returns. What rank 0 says is kept in RUN/train.log too."""
     run = Run.for_config(cfg, run_dir)
     run.check_usable()
-    # A fine-tuned run prepares its data with its parent's tokenizer (rank 0 says so; torchrun sets RANK).
-    cfg = with_borrowed_tokenizer(cfg, run, log if os.environ.get("RANK", "0") == "0" else None)
+    main = os.environ.get("RANK", "0") == "0"  # torchrun sets it; before the process group exists
+    if main:
+        log = run.logging_to_file(log)
+    try:
+        progress = _train(cfg, run, Path(data_dir), url, log, main)
+    except NMTError as err:
+        if main:
+            run.append_to_log(f"error: {err}")
+        raise
+    log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
+    return progress
+
+
+def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable[[str], None],
+           main: bool) -> Progress:
+    # A fine-tuned run prepares its data with its parent's tokenizer (rank 0 says so).
+    cfg = with_borrowed_tokenizer(cfg, run, log if main else None)
     last = run.checkpoint_path(CheckpointKind.LAST)
     if last.is_file():  # a run that cannot resume with this config fails before any work
         run.check_resumable(run.load_weights(last).config, cfg)
-    trainer = Trainer(cfg, run, Path(data_dir), url, log)
+    trainer = Trainer(cfg, run, data_dir, url, log)
     lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:
         with lock:

@@ -1,6 +1,9 @@
 """Why training stopped, said in the config's terms, and the limits that can be raised to train on (patience too)."""
 
+import pytest
+
 from nmt.config import load_config
+from nmt.errors import NMTError
 from nmt.train import train
 from tests_helpers import TOY_RUN, write_config
 
@@ -20,19 +23,27 @@ def test_patience_stops_says_why_and_a_raised_patience_trains_on(tmp_path, toy_d
     assert "stopped early at step 6: no dev-BLEU gain in the last 2 validations (train.patience 2)" in said
     progress, said = _train(tmp_path, toy_data_dir, patience=2)
     assert progress.step == 6
-    assert said[-1] == (f"{tmp_path / 'run'} already finished at step 6: no dev-BLEU gain in the last 2 validations "
-                        "(train.patience 2); raise it to train on")
+    assert said[-2:] == [f"{tmp_path / 'run'} already finished at step 6: no dev-BLEU gain in the last 2 "
+                         "validations (train.patience 2); raise it to train on", "done at step 6, best dev BLEU 0.00"]
     # Before, a run stopped by patience was finished for good, whatever the config said on the next run.
     progress, said = _train(tmp_path, toy_data_dir, patience=3)
     assert progress.step == 8 and "stopped early at step 8: no dev-BLEU gain in the last 3 validations " \
         "(train.patience 3)" in said
 
 
-def test_the_step_and_epoch_limits_are_named(tmp_path, toy_data_dir):
+def test_the_step_and_epoch_limits_are_named_and_kept_in_the_runs_log(tmp_path, toy_data_dir):
     progress, said = _train(tmp_path, toy_data_dir, max_steps=4)
     progress, said = _train(tmp_path, toy_data_dir, max_steps=4)
-    assert said[-1] == f"{tmp_path / 'run'} already finished at step 4: train.max_steps 4 reached; raise it to train on"
+    assert f"{tmp_path / 'run'} already finished at step 4: train.max_steps 4 reached; raise it to train on" in said
     (tmp_path / "epochs").mkdir()
     progress, said = _train(tmp_path / "epochs", toy_data_dir, max_epochs=1, max_steps=1000, eval_every=1000)
     assert 0 < progress.step < 1000 and progress.epoch == 1
-    assert said[-1] == f"train.max_epochs 1 reached at step {progress.step}"
+    assert said[-2] == f"train.max_epochs 1 reached at step {progress.step}"
+    # What training said is in RUN/train.log, one timestamped line each, errors included.
+    logged = (tmp_path / "epochs" / "run" / "train.log").read_text().splitlines()
+    assert [line[20:] for line in logged[-2:]] == said[-2:] and logged[0][:4].isdigit()
+    (tmp_path / "bad").mkdir()
+    with pytest.raises(NMTError):
+        _train(tmp_path / "bad", toy_data_dir, pack_length=2)
+    assert " error: train.pack_length 2 is shorter than the longest training sentence" in \
+        (tmp_path / "bad" / "run" / "train.log").read_text().splitlines()[-1]
