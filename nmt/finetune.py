@@ -34,6 +34,9 @@ def parent_run(init_from: str, key: str = "train.init_from") -> tuple[Run, Path 
     path = Path(init_from)
     try:
         if path.is_file():
+            if path.parent.name != "checkpoints":
+                raise NMTError(f"{path} is not in a run's checkpoints/ folder: give the run directory it was trained "
+                               "in (its tokenizer and normalization come with it)")
             return Run.of_checkpoint(None, path), path
         return Run.open(path), None
     except NMTError as err:
@@ -92,7 +95,7 @@ def _borrow(cfg: Config, source: Run, log: Callable[[str], None] | None) -> Conf
 
 def load_parent_weights(model: torch.nn.Module, cfg: Config) -> dict:
     """Load `train.init_from`'s weights into `model` (a model of the same shape: refused otherwise); return what
-    env.json records of them (the file, its step and dev BLEU)."""
+    env.json records of them (the file, its step and dev BLEU, which the log's first lines say too)."""
     from nmt.models.builder import upgrade_state_dict
 
     run, checkpoint = parent_run(cfg.train.init_from)

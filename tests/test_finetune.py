@@ -13,7 +13,7 @@ from nmt.config import load_config
 from nmt.data.prepare import ensure_prepared
 from nmt.errors import NMTError
 from nmt.evaluate import compare_runs, evaluate, load_test_set
-from nmt.finetune import with_borrowed_tokenizer
+from nmt.finetune import parent_run, with_borrowed_tokenizer
 from nmt.run_dir import Run
 from nmt.train import train
 from nmt.translator import Translator
@@ -132,3 +132,14 @@ def test_a_fine_tuned_run_is_compared_with_its_parent_on_shared_files_not_on_its
                               "cpu", tmp_path / "data")
     assert [row["system"] for row in comparison.rows] == [str(r) for r in runs]
     assert comparison.rows[0]["bleu"] == comparison.rows[1]["bleu"]  # lr 1e-9: the parent's weights, translating alike
+
+
+def test_a_checkpoint_file_names_its_run_and_one_outside_a_run_is_refused(tmp_path, toy_transformer_run):
+    last = toy_transformer_run / "checkpoints" / "last.pt"
+    run, checkpoint = parent_run(str(last))
+    assert run.directory == toy_transformer_run and checkpoint == last
+    loose = tmp_path / "model.pt"
+    shutil.copyfile(last, loose)
+    with pytest.raises(NMTError, match=r"^train.init_from: .*model.pt is not in a run's checkpoints/ folder: give "
+                                       "the run directory"):
+        train(_child_config(tmp_path, loose), tmp_path / "run", tmp_path / "data", **QUIET)
