@@ -99,6 +99,9 @@ def load_parent_weights(model: torch.nn.Module, cfg: Config) -> dict:
     from nmt.models.builder import upgrade_state_dict
 
     run, checkpoint = parent_run(cfg.train.init_from)
+    if cfg.data.tokenizer_sha256 != _digest(run):  # the weights would meet other piece ids, silently at equal size
+        raise NMTError(f"train.init_from: the data is not on {run.directory}'s tokenizer (a config that did not go "
+                       "through nmt.finetune.with_borrowed_tokenizer, as nmt.train.train's does)")
     path, _ = run.find_checkpoint(checkpoint)
     state = run.load(path)
     weights = Weights.from_payload(state)

@@ -143,3 +143,17 @@ def test_a_checkpoint_file_names_its_run_and_one_outside_a_run_is_refused(tmp_pa
     with pytest.raises(NMTError, match=r"^train.init_from: .*model.pt is not in a run's checkpoints/ folder: give "
                                        "the run directory"):
         train(_child_config(tmp_path, loose), tmp_path / "run", tmp_path / "data", **QUIET)
+
+
+def test_parent_weights_never_meet_data_on_another_tokenizer(tmp_path, toy_transformer_run):
+    # A Trainer built from a config that skipped the borrowing (a script's) would feed the parent other piece ids.
+    from nmt.finetune import load_parent_weights
+    from nmt.models import build_model
+
+    cfg = _child_config(tmp_path, toy_transformer_run)
+    pieces = Run(toy_transformer_run).tokenizers().source.get_piece_size()
+    with pytest.raises(NMTError, match="the data is not on .*'s tokenizer"):
+        load_parent_weights(build_model(cfg.model, pieces, pieces, True), cfg)
+    borrowed = with_borrowed_tokenizer(cfg)
+    record = load_parent_weights(build_model(borrowed.model, pieces, pieces, True), borrowed)
+    assert record["step"] == 150
