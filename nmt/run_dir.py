@@ -151,6 +151,42 @@ def _export_is_no_run(directory: Path) -> NMTError:
                     f"take it as --engine ctranslate2 --model {directory}")
 
 
+class TrainingLog:
+    """RUN/train.log: every line `nmt train` says, with its time (data, resumes, validations, warnings, why it
+    stopped), kept with the run as JoeyNMT's train.log is. Lines are held until the run is set up (`start`), so a
+    training refused before that (bad input) writes nothing; after it, an error ending training is recorded too."""
+
+    def __init__(self, path: Path, echo: Callable[[str], None]):
+        self.path, self.echo = path, echo
+        self.started = False
+        self._held: list[str] = []
+
+    def __call__(self, message: str) -> None:
+        self.echo(message)
+        self._write(message)
+
+    def start(self) -> None:
+        self.started = True
+        self._write(None)
+
+    def record(self, message: str) -> None:
+        """A line for the file alone (what the command line prints itself, such as its error)."""
+        if self.started:
+            self._write(message)
+
+    def _write(self, message: str | None) -> None:
+        if message is not None:
+            self._held.append(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        if not self.started:
+            return
+        try:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.writelines(self._held)
+        except OSError:
+            pass  # a convenience copy: a full disk is the checkpoints' to report, not the log's
+        self._held.clear()
+
+
 @dataclass(frozen=True)
 class Run:
     directory: Path
@@ -245,22 +281,6 @@ class Run:
             copy_file_atomic(prepared / name, self.directory / name)
         normalizer = resolve_normalizer(cfg.data)
         write_text_atomic(self.normalizer_path, json.dumps(normalizer.__dict__) + "\n")
-
-    def logging_to_file(self, log: Callable[[str], None]) -> Callable[[str], None]:
-        """`log`, and each line also appended to train.log with its time: what training said (data, resumes,
-        validations, warnings, why it stopped) stays with the run, as JoeyNMT's train.log does."""
-        def both(message: str) -> None:
-            log(message)
-            self.append_to_log(message)
-        return both
-
-    def append_to_log(self, message: str) -> None:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "a", encoding="utf-8") as handle:
-                handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
-        except OSError:
-            pass  # a convenience copy: a full disk is training's checkpoints' problem to report, not the log's
 
     def check_usable(self) -> None:
         """Fail before any work (data preparation included) when the run directory cannot be one."""

@@ -44,7 +44,7 @@ from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
-from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
+from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
 from nmt.translator import Translator
 
@@ -562,22 +562,21 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     run = Run.for_config(cfg, run_dir)
     run.check_usable()
     main = os.environ.get("RANK", "0") == "0"  # torchrun sets it; before the process group exists
-    if main:
-        log = run.logging_to_file(log)
+    run_log = TrainingLog(run.log_path, log) if main else None
     try:
-        progress = _train(cfg, run, Path(data_dir), url, log, main)
+        progress = _train(cfg, run, Path(data_dir), url, run_log or log, run_log)
     except NMTError as err:
-        if main:
-            run.append_to_log(f"error: {err}")
+        if run_log:
+            run_log.record(f"error: {err}")
         raise
-    log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
+    (run_log or log)(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
     return progress
 
 
 def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable[[str], None],
-           main: bool) -> Progress:
+           run_log: TrainingLog | None) -> Progress:
     # A fine-tuned run prepares its data with its parent's tokenizer (rank 0 says so).
-    cfg = with_borrowed_tokenizer(cfg, run, log if main else None)
+    cfg = with_borrowed_tokenizer(cfg, run, log if run_log else None)
     last = run.checkpoint_path(CheckpointKind.LAST)
     if last.is_file():  # a run that cannot resume with this config fails before any work
         run.check_resumable(run.load_weights(last).config, cfg)
@@ -586,6 +585,8 @@ def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable
     try:
         with lock:
             trainer.setup()
+            if run_log:  # the run is set up: what was said so far, and all from now on, goes to its train.log
+                run_log.start()
             progress = trainer.train()
         # Under torchrun: no rank closes its connections while another still works (rank 0 waits for its last
         # checkpoint write); a gloo peer that sees a connection closed under it may abort its process.
