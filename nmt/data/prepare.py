@@ -166,8 +166,7 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     log(f"pairs kept {sum(c['pairs'] for c in split_counts.values())} (dropped {dropped}); "
         + ", ".join(f"{name} {c['pairs']}" for name, c in split_counts.items()))
     vocabulary = {"source": tokenizers.source.get_piece_size(), "target": tokenizers.target.get_piece_size()}
-    log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab) +
-        (f", {cfg.tokenizer_from}'s (data.tokenizer_from)" if cfg.tokenizer_from else ""))
+    log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab, cfg.tokenizer_from))
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
             "vocabulary": vocabulary,
             # Held-out files of one's own are scored whole (no length filter): older data dropped their long pairs.
@@ -195,14 +194,18 @@ def _heldout_summary(name: str, source_file: Path, report: dict, max_words: int)
         (f" ({'; '.join(notes)})" if notes else "")
 
 
-def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool) -> str:
+def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool, borrowed_from: str = "") -> str:
     """The pieces SentencePiece made, and why there are fewer than data.vocab_size asks for when there are: on a
-    small corpus it stops where the text runs out of pieces (hard_vocab_limit=False) rather than fail."""
+    small corpus it stops where the text runs out of pieces (hard_vocab_limit=False) rather than fail. A borrowed
+    tokenizer (data.tokenizer_from) was made on its run's text: that run is named instead."""
     kinds = [("", sizes["source"])] if joint else [("source ", sizes["source"]), ("target ", sizes["target"])]
     parts = [f"{kind}{size:,} pieces" for kind, size in kinds]
-    short = f" (fewer than data.vocab_size={requested:,}: all this training text yields)" \
-        if min(sizes.values()) < requested else ""
-    return f"vocabulary: {', '.join(parts)}{'' if joint else ' (separate)'}{short}"
+    if borrowed_from:
+        why = f", {borrowed_from}'s (data.tokenizer_from)"
+    else:
+        why = f" (fewer than data.vocab_size={requested:,}: all this training text yields)" \
+            if min(sizes.values()) < requested else ""
+    return f"vocabulary: {', '.join(parts)}{'' if joint else ' (separate)'}{why}"
 
 
 def _train_tokenizers(cfg: DataConfig, train: tuple[Path, Path], out: Path) -> Tokenizers:

@@ -92,6 +92,9 @@ def test_a_vocabulary_smaller_than_asked_for_is_said_and_recorded(tmp_path):
         "vocabulary: source 300 pieces, target 280 pieces (separate) (fewer than data.vocab_size=300: all this " \
         "training text yields)"
     assert vocabulary_summary({"source": 8000, "target": 8000}, 8000, joint=True) == "vocabulary: 8,000 pieces"
+    # A borrowed tokenizer was made on its run's text: that run is named, not "all this training text yields".
+    assert vocabulary_summary({"source": 300, "target": 280}, 320, joint=False, borrowed_from="runs/parent") == \
+        "vocabulary: source 300 pieces, target 280 pieces (separate), runs/parent's (data.tokenizer_from)"
 
 
 def test_a_test_set_of_ones_own_is_scored_whole_and_older_data_that_cut_it_is_prepared_again(tmp_path):
