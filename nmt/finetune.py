@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable
 
 from nmt.config import Config, from_dict, model_args
 from nmt.data.normalizer import Normalizer
+from nmt.data.sources import languages
 from nmt.data.tokenizer import JOINT_MODEL, files_digest
 from nmt.errors import NMTError
 from nmt.run_dir import CheckpointKind, Run, Weights
@@ -86,8 +87,10 @@ def _borrow(cfg: Config, source: Run, log: Callable[[str], None] | None) -> Conf
     vocabulary["joint_vocab"] = (source.directory / JOINT_MODEL).is_file()  # the files decide, whatever it says
     replaced = [f"data.{name}={vocabulary[name]}" for name in VOCABULARY if getattr(cfg.data, name) != vocabulary[name]]
     if log:
-        log(f"tokenizer and normalization of {source.directory}" +
-            (f" ({', '.join(replaced)}, as it was made)" if replaced else ""))
+        ours, theirs_pair = "→".join(languages(cfg.data)), "→".join(languages(theirs))
+        notes = [f"{', '.join(replaced)}, as it was made"] if replaced else []
+        notes += [f"it translates {theirs_pair}, this run {ours}"] if ours != theirs_pair else []
+        log(f"tokenizer and normalization of {source.directory}" + (f" ({'; '.join(notes)})" if notes else ""))
     data = dataclasses.replace(cfg.data, **vocabulary, **dataclasses.asdict(normalizer),
                                tokenizer_from=str(source.directory.resolve()), tokenizer_sha256=digest)
     return dataclasses.replace(cfg, data=data)

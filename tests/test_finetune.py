@@ -157,3 +157,12 @@ def test_parent_weights_never_meet_data_on_another_tokenizer(tmp_path, toy_trans
     borrowed = with_borrowed_tokenizer(cfg)
     record = load_parent_weights(build_model(borrowed.model, pieces, pieces, True), borrowed)
     assert record["step"] == 150
+
+
+def test_a_child_of_another_language_pair_is_said_to_be_one(tmp_path, toy_transformer_run):
+    # Transfer to another pair (a parent's weights for a low-resource pair) is allowed, and said.
+    said = []
+    cfg = _child_config(tmp_path, toy_transformer_run, data={"source_lang": "en", "target_lang": "es"})
+    with_borrowed_tokenizer(cfg, log=said.append)
+    assert said == [f"tokenizer and normalization of {toy_transformer_run} (data.vocab_size=300, as it was made; it "
+                    "translates en→fr, this run en→es)"]
