@@ -34,7 +34,7 @@ from nmt.data.dataset import ParallelArrays, load_arrays, load_references
 from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
-from nmt.data.tokenizer import Tokenizers
+from nmt.data.tokenizer import Tokenizers, same_vocabulary
 from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
@@ -155,6 +155,8 @@ class Trainer:
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)
+        if run.checkpoint_path(CheckpointKind.LAST).is_file():
+            self._check_same_vocabulary()
         vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
                  self.tokenizers.joint)
         self.model_args = checkpoint_model_args(cfg.model, *vocab)
@@ -210,6 +212,19 @@ class Trainer:
             self.log(f"no prepared data for these settings under {data_dir}: resuming on {own}, where the run was "
                      "trained (the same text and settings)")
         return own
+
+    def _check_same_vocabulary(self) -> None:
+        """A run resumes only on data of its own vocabulary. Data settings are checked before any work, but another
+        corpus under the same settings gets a SentencePiece model of its own: resumed on it, the weights met other
+        piece ids, and the run's spm.model was replaced, spoiling its earlier checkpoints too."""
+        own = [self.run.directory / name for name in Tokenizers.files(self.tokenizers.joint)]
+        if not all(path.is_file() for path in own):  # a run of a release that kept no copy: nothing to compare
+            return
+        if not same_vocabulary(self.run.tokenizers(), self.tokenizers):
+            raise NMTError(f"{self.run.directory} was trained with another vocabulary than the data prepared for "
+                           f"this config ({self.prepared}): another corpus? Resuming would feed its weights other "
+                           "piece ids; use another --run-dir, or start a new run from it with --set "
+                           f"train.init_from={self.run.directory}")
 
     # --- setup on the locked run directory ------------------------------------------------------------------------
     def setup(self) -> None:

@@ -166,3 +166,25 @@ def test_a_child_of_another_language_pair_is_said_to_be_one(tmp_path, toy_transf
     with_borrowed_tokenizer(cfg, log=said.append)
     assert said == [f"tokenizer and normalization of {toy_transformer_run} (data.vocab_size=300, as it was made; it "
                     "translates en→fr, this run en→es)"]
+
+
+def test_resuming_on_another_corpus_is_refused_and_fine_tuning_is_the_way(tmp_path):
+    # Same data settings, another text: it got a SentencePiece model of its own, and the resumed weights met other
+    # piece ids while the run's spm.model was replaced (its earlier checkpoints spoiled too). Now: refused.
+    def config(corpus: str, **train_settings):
+        return load_config(write_config(tmp_path, name=corpus, base=TOY_RUN, model={"num_layers": 1},
+                                        data={"corpus": str(tmp_path / f"{corpus}.tsv"), "source_lang": "en",
+                                              "target_lang": "fr", "vocab_size": 320, "valid_fraction": 0.1,
+                                              "test_fraction": 0.1}, train={"max_steps": 4, **train_settings}))
+    (tmp_path / "a.tsv").write_text(toy_parallel_corpus())
+    (tmp_path / "b.tsv").write_text(toy_parallel_corpus().replace("have", "own").replace("avons", "possédons"))
+    train(config("a"), tmp_path / "run", tmp_path / "data", **QUIET)
+    before = (tmp_path / "run" / "spm.model").read_bytes()
+    with pytest.raises(NMTError, match="was trained with another vocabulary than the data prepared for this config .*"
+                                       "another corpus\\? .* --set train.init_from="):
+        train(config("b", max_steps=8), tmp_path / "run", tmp_path / "data", **QUIET)
+    assert (tmp_path / "run" / "spm.model").read_bytes() == before
+    assert Run(tmp_path / "run").read_config().data.corpus.endswith("a.tsv")
+    progress = train(config("b", max_steps=8, init_from=str(tmp_path / "run")), tmp_path / "b-run", tmp_path / "data",
+                     **QUIET)
+    assert progress.step == 8 and (tmp_path / "b-run" / "spm.model").read_bytes() == before

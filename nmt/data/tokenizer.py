@@ -97,3 +97,12 @@ def files_digest(directory: Path, joint: bool) -> str:
             raise NMTError(f"SentencePiece model not found: {path}")
         digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def same_vocabulary(a: Tokenizers, b: Tokenizers) -> bool:
+    """The same pieces under the same ids on both sides: what lets weights trained with `a` go on with `b` (the
+    model files' bytes may differ when SentencePiece made them again from the same text)."""
+    def pieces(model: spm.SentencePieceProcessor) -> list[str]:
+        return model.id_to_piece(list(range(model.get_piece_size())))
+
+    return a.joint == b.joint and pieces(a.source) == pieces(b.source) and pieces(a.target) == pieces(b.target)
