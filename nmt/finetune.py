@@ -122,3 +122,10 @@ def load_parent_weights(model: torch.nn.Module, cfg: Config) -> dict:
     progress = state.get("progress")
     step = weights.step if weights.step is not None else progress.get("step") if isinstance(progress, dict) else None
     return {"checkpoint": str(path.resolve()), "step": step, "dev_bleu": weights.dev_bleu}
+
+
+def starting_from(record: dict) -> str:
+    """The line a fine-tuned run opens with: which weights it starts from (`load_parent_weights`'s record)."""
+    scored = f", dev BLEU {record['dev_bleu']:.2f}" if record.get("dev_bleu") is not None else ""
+    step = f" (step {record['step']:,}{scored})" if record.get("step") is not None else ""
+    return f"starting from {record['checkpoint']}{step}: its weights, with a new optimizer, schedule and step"

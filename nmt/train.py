@@ -38,7 +38,7 @@ from nmt.data.tokenizer import Tokenizers, same_vocabulary
 from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
-from nmt.finetune import load_parent_weights, with_borrowed_tokenizer
+from nmt.finetune import load_parent_weights, starting_from, with_borrowed_tokenizer
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
@@ -130,12 +130,6 @@ def finished_reason(p: Progress, cfg: TrainConfig, out_of_time: bool) -> str | N
     return None
 
 
-def _starting_from(record: dict) -> str:
-    scored = f", dev BLEU {record['dev_bleu']:.2f}" if record.get("dev_bleu") is not None else ""
-    step = f" (step {record['step']:,}{scored})" if record.get("step") is not None else ""
-    return f"starting from {record['checkpoint']}{step}: its weights, with a new optimizer, schedule and step"
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -146,6 +140,7 @@ class Trainer:
     def __init__(self, cfg: Config, run: Run, data_dir: Path, url: str | None = None,
                  log: Callable[[str], None] = print):
         self.cfg, self.run, self.log = cfg, run, log
+        self.resuming = run.checkpoint_path(CheckpointKind.LAST).is_file()  # as when this training was asked for
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
         if self.device.type == "cpu":
@@ -155,7 +150,7 @@ class Trainer:
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)
-        if run.checkpoint_path(CheckpointKind.LAST).is_file():
+        if self.resuming:
             self._check_same_vocabulary()
         vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
                  self.tokenizers.joint)
@@ -166,10 +161,10 @@ class Trainer:
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)
-        if cfg.train.init_from and not run.checkpoint_path(CheckpointKind.LAST).is_file():
+        if cfg.train.init_from and not self.resuming:
             self.init_record = load_parent_weights(self.model, cfg)
             if self.ctx.is_main:
-                self.log(_starting_from(self.init_record))
+                self.log(starting_from(self.init_record))
         self.optimizer = make_optimizer(self.model, cfg.train)
         self.clock = TrainingClock()  # what a time-budgeted schedule reads; agreed by every rank
         self.scheduler = make_scheduler(self.optimizer, cfg.train, self.clock)
@@ -204,7 +199,7 @@ class Trainer:
         return prepared
 
     def _find_or_prepare(self, data_dir: Path, url: str | None) -> Path:
-        trained_on = self.run.prepared_data() if self.run.checkpoint_path(CheckpointKind.LAST).is_file() else None
+        trained_on = self.run.prepared_data() if self.resuming else None
         own = run_data_for_resume(self.cfg.data, data_dir, trained_on) if trained_on else None
         if own is None:
             return ensure_prepared(self.cfg.data, data_dir, url, self.log)
