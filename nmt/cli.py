@@ -145,35 +145,54 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
               length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
-              model: Optional[Path] = ModelDir) -> None:
+              model: Optional[Path] = ModelDir,
+              n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
+                                                   help="Print the N best hypotheses of each sentence with their "
+                                                        "scores, in the Moses n-best format (needs --beam N or "
+                                                        "more).")) -> None:
     """Translate source-language sentences with a trained run (or its CTranslate2 export).
 
     Example: nmt translate "i'm home ."   or   cat source.txt | nmt translate --beam 5 > target.txt
     """
     if attention is not None:  # argument checks first: importing the engines (torch) takes ~2 s
         attention = _picture_path(attention)
+    if n_best is not None and show_attention:
+        raise NMTError("--show-attention adds lines of its own, which an n-best list cannot hold: use one or the "
+                       "other (--attention PNG works with --n-best)")
+    from nmt.config import check_n_best
+
+    if n_best is not None and beam is not None:
+        check_n_best(n_best, beam)
     _check_run_first(engine, run, checkpoint, model)
-    from nmt.engines import open_engine, translate_stream
+    from nmt.engines import n_best_lines, open_engine, translate_stream
     from nmt.models.base import AttentionChoice
 
     translator = open_engine(engine, run, checkpoint, model, device,
                              {"beam_size": beam, "length_penalty": length_penalty}, warn=warn)
+    if n_best is not None:
+        check_n_best(n_best, translator.decode.beam_size)
     choice = AttentionChoice(attention_layer, attention_head)
     if translator.has_attention:
         translator.check_attention_choice(choice)
+
+    def output(index: int, result) -> str:
+        return "\n".join(n_best_lines(index, result)) if n_best else result.text
+
     if not sentences:
         # Undecodable bytes become U+FFFD rather than ending the stream, and only \n ends a line (a lone \r is
         # text, as in `cut` or `wc -l`): one output line per input line, always.
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        for line in translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None):
-            typer.echo(line)
+        stream = translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None,
+                                  n_best=n_best or 1)
+        for index, result in enumerate(stream):
+            typer.echo(output(index, result))
         return
     want_attention = (attention is not None or show_attention) and translator.has_attention
     results = translator.translate([_argument_text(s) for s in sentences],
-                                   attention=choice if want_attention else None)
-    for result in results:
-        typer.echo(result.text)
+                                   attention=choice if want_attention else None, n_best=n_best or 1)
+    for index, result in enumerate(results):
+        typer.echo(output(index, result))
         if show_attention and result.attention is not None:
             strongest = result.attention.argmax(-1).tolist()
             typer.echo("  " + "  ".join(f"{t}→{result.source_pieces[s]}"

@@ -208,6 +208,14 @@ class DecodeConfig:
     precision: str = field(default="auto", metadata=_check(choices=("auto", "fp32", "bf16")))
 
 
+def check_n_best(n_best: int, beam_size: int) -> None:
+    """Beam search keeps `beam_size` hypotheses, so it can rank that many and no more; greedy search finds one."""
+    if n_best < 1:
+        raise ConfigError(f"n-best must be 1 or more, not {n_best}")
+    if n_best > beam_size:
+        raise ConfigError(f"an n-best list of {n_best} needs a beam of {n_best} or more (the beam is {beam_size})")
+
+
 @dataclass
 class Config:
     name: str = "model"

@@ -15,13 +15,13 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from nmt.config import Config, DataConfig, DecodeConfig
+from nmt.config import Config, DataConfig, DecodeConfig, check_n_best
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
-from nmt.translator import Translation, encode_source, with_overrides
+from nmt.translator import Hypothesis, Translation, encode_source, with_overrides
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
@@ -141,16 +141,25 @@ class CTranslate2Engine:
         return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  attention: AttentionChoice | None = None) -> list[Translation]:
+                  attention: AttentionChoice | None = None, n_best: int = 1) -> list[Translation]:
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
+        check_n_best(n_best, decode.beam_size)
         pieces = [self._pieces(s) for s in sentences]
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
         todo = [i for i, p in enumerate(pieces) if p]
         if todo:
             longest = max(len(pieces[i]) for i in todo) + 1
-            outputs = self.engine.translate_batch([pieces[i] for i in todo], **translate_options(decode, longest))
+            outputs = self.engine.translate_batch([pieces[i] for i in todo], num_hypotheses=n_best,
+                                                  return_scores=True, **translate_options(decode, longest))
             for i, output in zip(todo, outputs):
-                tokens = output.hypotheses[0]
-                results[i].target_pieces = tokens
-                results[i].text = self.normalizer.clean(self.tokenizers.target.decode(tokens))
+                results[i].target_pieces = output.hypotheses[0]
+                results[i].hypotheses = [self._hypothesis(tokens, score, decode.length_penalty)
+                                         for tokens, score in zip(output.hypotheses, output.scores)]
+                results[i].text = results[i].hypotheses[0].text
         return results
+
+    def _hypothesis(self, tokens: list[str], score: float, alpha: float) -> Hypothesis:
+        """CTranslate2 scores every search (greedy too) as log-probability / (pieces + EOS) ** alpha: nmt's rule
+        under `length_normalization: fairseq`, the only one it decodes with."""
+        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score,
+                          score * (len(tokens) + 1) ** alpha)

@@ -16,7 +16,7 @@ from nmt.config import DecodeConfig
 from nmt.data.normalizer import Normalizer
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
-from nmt.translator import Translation, Translator
+from nmt.translator import Hypothesis, Translation, Translator
 
 ENGINES = ("nmt", "ctranslate2")
 
@@ -32,7 +32,7 @@ class Engine(Protocol):
     target_lang: str  # what BLEU's tokenizer follows (nmt.metrics)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  attention: AttentionChoice | None = None) -> list[Translation]: ...
+                  attention: AttentionChoice | None = None, n_best: int = 1) -> list[Translation]: ...
 
     def count_pieces(self, sentence: str) -> int: ...
 
@@ -61,8 +61,9 @@ def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = 
     raise NMTError(f"unknown engine {engine!r}: use {' or '.join(ENGINES)}")
 
 
-def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | None = None) -> Iterator[str]:
-    """Translate an unbounded stream in chunks (default: 4 decode batches), one output line per input line.
+def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | None = None,
+                     n_best: int = 1) -> Iterator[Translation]:
+    """Translate an unbounded stream in chunks (default: 4 decode batches), one result per input line, in order.
 
     Only the final line feed (and a CR before it) ends a line; any other CR is text, as for `wc -l`.
     """
@@ -71,7 +72,15 @@ def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | Non
     for line in lines:
         chunk.append(line.removesuffix("\n").removesuffix("\r"))
         if len(chunk) >= chunk_size:
-            yield from (t.text for t in engine.translate(chunk))
+            yield from engine.translate(chunk, n_best=n_best)
             chunk = []
     if chunk:
-        yield from (t.text for t in engine.translate(chunk))
+        yield from engine.translate(chunk, n_best=n_best)
+
+
+def n_best_lines(index: int, translation: Translation) -> list[str]:
+    """A translation's hypotheses in the Moses n-best format that Marian and rerankers read, best first:
+    `index ||| text ||| logprob= L ||| score` (index from 0; score: what beam search ranks by). An empty input
+    keeps its place with one empty hypothesis of score 0."""
+    hypotheses = translation.hypotheses or [Hypothesis("", 0.0, 0.0)]
+    return [f"{index} ||| {h.text} ||| logprob= {h.log_prob:.4f} ||| {h.score:.4f}" for h in hypotheses]

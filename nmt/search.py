@@ -17,9 +17,17 @@ from nmt.models.base import AttentionChoice, EncoderDecoder, reorder_state
 
 @dataclass
 class Hypotheses:
-    tokens: list[list[int]]  # per sentence, without EOS
-    scores: torch.Tensor  # (B,) log-probability (beam: length-normalized)
+    tokens: list[list[int]]  # per sentence, without EOS: the best hypothesis
+    scores: torch.Tensor  # (B,) its log-probability (beam: length-normalized)
     attention: list[torch.Tensor] | None  # per sentence (target length + 1 for EOS, source length)
+    # Per sentence, the n best (tokens, score) pairs, best first (beam search with n_best: up to n; else the best).
+    n_best: list[list[tuple[list[int], float]]] | None = None
+
+    def ranked(self) -> list[list[tuple[list[int], float]]]:
+        """Every sentence's hypotheses, best first: the n-best lists, or the single best with its score."""
+        if self.n_best is not None:
+            return self.n_best
+        return [[(tokens, score)] for tokens, score in zip(self.tokens, self.scores.tolist())]
 
 
 def max_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
@@ -115,12 +123,17 @@ class LengthNormalization:
 
 
 class _Ended:
-    """The best ended hypothesis of every sentence (indexed by original sentence id) and ended counts."""
+    """The `n` best ended hypotheses of every sentence (indexed by original sentence id), best first; empty slots
+    score -inf."""
 
-    def __init__(self, batch: int, steps: int, source_len: int, need_attention: bool, device: torch.device):
-        self.scores = torch.full((batch,), float("-inf"), device=device)
-        self.tokens = torch.full((batch, steps), PAD_ID, dtype=torch.long, device=device)
-        self.attention = torch.zeros(batch, steps, source_len, device=device) if need_attention else None
+    def __init__(self, batch: int, n: int, steps: int, source_len: int, need_attention: bool, device: torch.device):
+        self.scores = torch.full((batch, n), float("-inf"), device=device)
+        self.tokens = torch.full((batch, n, steps), PAD_ID, dtype=torch.long, device=device)
+        self.attention = torch.zeros(batch, n, steps, source_len, device=device) if need_attention else None
+
+    def worst_kept(self, sent_ids: torch.Tensor) -> torch.Tensor:
+        """The score a new ended hypothesis must beat to be kept (-inf while a slot is free)."""
+        return self.scores[sent_ids, -1]
 
     def update(self, sent_ids, top_scores, top_token, top_rows, history, attn_history, t: int, k: int,
                norm: LengthNormalization) -> torch.Tensor:
@@ -129,27 +142,52 @@ class _Ended:
         ended[:, k:] = False
         normalized = (top_scores / norm.penalty(torch.tensor(t + 1, device=top_scores.device))
                       ).masked_fill(~ended, float("-inf"))
-        cand_best, cand_pos = normalized.max(1)
-        improved = (cand_best > self.scores[sent_ids]).nonzero().squeeze(1)
-        if len(improved):
-            rows, ids = top_rows[improved, cand_pos[improved]], sent_ids[improved]
-            self.scores[ids] = cand_best[improved]
-            self.tokens[ids] = history[rows]
-            self.tokens[ids, t] = EOS_ID
+        n = self.scores.shape[1]
+        # The n best of (kept, candidates); a stable sort keeps an earlier hypothesis ahead of an equal newcomer.
+        merged = torch.cat([self.scores[sent_ids], normalized], 1)
+        order = merged.sort(dim=1, descending=True, stable=True).indices[:, :n]
+        changed = order.ge(n).any(1).nonzero().squeeze(1)
+        if len(changed):
+            ids, order = sent_ids[changed], order[changed]
+            is_new = order.ge(n)
+            new_rows = top_rows[changed].gather(1, (order - n).clamp(min=0))  # (c, n) the beam rows that ended
+            old = order.clamp(max=n - 1).unsqueeze(-1)
+            new_tokens = history[new_rows]
+            new_tokens[:, :, t] = EOS_ID
+            old_tokens = self.tokens[ids].gather(1, old.expand(-1, -1, new_tokens.shape[-1]))
+            self.tokens[ids] = torch.where(is_new.unsqueeze(-1), new_tokens, old_tokens)
+            self.scores[ids] = merged[changed].gather(1, order)
             if self.attention is not None:
-                self.attention[ids, :t + 1] = attn_history[rows]
+                kept = self.attention[ids]
+                old_attention = kept.gather(1, old.unsqueeze(-1).expand(-1, -1, *kept.shape[2:]))
+                new_attention = torch.zeros_like(old_attention)
+                new_attention[:, :, :t + 1] = attn_history[new_rows]
+                self.attention[ids] = torch.where(is_new[..., None, None], new_attention, old_attention)
         return ended.sum(1)
+
+    def hypotheses(self) -> Hypotheses:
+        ranked = [[(_strip(row), score) for row, score in zip(rows, scores) if score > float("-inf")]
+                  for rows, scores in zip(self.tokens.tolist(), self.scores.tolist())]
+        best = [hyps[0][0] if hyps else [] for hyps in ranked]
+        attention = None
+        if self.attention is not None:
+            attention = [self.attention[i, 0, :len(tokens) + 1].cpu() for i, tokens in enumerate(best)]
+        return Hypotheses(best, self.scores[:, 0], attention, ranked if self.scores.shape[1] > 1 else None)
 
 
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: LengthNormalization,
-                max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None) -> Hypotheses:
+                max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None,
+                n_best: int = 1) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
+    With `n_best` > 1 (at most `beam_size`) the result also ranks each sentence's n best ended hypotheses.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
     """
     batch, k, device = src.shape[0], beam_size, src.device
+    if not 1 <= n_best <= k:
+        raise ValueError(f"n_best must be between 1 and the beam size {k}, not {n_best}")
     need_attention = attention_choice is not None
     limit = max_lengths(src, max_len_a, max_len_b)
     steps = int(limit.max())
@@ -163,7 +201,7 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     num_ended = torch.zeros(batch, dtype=torch.long, device=device)
     history = torch.full((batch * k, steps), PAD_ID, dtype=torch.long, device=device)
     attn_history = src.new_zeros(batch * k, 0, src.shape[1], dtype=torch.float) if need_attention else None
-    ended = _Ended(batch, steps, src.shape[1], need_attention, device)
+    ended = _Ended(batch, n_best, steps, src.shape[1], need_attention, device)
     for t in range(steps):
         n = len(sent_ids)
         log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit)
@@ -178,7 +216,7 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
         open_ = num_ended < k
         if norm.patient:  # log-probabilities only fall: the best a live beam can reach is its score at the limit
             best_live = alive.max(1).values / norm.penalty(limit[sent_ids])
-            open_ = open_ | (best_live > ended.scores[sent_ids])
+            open_ = open_ | (best_live > ended.worst_kept(sent_ids))
         running = (open_ & torch.isfinite(alive).any(1)).nonzero().squeeze(1)
         if len(running) == 0:
             break
@@ -192,21 +230,20 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
         state = reorder_state(state, rows)
         if need_attention:
             attn_history = attn_history[rows]
-    result = [_strip(row) for row in ended.tokens.tolist()]
-    attention = None
-    if ended.attention is not None:
-        attention = [ended.attention[i, :len(r) + 1].cpu() for i, r in enumerate(result)]
-    return Hypotheses(result, ended.scores, attention)
+    return ended.hypotheses()
 
 
 def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
-           attention_choice: AttentionChoice | None = None) -> Hypotheses:
-    """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization.
+           attention_choice: AttentionChoice | None = None, n_best: int = 1) -> Hypotheses:
+    """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization
+    (ranking `n_best` hypotheses per sentence, at most the beam size).
 
     The one entry point for every caller (translation, validation, sweeps): the settings travel whole, so there is
     no second set of defaults below the config.
     """
     if decode.beam_size == 1:
+        if n_best != 1:
+            raise ValueError(f"greedy search finds one hypothesis, not {n_best}: n_best needs beam search")
         return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice)
     return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
-                       decode.max_len_b, attention_choice)
+                       decode.max_len_b, attention_choice, n_best)

@@ -1,6 +1,6 @@
 """`nmt serve`: a small HTTP service around an engine (FastAPI + uvicorn, an optional extra).
 
-    POST /translate  {"sentences": [...], "beam": 5, "attention": true, "layer": -1, "head": null}
+    POST /translate  {"sentences": [...], "beam": 5, "n_best": 1, "attention": true, "layer": -1, "head": null}
     GET  /health     engine, model, decode settings, attention layers and heads, limits
     GET  /           a page: type a sentence, read the translation, see the cross-attention heatmap
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Callable
 
+from nmt.config import check_n_best
 from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
 from nmt.errors import NMTError
@@ -68,6 +69,7 @@ class _Job:
 
     chunks: deque  # of (start index, sentences, cost)
     beam: int
+    n_best: int
     attention: AttentionChoice | None
     future: asyncio.Future
     results: list = field(default_factory=list)
@@ -119,11 +121,12 @@ class Scheduler:
         self.wakeup = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None):
+    async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None,
+                     n_best: int = 1):
         backlog = self.backlog_s()
         if backlog > self.limits.max_backlog_s:
             raise Busy(backlog)
-        job = _Job(chunk_sentences(sentences, costs, self.limits.max_chunk_cost), beam, attention,
+        job = _Job(chunk_sentences(sentences, costs, self.limits.max_chunk_cost), beam, n_best, attention,
                    asyncio.get_running_loop().create_future(), [None] * len(sentences))
         self.waiting.append(job)
         self.wakeup.set()
@@ -156,20 +159,20 @@ class Scheduler:
             batch = self._next_batch()
             groups: dict[tuple, list] = {}
             for job, chunk in batch:  # one translate per decoding setting
-                groups.setdefault((job.beam, job.attention), []).append((job, chunk))
-            for (beam, attention), members in groups.items():
-                await self._decode(loop, members, beam, attention)
+                groups.setdefault((job.beam, job.n_best, job.attention), []).append((job, chunk))
+            for setting, members in groups.items():
+                await self._decode(loop, members, *setting)
 
-    async def _decode(self, loop, members: list, beam: int, attention: AttentionChoice | None) -> None:
+    async def _decode(self, loop, members: list, beam: int, n_best: int, attention: AttentionChoice | None) -> None:
         sentences = [s for _, (_, chunk, _) in members for s in chunk]
         started = time.perf_counter()
         try:
-            results = await loop.run_in_executor(None, self._translate, sentences, beam, attention)
+            results = await loop.run_in_executor(None, self._translate, sentences, beam, n_best, attention)
             self.recent.append((sum(cost for _, (_, _, cost) in members), time.perf_counter() - started))
         except Exception as err:  # noqa: BLE001 - isolate: retry each chunk alone, fail only its own request
             if len(members) > 1:
                 for member in members:
-                    await self._decode(loop, [member], beam, attention)
+                    await self._decode(loop, [member], beam, n_best, attention)
                 return
             job = members[0][0]
             self._fail(job, err)
@@ -187,10 +190,10 @@ class Scheduler:
         if not job.future.done():
             job.future.set_exception(err)
 
-    def _translate(self, sentences, beam, attention):
+    def _translate(self, sentences, beam, n_best, attention):
         with self.lock:
             self.batches_run += 1
-            return self.engine.translate(sentences, beam_size=beam, attention=attention)
+            return self.engine.translate(sentences, beam_size=beam, attention=attention, n_best=n_best)
 
 
 def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int) -> list[int] | None:
@@ -287,6 +290,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         model_config = ConfigDict(extra="forbid", strict=True)
         sentences: list[str] = Field(min_length=1, max_length=limits.max_sentences)
         beam: int | None = Field(default=None, ge=1, le=limits.max_beam)
+        n_best: int = Field(default=1, ge=1, le=limits.max_beam)  # at most the beam
         attention: bool = False
         layer: int = -1
         head: int | None = Field(default=None, ge=0)
@@ -342,6 +346,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             choice = AttentionChoice(request.layer, request.head)
             engine.check_attention_choice(choice)  # NMTError → 400
         beam = request.beam or engine.decode.beam_size
+        check_n_best(request.n_best, beam)  # ConfigError → 400
         costs = request_costs(engine, sentences, beam, limits.max_request_cost)
         if costs is None:
             await asyncio.sleep(limits.refusal_delay_s)  # a client looping on refusals waits, instead of flooding
@@ -349,11 +354,11 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
                                                         "pieces × beam; send fewer or shorter sentences or a "
                                                         "smaller beam")
         try:
-            results = await scheduler.submit(sentences, costs, beam, choice)
+            results = await scheduler.submit(sentences, costs, beam, choice, request.n_best)
         except Busy as busy:
             raise HTTPException(status_code=503, detail=str(busy),
                                 headers={"Retry-After": str(busy.retry_after_s)}) from None
-        return {"translations": [_as_json(r, choice is not None) for r in results], "beam": beam,
+        return {"translations": [_as_json(r, choice is not None, request.n_best > 1) for r in results], "beam": beam,
                 "attention_layer": request.layer if choice else None, "attention_head": request.head}
 
     @app.get("/", response_class=HTMLResponse)
@@ -363,13 +368,25 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
     return app
 
 
-def _as_json(result, with_attention: bool) -> dict:
-    item = {"source": replace_lone_surrogates(result.source), "text": result.text}
+def _as_json(result, with_attention: bool, with_n_best: bool) -> dict:
+    """A translation with its score (what beam search ranks by: the length-normalized log-probability), its
+    n-best list when asked for (best first, the translation itself first of all), and its attention."""
+    best = result.hypotheses[0] if result.hypotheses else None  # none for an empty sentence: null scores
+    item = {"source": replace_lone_surrogates(result.source), "text": result.text,
+            "score": _number(best.score if best else None), "log_prob": _number(best.log_prob if best else None)}
+    if with_n_best:
+        item["n_best"] = [{"text": h.text, "score": _number(h.score), "log_prob": _number(h.log_prob)}
+                          for h in result.hypotheses]
     if with_attention and result.attention is not None:
         item.update(source_pieces=result.source_pieces, target_pieces=result.target_pieces,
                     attention=[[round(float(w), 4) if math.isfinite(w) else 0.0 for w in row]
                                for row in result.attention.tolist()])
     return item
+
+
+def _number(value: float | None) -> float | None:
+    """A score as JSON can carry it (no inf or NaN)."""
+    return round(value, 4) if value is not None and math.isfinite(value) else None
 
 
 def check_bind_address(host: str, port: int) -> socket.socket:

@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-from nmt.config import Config, DecodeConfig
+from nmt.config import Config, DecodeConfig, check_n_best
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import source_batch
 from nmt.data.normalizer import Normalizer
@@ -21,7 +21,16 @@ from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
 from nmt.run_dir import Run, Weights
-from nmt.search import search
+from nmt.search import LengthNormalization, search
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One output of the search with what the model thinks of it."""
+
+    text: str
+    score: float  # the length-normalized log-probability beam search ranks by (decode.length_normalization)
+    log_prob: float  # the model's log-probability of the pieces and EOS, unnormalized
 
 
 @dataclass
@@ -31,6 +40,8 @@ class Translation:
     source_pieces: list[str]
     target_pieces: list[str]
     attention: torch.Tensor | None = None  # (target pieces + EOS, source pieces + EOS)
+    # Best first, `text` first of all: the n best asked for (one by default); none for an empty input.
+    hypotheses: list[Hypothesis] = dataclasses.field(default_factory=list)
 
 
 class Translator:
@@ -117,12 +128,15 @@ class Translator:
         return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  attention: AttentionChoice | None = None) -> list[Translation]:
+                  attention: AttentionChoice | None = None, n_best: int = 1) -> list[Translation]:
         """Translate in length-sorted batches (less padding) and return results in input order.
 
-        With `attention`, each result also carries that source attention and the pieces that label its axes.
+        With `attention`, each result also carries that source attention and the pieces that label its axes; with
+        `n_best` (at most the beam size), the n best hypotheses of each sentence and their scores.
         """
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
+        check_n_best(n_best, decode.beam_size)
+        norm = LengthNormalization.from_config(decode)
         if attention is not None:
             if not self.model.has_attention:
                 attention = None
@@ -140,18 +154,25 @@ class Translator:
             chunk = order[start:start + batch_size]
             with autocast(self.device, self.autocast_dtype):
                 hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
-                              attention)
-            for j, i in enumerate(chunk):
+                              attention, n_best)
+            for j, (i, ranked) in enumerate(zip(chunk, hyps.ranked())):
                 tokens = hyps.tokens[j]
-                # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
-                results[i] = Translation(sentences[i], self.normalizer.clean(self.tokenizers.target.decode(tokens)),
-                                         [], [])
+                hypotheses = [self._hypothesis(pieces, score, norm, greedy=decode.beam_size == 1)
+                              for pieces, score in ranked]
+                results[i] = Translation(sentences[i], hypotheses[0].text, [], [], hypotheses=hypotheses)
                 if attention is not None:  # pieces label the heatmap axes
                     results[i].source_pieces = [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"]
                     results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
                     results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
             self.trim_heap()  # the search's freed cache and logits go back to the OS once they add up
         return results  # type: ignore[return-value]
+
+    def _hypothesis(self, tokens: list[int], score: float, norm: LengthNormalization, greedy: bool) -> Hypothesis:
+        """Greedy search scores the log-probability, beam search its normalized form: each gives the other."""
+        penalty = float(norm.penalty(torch.tensor(len(tokens) + 1)))  # EOS counts, as in the search
+        log_prob, score = (score, score / penalty) if greedy else (score * penalty, score)
+        # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
+        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score, log_prob)
 
 
 def encode_source(tokenizers: Tokenizers, normalizer: Normalizer, sentence: str, max_input_tokens: int,

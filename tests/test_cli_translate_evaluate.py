@@ -52,6 +52,35 @@ def test_translate_attention_outputs(run_dir, tmp_path):
     assert "→" in result.stdout.splitlines()[1]
 
 
+def test_translate_n_best_lists_in_the_moses_format(run_dir):
+    plain = nmt("translate", "--run", run_dir, "--beam", "4", input="i'm home .\n\nhe's calm .\n")
+    listed = nmt("translate", "--run", run_dir, "--beam", "4", "--n-best", "3",
+                 input="i'm home .\n\nhe's calm .\n")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split(" ||| ") for line in listed.stdout.splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 2, 2, 2]
+    assert rows[3] == ["1", "", "logprob= 0.0000", "0.0000"]  # the empty line keeps its place
+    for index in (0, 2):
+        ranked = [r for r in rows if r[0] == str(index)]
+        assert ranked[0][1] == plain.stdout.splitlines()[index]  # the list starts with the translation
+        assert len({r[1] for r in ranked}) == 3
+        scores = [float(r[3]) for r in ranked]
+        assert scores == sorted(scores, reverse=True) and all(float(r[2].split()[1]) < 0 for r in ranked)
+    arguments = nmt("translate", "--run", run_dir, "--beam", "4", "--n-best", "2", "i'm home .")
+    assert arguments.stdout.splitlines() == listed.stdout.splitlines()[:2]
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--n-best", "6"], "an n-best list of 6 needs a beam of 6 or more (the beam is"),  # the run's beam
+    (["--n-best", "2", "--beam", "1"], "needs a beam of 2 or more (the beam is 1)"),
+    (["--n-best", "2", "--show-attention"], "--show-attention adds lines of its own"),
+])
+def test_translate_n_best_it_cannot_give_is_refused(run_dir, args, fragment):
+    result = nmt("translate", "--run", run_dir, *args, "i'm home .")
+    assert result.returncode == 2 and result.stdout == ""
+    assert fragment in result.stderr and len(result.stderr.splitlines()) == 1
+
+
 def test_translate_without_run_is_one_line_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "nmt", "translate", "hello"], capture_output=True, text=True,
                             cwd=tmp_path)

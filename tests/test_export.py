@@ -33,6 +33,27 @@ def test_float32_export_decodes_like_nmt(toy_transformer_run, tmp_path):
     assert same >= 0.95 * len(sources), f"{same} of {len(sources)} identical"
 
 
+def test_export_ranks_n_best_lists_and_scores_them_as_nmt_does(toy_transformer_run, tmp_path):
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32",
+                                                                                          "patient_stop": False})
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    exported = CTranslate2Engine(tmp_path / "ct2")
+    sources = toy_sources(40)
+    ours = translator.translate(sources, beam_size=4, n_best=3)
+    theirs = exported.translate(sources, beam_size=4, n_best=3)
+    agree = 0
+    for a, b in zip(ours, theirs):
+        assert len(b.hypotheses) == 3 and b.hypotheses[0].text == b.text
+        assert [h.score for h in b.hypotheses] == sorted((h.score for h in b.hypotheses), reverse=True)
+        if [h.text for h in a.hypotheses] == [h.text for h in b.hypotheses]:
+            agree += 1  # the same hypotheses: the same normalized scores and log-probabilities
+            for x, y in zip(a.hypotheses, b.hypotheses):
+                # Two engines' fp32 sums over ~20 pieces: the same to a few parts in 10,000.
+                assert x.score == pytest.approx(y.score, rel=1e-3) and x.log_prob == pytest.approx(y.log_prob,
+                                                                                                     rel=1e-3)
+    assert agree >= 0.8 * len(sources), f"{agree} of {len(sources)} lists identical"
+
+
 def _pieces_only():
     from nmt.models.base import AttentionChoice
 

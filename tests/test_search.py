@@ -185,3 +185,59 @@ def test_greedy_compaction_cadence_keeps_tokens_scores_and_attention(arch):
     if choice is not None:
         for a, b in zip(deferred.attention, every_step.attention):
             torch.testing.assert_close(a, b)
+
+
+def test_n_best_ranks_the_hypotheses_beam_search_ended():
+    """MarkovToy at beam 2: "B EOS" (.36) ends at step 2, "A B EOS" (.5 × .3 × .9 = .135) at step 3, which fills the
+    beam; "A EOS" (.15) never ends in it (its EOS is third of four at step 2), so it is not in the list."""
+    model, src = MarkovToy(), torch.tensor([[7, EOS_ID]])
+    result = beam_search(model, src, beam_size=2, norm=NONE, max_len_a=0.0, max_len_b=5, n_best=2)
+    assert [tokens for tokens, _ in result.n_best[0]] == [[B], [A, B]]
+    assert [score for _, score in result.n_best[0]] == pytest.approx([math.log(.36), math.log(.135)], abs=1e-5)
+    assert result.tokens == [[B]] and result.ranked() == result.n_best
+
+
+def _forced_log_prob(model, src_row, tokens):
+    """The model's log-probability of `tokens` then EOS, read from one teacher-forced pass."""
+    target = torch.tensor([[BOS_ID] + tokens])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(src_row.unsqueeze(0), target).double(), -1)[0]
+    return float(log_probs.gather(1, torch.tensor(tokens + [EOS_ID]).unsqueeze(1)).sum())
+
+
+@pytest.mark.parametrize("kind", ["wu", "fairseq"])
+def test_n_best_scores_are_the_models_normalized_log_probabilities(kind):
+    model, src = make_model("transformer").eval().double(), random_sources(lengths=(3, 6, 4), seed=3)
+    norm = LengthNormalization(0.8, kind, False)
+    result = beam_search(model, src, 4, norm, 1.5, 5, n_best=4)
+    for i, ranked in enumerate(result.n_best):
+        assert len(ranked) == 4 and len({tuple(tokens) for tokens, _ in ranked}) == 4
+        scores = [score for _, score in ranked]
+        assert scores == sorted(scores, reverse=True)
+        row = src[i, :int(src[i].ne(PAD_ID).sum())]
+        for tokens, score in ranked:
+            penalty = float(norm.penalty(torch.tensor(len(tokens) + 1)))
+            assert score * penalty == pytest.approx(_forced_log_prob(model, row, tokens), rel=1e-5)  # fp32 sums
+    one = beam_search(model, src, 4, norm, 1.5, 5)  # without the patient stop, the list leaves the search alone
+    assert one.tokens == result.tokens and [r[0][0] for r in result.n_best] == result.tokens
+    torch.testing.assert_close(one.scores, result.scores, rtol=0, atol=0)
+
+
+def test_n_best_keeps_the_best_hypothesis_attention():
+    model, src = make_model("bahdanau").eval(), random_sources()
+    one = beam_search(model, src, 3, WU, 1.5, 5, attention_choice=AttentionChoice())
+    three = beam_search(model, src, 3, WU, 1.5, 5, attention_choice=AttentionChoice(), n_best=3)
+    assert three.tokens == one.tokens
+    for a, b in zip(three.attention, one.attention):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_n_best_beyond_the_beam_or_with_greedy_search_is_refused():
+    from nmt.config import DecodeConfig
+    from nmt.search import search
+
+    model, src = MarkovToy(), torch.tensor([[7, EOS_ID]])
+    with pytest.raises(ValueError, match="between 1 and the beam size 2"):
+        beam_search(model, src, beam_size=2, norm=NONE, max_len_a=0.0, max_len_b=5, n_best=3)
+    with pytest.raises(ValueError, match="needs beam search"):
+        search(model, src, DecodeConfig(beam_size=1), n_best=2)

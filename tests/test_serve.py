@@ -42,6 +42,21 @@ def test_translate_with_attention_matrices(client, translator):
     assert empty["text"] == "" and "attention" not in empty
 
 
+def test_translations_carry_scores_and_n_best_lists_on_request(client, translator):
+    response = client.post("/translate", json={"sentences": ["I have two cats.", ""], "beam": 3, "n_best": 3})
+    assert response.status_code == 200, response.text
+    first, empty = response.json()["translations"]
+    expected = translator.translate(["I have two cats."], beam_size=3, n_best=3)[0].hypotheses
+    assert [h["text"] for h in first["n_best"]] == [h.text for h in expected] and first["text"] == expected[0].text
+    assert [h["score"] for h in first["n_best"]] == [round(h.score, 4) for h in expected]
+    assert first["score"] == first["n_best"][0]["score"] and first["log_prob"] == round(expected[0].log_prob, 4)
+    assert empty["text"] == "" and empty["score"] is None and empty["n_best"] == []
+    plain = client.post("/translate", json={"sentences": ["I have two cats."], "beam": 3}).json()["translations"][0]
+    assert "n_best" not in plain and plain["score"] == first["score"]
+    refused = client.post("/translate", json={"sentences": ["hi"], "beam": 2, "n_best": 3})
+    assert refused.status_code == 400 and "needs a beam of 3 or more" in refused.text
+
+
 def test_health_describes_the_model(client):
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["architecture"] == "transformer"

@@ -116,11 +116,11 @@ def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator
         def __getattr__(self, name):
             return getattr(self.engine, name)
 
-        def translate(self, sentences, beam_size=None, attention=None):
+        def translate(self, sentences, beam_size=None, attention=None, n_best=1):
             if any("boom" in s for s in sentences):
                 mixed.append(len(sentences) > 1)
                 raise RuntimeError("engine failure")
-            return self.engine.translate(sentences, beam_size, attention)
+            return self.engine.translate(sentences, beam_size, attention, n_best)
 
     mixed = []
     with TestClient(create_app(Fragile(translator), Limits(batch_window_s=0.5)),
