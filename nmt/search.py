@@ -117,8 +117,8 @@ class LengthNormalization:
     def from_config(cls, decode: DecodeConfig) -> "LengthNormalization":
         return cls(decode.length_penalty, decode.length_normalization, decode.patient_stop)
 
-    def penalty(self, length: torch.Tensor) -> torch.Tensor:
-        length = length.float()
+    def penalty(self, length: torch.Tensor | int) -> torch.Tensor | float:
+        length = length.float() if isinstance(length, torch.Tensor) else float(length)
         return ((5.0 + length) / 6.0) ** self.alpha if self.kind == "wu" else length ** self.alpha
 
 
@@ -143,9 +143,13 @@ class _Ended:
         normalized = (top_scores / norm.penalty(torch.tensor(t + 1, device=top_scores.device))
                       ).masked_fill(~ended, float("-inf"))
         n = self.scores.shape[1]
-        # The n best of (kept, candidates); a stable sort keeps an earlier hypothesis ahead of an equal newcomer.
+        # The n best of (kept, candidates), an earlier hypothesis ahead of an equal newcomer: argmax returns the
+        # first maximum (and costs less than the stable sort that ranks n > 1).
         merged = torch.cat([self.scores[sent_ids], normalized], 1)
-        order = merged.sort(dim=1, descending=True, stable=True).indices[:, :n]
+        if n == 1:
+            order = merged.argmax(1, keepdim=True)
+        else:
+            order = merged.sort(dim=1, descending=True, stable=True).indices[:, :n]
         changed = order.ge(n).any(1).nonzero().squeeze(1)
         if len(changed):
             ids, order = sent_ids[changed], order[changed]

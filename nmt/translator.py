@@ -169,7 +169,7 @@ class Translator:
 
     def _hypothesis(self, tokens: list[int], score: float, norm: LengthNormalization, greedy: bool) -> Hypothesis:
         """Greedy search scores the log-probability, beam search its normalized form: each gives the other."""
-        penalty = float(norm.penalty(torch.tensor(len(tokens) + 1)))  # EOS counts, as in the search
+        penalty = norm.penalty(len(tokens) + 1)  # EOS counts, as in the search
         log_prob, score = (score, score / penalty) if greedy else (score * penalty, score)
         # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
         return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score, log_prob)

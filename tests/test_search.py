@@ -216,7 +216,7 @@ def test_n_best_scores_are_the_models_normalized_log_probabilities(kind):
         assert scores == sorted(scores, reverse=True)
         row = src[i, :int(src[i].ne(PAD_ID).sum())]
         for tokens, score in ranked:
-            penalty = float(norm.penalty(torch.tensor(len(tokens) + 1)))
+            penalty = norm.penalty(len(tokens) + 1)
             assert score * penalty == pytest.approx(_forced_log_prob(model, row, tokens), rel=1e-5)  # fp32 sums
     one = beam_search(model, src, 4, norm, 1.5, 5)  # without the patient stop, the list leaves the search alone
     assert one.tokens == result.tokens and [r[0][0] for r in result.n_best] == result.tokens
