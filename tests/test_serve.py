@@ -161,8 +161,11 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
         box.send_keys("I have two cats.")
         driver.find_element(By.ID, "translate").click()
         WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "output").text.strip() != "")
-        expected = translator.translate(["I have two cats."], beam_size=translator.decode.beam_size)[0].text
-        assert driver.find_element(By.ID, "output").text == expected
+        beam = translator.decode.beam_size
+        expected = translator.translate(["I have two cats."], beam_size=beam, n_best=min(3, beam))[0]
+        assert driver.find_element(By.ID, "output").text == expected.text
+        runners_up = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#alternatives li")]
+        assert len(runners_up) >= 1 and runners_up == [h.text for h in expected.hypotheses[1:]]
         canvas = driver.find_element(By.ID, "heatmap")
         assert int(canvas.get_attribute("data-rows")) >= 2 and int(canvas.get_attribute("data-cols")) >= 4
         assert canvas.size["width"] > 150 and canvas.size["height"] > 100
