@@ -12,6 +12,8 @@ What keeps it standing when a client misbehaves:
   normalizer makes safe, it should not fail at all);
 - a request body past `max_body_bytes` is a 413 before it is held in memory;
 - past `max_backlog_s` of queued work (at the rate recent batches decoded), a request is a 503 with Retry-After;
+- a request whose client hangs up leaves the queue (checked every `disconnect_poll_s` while it waits): the work
+  of a client that timed out and resent is not done twice;
 - bad input is a 4xx with a reason (inf/NaN in the JSON included), never a 500; on loopback the Host header must
   name this machine (DNS rebinding), other names only with --allow-host.
 """
@@ -28,7 +30,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Callable
+from typing import Awaitable, Callable
 
 from nmt.config import check_n_best
 from nmt.data.normalizer import replace_lone_surrogates
@@ -61,6 +63,8 @@ class Limits:
     # a 503 with Retry-After instead of a wait its client would likely give up on (and resend): under a flood the
     # server stays answerable and a load balancer can send the rest elsewhere.
     max_backlog_s: float = 30.0
+    # How often a waiting request checks that its client is still there (a gone client's chunks are not decoded).
+    disconnect_poll_s: float = 0.25
 
 
 @dataclass
@@ -96,6 +100,10 @@ class Busy(Exception):
         self.retry_after_s = max(1, math.ceil(backlog_s))
 
 
+class ClientGone(Exception):
+    """The client hung up before its translations were ready: its request left the queue."""
+
+
 class Scheduler:
     """Queues requests and decodes them on one worker thread in batches filled round-robin, one chunk per request
     per turn (the model is shared, and one CPU translation at a time uses every core)."""
@@ -106,6 +114,7 @@ class Scheduler:
         self.wakeup: asyncio.Event | None = None
         self.lock = threading.Lock()
         self.batches_run = 0  # for tests and /health: how many translate calls served the requests
+        self.abandoned = 0  # requests that left the queue because their client hung up
         self.task: asyncio.Task | None = None
         self.recent = deque(maxlen=32)  # (cost, seconds) of the latest decoding batches: the rate the backlog takes
 
@@ -122,7 +131,9 @@ class Scheduler:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None,
-                     n_best: int = 1):
+                     n_best: int = 1, gone: Callable[[], Awaitable[bool]] | None = None):
+        """The request's translations once every chunk is decoded. `gone` says whether the client has hung up: then
+        the request leaves the queue (a chunk already decoding finishes) and ClientGone is raised."""
         backlog = self.backlog_s()
         if backlog > self.limits.max_backlog_s:
             raise Busy(backlog)
@@ -130,7 +141,20 @@ class Scheduler:
                    asyncio.get_running_loop().create_future(), [None] * len(sentences))
         self.waiting.append(job)
         self.wakeup.set()
+        while gone is not None:
+            finished, _ = await asyncio.wait({job.future}, timeout=self.limits.disconnect_poll_s)
+            if finished:
+                break
+            if await gone():
+                self._abandon(job)
+                raise ClientGone()
         return await job.future
+
+    def _abandon(self, job: _Job) -> None:
+        self.abandoned += 1
+        with contextlib.suppress(ValueError):
+            self.waiting.remove(job)
+        job.future.cancel()
 
     def _next_batch(self) -> list[tuple[_Job, tuple]]:
         """One round: the next chunk of every waiting request, in turn, until the batch is full. A request with
@@ -275,11 +299,32 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": content})
 
 
+class HostCheck:
+    """ASGI middleware: a request whose Host header names none of `hosts` is a 400 (DNS rebinding). Plain ASGI,
+    not Starlette's BaseHTTPMiddleware: that one wraps `receive`, and a handler behind it cannot see its client
+    hang up (`Request.is_disconnected` stays False)."""
+
+    def __init__(self, app, hosts: set[str]):
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            host = host_of(dict(scope["headers"]).get(b"host", b"").decode("latin-1"))
+            if host not in self.hosts:
+                content = json.dumps({"detail": f"Host {host!r} is not served here (start nmt serve with "
+                                                f"--allow-host {host} to accept it)"}).encode()
+                await send({"type": "http.response.start", "status": 400,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(content)).encode())]})
+                return await send({"type": "http.response.body", "body": content})
+        await self.app(scope, receive, send)
+
+
 def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None = None):
     try:
         from fastapi import FastAPI, HTTPException, Request
         from fastapi.exceptions import RequestValidationError
-        from fastapi.responses import HTMLResponse, JSONResponse
+        from fastapi.responses import HTMLResponse, JSONResponse, Response
         from pydantic import BaseModel, ConfigDict, Field
     except ImportError:
         raise NMTError(f"the server needs FastAPI: {INSTALL_HINT}") from None
@@ -308,14 +353,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
 
     if hosts is not None:
-        @app.middleware("http")
-        async def check_host(request: Request, call_next):
-            host = host_of(request.headers.get("host", ""))
-            if host not in hosts:
-                return JSONResponse(status_code=400, content={
-                    "detail": f"Host {host!r} is not served here (start nmt serve with --allow-host {host} "
-                              "to accept it)"})
-            return await call_next(request)
+        app.add_middleware(HostCheck, hosts=hosts)
 
     @app.exception_handler(NMTError)
     async def user_error(request: Request, err: NMTError):
@@ -330,10 +368,11 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         return {"status": "ok", **engine.describe(), "has_attention": engine.has_attention,
                 "attention_layers": layers, "attention_heads": heads,
                 "beam": engine.decode.beam_size, "decode": engine.decode.__dict__, "limits": limits.__dict__,
-                "batches_run": scheduler.batches_run, "backlog_s": round(scheduler.backlog_s(), 2)}
+                "batches_run": scheduler.batches_run, "backlog_s": round(scheduler.backlog_s(), 2),
+                "requests_abandoned": scheduler.abandoned}
 
     @app.post("/translate")
-    async def translate(request: TranslateRequest) -> dict:
+    async def translate(request: TranslateRequest, http: Request):
         sentences = request.sentences
         too_long = [i for i, s in enumerate(sentences) if len(s) > limits.max_chars]
         if too_long:
@@ -354,10 +393,12 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
                                                         "pieces × beam; send fewer or shorter sentences or a "
                                                         "smaller beam")
         try:
-            results = await scheduler.submit(sentences, costs, beam, choice, request.n_best)
+            results = await scheduler.submit(sentences, costs, beam, choice, request.n_best, http.is_disconnected)
         except Busy as busy:
             raise HTTPException(status_code=503, detail=str(busy),
                                 headers={"Retry-After": str(busy.retry_after_s)}) from None
+        except ClientGone:
+            return Response(status_code=499)  # nginx's "client closed request": for the logs, nobody reads it
         return {"translations": [_as_json(r, choice is not None, request.n_best > 1) for r in results], "beam": beam,
                 "attention_layer": request.layer if choice else None, "attention_head": request.head}
 

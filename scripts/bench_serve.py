@@ -8,8 +8,11 @@ the phase and its peak so far (Linux).
 
 Phases: `quiet` (the good clients alone); `abusive` (plus one client sending 64 × 1,000 characters at beam 16 in a
 loop: the cost budget refuses it with 413); `heavy` (plus one client sending the costliest request the budget admits,
-one 1,000-character sentence at beam 16, in a loop: the scheduler must keep the others moving). The server runs in
-its own process (`nmt serve`), the clients in this one, each with its own keep-alive connection.
+one 1,000-character sentence at beam 16, in a loop: the scheduler must keep the others moving); `impatient` (plus
+four clients sending that request with a 1 s timeout, each hanging up and sending it again: the server should drop
+what nobody waits for, and /health's `requests_abandoned` counts it). The server runs in its own process
+(`nmt serve`), the clients in this one, each with its own keep-alive connection. For a before/after ratio, run an
+older tree's server: --server-env PYTHONPATH=/path/to/old/checkout.
 """
 
 from __future__ import annotations
@@ -72,10 +75,11 @@ def server_memory_mib(pid: int) -> dict:
             "server_peak_rss_mib": round(int(fields["VmHWM"].split()[0]) / 1024)}
 
 
-def client_loop(port: int, payloads, stop: threading.Event, records: list, seed: int) -> None:
-    """Send requests back to back until `stop`; record (latency s, status, sentences)."""
+def client_loop(port: int, payloads, stop: threading.Event, records: list, seed: int, timeout: float = 600) -> None:
+    """Send requests back to back until `stop`; record (latency s, status, sentences); -1: no answer in `timeout`
+    (the client hangs up and sends the next)."""
     rng = random.Random(seed)
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     while not stop.is_set():
         payload = payloads(rng)
         body = json.dumps(payload)
@@ -87,8 +91,15 @@ def client_loop(port: int, payloads, stop: threading.Event, records: list, seed:
             status = response.status
         except (OSError, http.client.HTTPException):
             status = -1
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            connection.close()
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         records.append((time.perf_counter() - started, status, len(payload["sentences"])))
+
+
+def health(port: int) -> dict:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("GET", "/health")
+    return json.loads(connection.getresponse().read())
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -96,7 +107,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def run_phase(port: int, sources: list[str], clients: int, duration: float, extra: dict | None) -> dict:
+def run_phase(port: int, sources: list[str], clients: int, duration: float,
+              extra: tuple[dict, int, float] | None) -> dict:
+    """`clients` good clients, and `extra` = (payload, how many clients send it, their timeout) beside them."""
     stop, good, bad = threading.Event(), [], []
 
     def small(rng):
@@ -104,7 +117,9 @@ def run_phase(port: int, sources: list[str], clients: int, duration: float, extr
 
     threads = [threading.Thread(target=client_loop, args=(port, small, stop, good, i)) for i in range(clients)]
     if extra is not None:
-        threads.append(threading.Thread(target=client_loop, args=(port, lambda rng: extra, stop, bad, -1)))
+        payload, count, timeout = extra
+        threads += [threading.Thread(target=client_loop, args=(port, lambda rng: payload, stop, bad, -1 - i, timeout))
+                    for i in range(count)]
     for thread in threads:
         thread.start()
     time.sleep(duration)
@@ -138,7 +153,7 @@ def main() -> None:
     args = parser.parse_args()
     run = Run.open(args.run)
     sources, _ = load_references(find_prepared(run.read_config().data, args.data_dir, run.prepared_data()), "test")
-    extras = {"quiet": None, "abusive": ABUSIVE, "heavy": HEAVY}
+    extras = {"quiet": None, "abusive": (ABUSIVE, 1, 600), "heavy": (HEAVY, 1, 600), "impatient": (HEAVY, 4, 1.0)}
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for engine in args.engines:
@@ -155,6 +170,7 @@ def main() -> None:
                 for phase in args.phases:
                     result = run_phase(port, sources, args.clients, args.duration, extras[phase])
                     result.update(server_memory_mib(server.pid))
+                    result["requests_abandoned"] = health(port).get("requests_abandoned")  # None: an older server
                     results[f"{engine}/{phase}"] = result
                     print(f"{engine:22} {phase:8} {json.dumps(result)}", flush=True)
             finally:

@@ -176,6 +176,54 @@ def test_a_request_past_the_backlog_limit_is_503_with_retry_after_then_served_on
         assert _translated(client.post("/translate", json=GOOD), 1)
 
 
+@pytest.mark.slow
+def test_a_request_whose_client_hangs_up_leaves_the_queue(translator):
+    """Through uvicorn with the loopback Host check, as `nmt serve` runs: a client that sends 20 one-sentence chunks
+    and hangs up half a second later gets a few decoded, not all 20; the server goes on serving."""
+    import uvicorn
+
+    calls = []
+
+    class Slow:  # 0.2 s per decoding batch: the queue is still long when the client goes
+        def __getattr__(self, name):
+            return getattr(translator, name)
+
+        def translate(self, sentences, beam_size=None, attention=None, n_best=1):
+            calls.append(len(sentences))
+            time.sleep(0.2)
+            return translator.translate(sentences, beam_size, attention, n_best)
+
+    limits = Limits(max_request_cost=10**6, max_chunk_cost=40, batch_window_s=0.0)
+    app = create_app(Slow(), limits, hosts=allowed_hosts("127.0.0.1", []))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.time() + 30
+        while not server.started and time.time() < deadline:
+            time.sleep(0.05)
+        body = json.dumps({"sentences": ["We have two keys and five cats."] * 20, "beam": 4}).encode()
+        with socket.create_connection(("127.0.0.1", port)) as impatient:
+            impatient.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            time.sleep(0.5)
+        time.sleep(1.5)  # ample time for the poll (0.25 s) and the chunk then decoding to finish
+        decoded = len(calls)
+        time.sleep(1.0)
+        assert 1 <= decoded <= 8 and len(calls) == decoded, f"{len(calls)} of 20 chunks decoded for a gone client"
+        import httpx
+
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert client.get("/health").json()["requests_abandoned"] == 1
+            assert _translated(client.post("/translate", json=GOOD), 1)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 def test_chunks_respect_the_cost_and_keep_every_sentence():
     sentences = [f"s{i}" for i in range(7)]
     chunks = chunk_sentences(sentences, [5, 5, 5, 50, 1, 1, 1], max_chunk_cost=10)
