@@ -21,6 +21,7 @@ from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
+from nmt.search import SearchCancelled
 from nmt.translator import Hypothesis, Translation, encode_source, with_overrides
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
@@ -141,7 +142,12 @@ class CTranslate2Engine:
         return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  attention: AttentionChoice | None = None, n_best: int = 1) -> list[Translation]:
+                  attention: AttentionChoice | None = None, n_best: int = 1,
+                  cancelled: Callable[[], bool] | None = None) -> list[Translation]:
+        """As `Translator.translate`; `cancelled` is asked once, before decoding: CTranslate2 decodes a batch in one
+        call that cannot be stopped part way."""
+        if cancelled is not None and cancelled():
+            raise SearchCancelled()
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
         check_n_best(n_best, decode.beam_size)
         pieces = [self._pieces(s) for s in sentences]

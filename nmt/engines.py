@@ -32,7 +32,8 @@ class Engine(Protocol):
     target_lang: str  # what BLEU's tokenizer follows (nmt.metrics)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  attention: AttentionChoice | None = None, n_best: int = 1) -> list[Translation]: ...
+                  attention: AttentionChoice | None = None, n_best: int = 1,
+                  cancelled: Callable[[], bool] | None = None) -> list[Translation]: ...
 
     def count_pieces(self, sentence: str) -> int: ...
 

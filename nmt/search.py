@@ -7,6 +7,7 @@ soon as every sentence is finished.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -28,6 +29,15 @@ class Hypotheses:
         if self.n_best is not None:
             return self.n_best
         return [[(tokens, score)] for tokens, score in zip(self.tokens, self.scores.tolist())]
+
+
+class SearchCancelled(Exception):
+    """The caller's `cancelled` check said stop: nobody waits for this search's result any more."""
+
+
+def _check(cancelled: Callable[[], bool] | None) -> None:
+    if cancelled is not None and cancelled():
+        raise SearchCancelled()
 
 
 def max_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
@@ -56,9 +66,11 @@ def _default_compact_every(device: torch.device) -> int:
 
 @torch.no_grad()
 def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, max_len_b: int,
-                  attention_choice: AttentionChoice | None = None, compact_every: int | None = None) -> Hypotheses:
+                  attention_choice: AttentionChoice | None = None, compact_every: int | None = None,
+                  cancelled: Callable[[], bool] | None = None) -> Hypotheses:
     """src (B, S) → the arg-max continuation at every step. Finished rows write padding and leave the batch every
-    `compact_every` steps (the only host sync of the loop); the result does not depend on it."""
+    `compact_every` steps (the only host sync of the loop); the result does not depend on it. `cancelled` is asked
+    at every step: True raises SearchCancelled."""
     batch, device = src.shape[0], src.device
     compact_every = compact_every or _default_compact_every(device)
     limit = max_lengths(src, max_len_a, max_len_b)
@@ -72,6 +84,7 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
     need_attention = attention_choice is not None
     attention = torch.zeros(batch, steps, src.shape[1], device=device) if need_attention else None
     for t in range(steps):
+        _check(cancelled)
         logits, state, weights = model.step(tokens, state, attention_choice)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         best, tokens = log_probs.max(-1)
@@ -182,9 +195,10 @@ class _Ended:
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: LengthNormalization,
                 max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None,
-                n_best: int = 1) -> Hypotheses:
+                n_best: int = 1, cancelled: Callable[[], bool] | None = None) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
-    With `n_best` > 1 (at most `beam_size`) the result also ranks each sentence's n best ended hypotheses.
+    With `n_best` > 1 (at most `beam_size`) the result also ranks each sentence's n best ended hypotheses;
+    `cancelled` is asked at every step: True raises SearchCancelled.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
@@ -207,6 +221,7 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     attn_history = src.new_zeros(batch * k, 0, src.shape[1], dtype=torch.float) if need_attention else None
     ended = _Ended(batch, n_best, steps, src.shape[1], need_attention, device)
     for t in range(steps):
+        _check(cancelled)
         n = len(sent_ids)
         log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit)
         vocab = log_probs.shape[-1]
@@ -238,7 +253,8 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
 
 
 def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
-           attention_choice: AttentionChoice | None = None, n_best: int = 1) -> Hypotheses:
+           attention_choice: AttentionChoice | None = None, n_best: int = 1,
+           cancelled: Callable[[], bool] | None = None) -> Hypotheses:
     """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization
     (ranking `n_best` hypotheses per sentence, at most the beam size).
 
@@ -248,6 +264,6 @@ def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
     if decode.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"greedy search finds one hypothesis, not {n_best}: n_best needs beam search")
-        return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice)
+        return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled)
     return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
-                       decode.max_len_b, attention_choice, n_best)
+                       decode.max_len_b, attention_choice, n_best, cancelled)

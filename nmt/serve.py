@@ -12,8 +12,9 @@ What keeps it standing when a client misbehaves:
   normalizer makes safe, it should not fail at all);
 - a request body past `max_body_bytes` is a 413 before it is held in memory;
 - past `max_backlog_s` of queued work (at the rate recent batches decoded), a request is a 503 with Retry-After;
-- a request whose client hangs up leaves the queue (checked every `disconnect_poll_s` while it waits): the work
-  of a client that timed out and resent is not done twice;
+- a request whose client hangs up leaves the queue (checked every `disconnect_poll_s` while it waits), and a batch
+  whose clients have all gone stops decoding at its next step: the work of a client that timed out and resent is
+  not done twice;
 - bad input is a 4xx with a reason (inf/NaN in the JSON included), never a 500; on loopback the Host header must
   name this machine (DNS rebinding), other names only with --allow-host.
 """
@@ -37,6 +38,7 @@ from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
+from nmt.search import SearchCancelled
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -77,6 +79,7 @@ class _Job:
     attention: AttentionChoice | None
     future: asyncio.Future
     results: list = field(default_factory=list)
+    gone: threading.Event = field(default_factory=threading.Event)  # its client hung up (read by the worker)
 
 
 def chunk_sentences(sentences: list[str], costs: list[int], max_chunk_cost: int) -> deque:
@@ -151,6 +154,7 @@ class Scheduler:
         return await job.future
 
     def _abandon(self, job: _Job) -> None:
+        job.gone.set()
         self.abandoned += 1
         with contextlib.suppress(ValueError):
             self.waiting.remove(job)
@@ -190,9 +194,13 @@ class Scheduler:
     async def _decode(self, loop, members: list, beam: int, n_best: int, attention: AttentionChoice | None) -> None:
         sentences = [s for _, (_, chunk, _) in members for s in chunk]
         started = time.perf_counter()
+        jobs = [job for job, _ in members]
         try:
-            results = await loop.run_in_executor(None, self._translate, sentences, beam, n_best, attention)
+            results = await loop.run_in_executor(None, self._translate, sentences, beam, n_best, attention,
+                                                 lambda: all(job.gone.is_set() for job in jobs))
             self.recent.append((sum(cost for _, (_, _, cost) in members), time.perf_counter() - started))
+        except SearchCancelled:  # every client of the batch hung up while it was decoding: stopped part way
+            return
         except Exception as err:  # noqa: BLE001 - isolate: retry each chunk alone, fail only its own request
             if len(members) > 1:
                 for member in members:
@@ -214,10 +222,11 @@ class Scheduler:
         if not job.future.done():
             job.future.set_exception(err)
 
-    def _translate(self, sentences, beam, n_best, attention):
+    def _translate(self, sentences, beam, n_best, attention, cancelled):
         with self.lock:
             self.batches_run += 1
-            return self.engine.translate(sentences, beam_size=beam, attention=attention, n_best=n_best)
+            return self.engine.translate(sentences, beam_size=beam, attention=attention, n_best=n_best,
+                                         cancelled=cancelled)
 
 
 def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int) -> list[int] | None:

@@ -128,11 +128,13 @@ class Translator:
         return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
-                  attention: AttentionChoice | None = None, n_best: int = 1) -> list[Translation]:
+                  attention: AttentionChoice | None = None, n_best: int = 1,
+                  cancelled: Callable[[], bool] | None = None) -> list[Translation]:
         """Translate in length-sorted batches (less padding) and return results in input order.
 
         With `attention`, each result also carries that source attention and the pieces that label its axes; with
-        `n_best` (at most the beam size), the n best hypotheses of each sentence and their scores.
+        `n_best` (at most the beam size), the n best hypotheses of each sentence and their scores. `cancelled`
+        is asked at every decoding step (a server's client may have gone): True raises SearchCancelled.
         """
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
         check_n_best(n_best, decode.beam_size)
@@ -154,7 +156,7 @@ class Translator:
             chunk = order[start:start + batch_size]
             with autocast(self.device, self.autocast_dtype):
                 hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
-                              attention, n_best)
+                              attention, n_best, cancelled)
             for j, (i, ranked) in enumerate(zip(chunk, hyps.ranked())):
                 tokens = hyps.tokens[j]
                 hypotheses = [self._hypothesis(pieces, score, norm, greedy=decode.beam_size == 1)

@@ -241,3 +241,22 @@ def test_n_best_beyond_the_beam_or_with_greedy_search_is_refused():
         beam_search(model, src, beam_size=2, norm=NONE, max_len_a=0.0, max_len_b=5, n_best=3)
     with pytest.raises(ValueError, match="needs beam search"):
         search(model, src, DecodeConfig(beam_size=1), n_best=2)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_search_asked_to_stop_stops_at_its_next_step(beam):
+    from nmt.config import DecodeConfig
+    from nmt.search import SearchCancelled, search
+
+    model, src = make_model("transformer").eval(), random_sources()
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(True)
+        return len(asked) > 3
+
+    with pytest.raises(SearchCancelled):
+        search(model, src, DecodeConfig(beam_size=beam, max_len_a=1.5, max_len_b=5), cancelled=cancelled)
+    assert len(asked) == 4  # asked once per step, stopped at the fourth
+    finished = search(model, src, DecodeConfig(beam_size=beam, max_len_a=1.5, max_len_b=5), cancelled=lambda: False)
+    assert finished.tokens == search(model, src, DecodeConfig(beam_size=beam, max_len_a=1.5, max_len_b=5)).tokens

@@ -116,11 +116,11 @@ def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator
         def __getattr__(self, name):
             return getattr(self.engine, name)
 
-        def translate(self, sentences, beam_size=None, attention=None, n_best=1):
+        def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None):
             if any("boom" in s for s in sentences):
                 mixed.append(len(sentences) > 1)
                 raise RuntimeError("engine failure")
-            return self.engine.translate(sentences, beam_size, attention, n_best)
+            return self.engine.translate(sentences, beam_size, attention, n_best, cancelled)
 
     mixed = []
     with TestClient(create_app(Fragile(translator), Limits(batch_window_s=0.5)),
@@ -177,20 +177,27 @@ def test_a_request_past_the_backlog_limit_is_503_with_retry_after_then_served_on
 
 
 @pytest.mark.slow
-def test_a_request_whose_client_hangs_up_leaves_the_queue(translator):
-    """Through uvicorn with the loopback Host check, as `nmt serve` runs: a client that sends 20 one-sentence chunks
-    and hangs up half a second later gets a few decoded, not all 20; the server goes on serving."""
+def test_a_request_whose_client_hangs_up_leaves_the_queue_and_stops_decoding(translator):
+    """Through uvicorn with the loopback Host check, as `nmt serve` runs. A client that sends 20 one-sentence chunks
+    and hangs up 0.5 s later gets a few decoded, not all 20; one that sends a single long chunk and hangs up stops
+    its decoding part way (at the engine's next step); the server goes on serving."""
     import uvicorn
 
-    calls = []
+    from nmt.search import SearchCancelled
 
-    class Slow:  # 0.2 s per decoding batch: the queue is still long when the client goes
+    calls, stopped = [], []
+
+    class Slow:  # decoding in steps of 0.05 s that ask `cancelled`, as the search does
         def __getattr__(self, name):
             return getattr(translator, name)
 
-        def translate(self, sentences, beam_size=None, attention=None, n_best=1):
+        def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None):
             calls.append(len(sentences))
-            time.sleep(0.2)
+            for step in range(100 if "long" in sentences[0] else 4):
+                if cancelled is not None and cancelled():
+                    stopped.append(step)
+                    raise SearchCancelled()
+                time.sleep(0.05)
             return translator.translate(sentences, beam_size, attention, n_best)
 
     limits = Limits(max_request_cost=10**6, max_chunk_cost=40, batch_window_s=0.0)
@@ -201,23 +208,30 @@ def test_a_request_whose_client_hangs_up_leaves_the_queue(translator):
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    try:
-        deadline = time.time() + 30
-        while not server.started and time.time() < deadline:
-            time.sleep(0.05)
-        body = json.dumps({"sentences": ["We have two keys and five cats."] * 20, "beam": 4}).encode()
+
+    def send_and_hang_up(sentences: list[str]) -> None:
+        body = json.dumps({"sentences": sentences, "beam": 4}).encode()
         with socket.create_connection(("127.0.0.1", port)) as impatient:
             impatient.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
             time.sleep(0.5)
-        time.sleep(1.5)  # ample time for the poll (0.25 s) and the chunk then decoding to finish
+        time.sleep(1.5)  # ample time for the poll (0.25 s) and the step then decoding to finish
+
+    try:
+        deadline = time.time() + 30
+        while not server.started and time.time() < deadline:
+            time.sleep(0.05)
+        send_and_hang_up(["We have two keys and five cats."] * 20)  # 20 chunks of one sentence
         decoded = len(calls)
         time.sleep(1.0)
         assert 1 <= decoded <= 8 and len(calls) == decoded, f"{len(calls)} of 20 chunks decoded for a gone client"
+        stopped_before = len(stopped)  # the chunk decoding when the first client went may have stopped too
+        send_and_hang_up(["We have a long list of keys."])  # one chunk of 100 steps (5 s)
+        assert len(calls) == decoded + 1 and len(stopped) == stopped_before + 1 and stopped[-1] < 40, stopped
         import httpx
 
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
-            assert client.get("/health").json()["requests_abandoned"] == 1
+            assert client.get("/health").json()["requests_abandoned"] == 2
             assert _translated(client.post("/translate", json=GOOD), 1)
     finally:
         server.should_exit = True
