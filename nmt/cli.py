@@ -272,6 +272,46 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
 
 
 @app.command()
+def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+          checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+          src: Optional[Path] = typer.Option(None, "--src", help="Source sentences, one per line (with --tgt)."),
+          tgt: Optional[Path] = typer.Option(None, "--tgt", help="Their translations, line by line (with --src)."),
+          length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
+          model: Optional[Path] = ModelDir) -> None:
+    """Score given translations: the model's log-probability of each target given its source, without search.
+
+    Reads source<TAB>target lines from stdin (or --src F --tgt F) and prints `log_prob<TAB>score` per pair (the
+    score: what beam search ranks by, the log-probability over the length penalty); the total and the perplexity
+    per target piece go to stderr. Example: paste test.en test.fr | nmt score > scores.txt
+    """
+    if (src is None) != (tgt is None):  # argument checks first: importing the engines (torch) takes ~2 s
+        raise NMTError("--src and --tgt go together (or give source<TAB>target lines on stdin)")
+    pairs = None
+    if src is not None:
+        from nmt.evaluate import read_lines
+
+        sources, targets = read_lines(src), read_lines(tgt)
+        if len(sources) != len(targets):
+            raise NMTError(f"{src} has {len(sources):,} lines but {tgt} has {len(targets):,}: score takes pairs")
+        pairs = zip(sources, targets)
+    _check_run_first(engine, run, checkpoint, model)
+    from nmt.engines import open_engine
+    from nmt.scoring import Totals, pairs_of_lines, score_line, score_stream
+
+    # No search here: the patient stop is moot (and CTranslate2 would warn that it has none).
+    scorer = open_engine(engine, run, checkpoint, model, device,
+                         {"length_penalty": length_penalty, "patient_stop": False}, warn=warn)
+    if pairs is None:
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
+        pairs = pairs_of_lines(stdin)
+    totals = Totals()
+    for scored in score_stream(scorer, pairs):
+        totals.add(scored)
+        typer.echo(score_line(scored))
+    _log(totals.describe())
+
+
+@app.command()
 def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
              checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
              split: str = typer.Option("test", "--split", help="test or valid (of the run's prepared data)."),

@@ -164,8 +164,24 @@ class CTranslate2Engine:
                 results[i].text = results[i].hypotheses[0].text
         return results
 
+    def score(self, sources: list[str], targets: list[str], positions_per_batch: int = 4096) -> list[Hypothesis]:
+        """As `Translator.score`: CTranslate2's `score_batch` gives each target piece's log-probability, EOS
+        included; targets are not cut."""
+        if len(sources) != len(targets):
+            raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
+        target_pieces = [self.tokenizers.target.encode(self.normalizer.target(t), out_type=str) for t in targets]
+        try:
+            scored = self.engine.score_batch([self._pieces(s) for s in sources], target_pieces,
+                                             max_batch_size=positions_per_batch, batch_type="tokens",
+                                             max_input_length=0)
+        except (RuntimeError, ValueError) as err:
+            raise NMTError(f"CTranslate2 cannot score these pairs: {str(err).splitlines()[0]}") from None
+        alpha = self.decode.length_penalty
+        return [Hypothesis(target, sum(result.log_probs) / len(result.log_probs) ** alpha, sum(result.log_probs),
+                           len(result.log_probs)) for target, result in zip(targets, scored)]
+
     def _hypothesis(self, tokens: list[str], score: float, alpha: float) -> Hypothesis:
         """CTranslate2 scores every search (greedy too) as log-probability / (pieces + EOS) ** alpha: nmt's rule
         under `length_normalization: fairseq`, the only one it decodes with."""
         return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score,
-                          score * (len(tokens) + 1) ** alpha)
+                          score * (len(tokens) + 1) ** alpha, len(tokens) + 1)

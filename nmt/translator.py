@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from nmt.config import Config, DecodeConfig, check_n_best
 from nmt.cpu_memory import heap_trimmer_for
-from nmt.data.batching import source_batch
+from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
-from nmt.data.tokenizer import Tokenizers
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers
 from nmt.device import autocast, autocast_dtype, pick_device
 from nmt.errors import NMTError, warn
 from nmt.memory import decode_rows_that_fit
@@ -31,6 +33,7 @@ class Hypothesis:
     text: str
     score: float  # the length-normalized log-probability beam search ranks by (decode.length_normalization)
     log_prob: float  # the model's log-probability of the pieces and EOS, unnormalized
+    pieces: int = 0  # target pieces, EOS included: what the log-probability sums over
 
 
 @dataclass
@@ -174,7 +177,56 @@ class Translator:
         penalty = norm.penalty(len(tokens) + 1)  # EOS counts, as in the search
         log_prob, score = (score, score / penalty) if greedy else (score * penalty, score)
         # Byte fallback can emit line breaks or control bytes: one output line per input line, always.
-        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score, log_prob)
+        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score, log_prob,
+                          len(tokens) + 1)
+
+    def score(self, sources: list[str], targets: list[str], positions_per_batch: int = 4096) -> list[Hypothesis]:
+        """The model's log-probability of each target given its source (teacher forcing, no search), in input order,
+        with the score beam search would give it. Both sides are normalized and tokenized as the training pairs
+        were; targets are never cut (a model's position table may refuse one that is too long).
+
+        Batches hold about `positions_per_batch` target positions (their (N, V) log-probabilities at once)."""
+        if len(sources) != len(targets):
+            raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
+        norm = LengthNormalization.from_config(self.decode)
+        encoded = [(self._encode(s), self.tokenizers.target.encode(self.normalizer.target(t), out_type=int))
+                   for s, t in zip(sources, targets)]
+        order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i][1]), len(encoded[i][0])))
+        results: list[Hypothesis | None] = [None] * len(encoded)
+        self.model.eval()
+        for start, end in runs_within([len(encoded[i][1]) + 1 for i in order], positions_per_batch):
+            chunk = order[start:end]
+            log_probs = self._forced_log_probs([encoded[i][0] for i in chunk], [encoded[i][1] for i in chunk])
+            for i, log_prob in zip(chunk, log_probs.tolist()):
+                pieces = len(encoded[i][1]) + 1
+                results[i] = Hypothesis(targets[i], log_prob / norm.penalty(pieces), log_prob, pieces)
+            self.trim_heap()
+        return results  # type: ignore[return-value]
+
+    @torch.no_grad()
+    def _forced_log_probs(self, sources: list[list[int]], targets: list[list[int]]) -> torch.Tensor:
+        """(B,) the summed log-probabilities of targets + EOS, each after BOS and its prefix."""
+        lengths = np.array([len(t) for t in targets], dtype=np.int64)
+        flat = np.fromiter(itertools.chain.from_iterable(targets), dtype=np.int64, count=int(lengths.sum()))
+        tgt_in = torch.from_numpy(padded(flat, lengths, BOS_ID, None)).to(self.device)
+        tgt_out = torch.from_numpy(padded(flat, lengths, None, EOS_ID)).to(self.device)
+        keep = tgt_out.ne(PAD_ID)
+        with autocast(self.device, self.autocast_dtype):
+            logits = self.model(source_batch(sources).to(self.device), tgt_in, keep=keep)  # (N, V) at kept positions
+        token_log_probs = torch.log_softmax(logits.float(), -1).gather(1, tgt_out[keep].unsqueeze(1)).squeeze(1)
+        rows = torch.arange(len(targets), device=self.device).unsqueeze(1).expand_as(keep)[keep]
+        return torch.zeros(len(targets), device=self.device).index_add_(0, rows, token_log_probs).cpu()
+
+
+def runs_within(lengths: list[int], budget: int) -> list[tuple[int, int]]:
+    """(start, end) runs of ascending `lengths` whose padded size, rows × the run's longest, stays within `budget`
+    (a single row may pass it)."""
+    runs, start = [], 0
+    for i in range(1, len(lengths)):
+        if (i - start + 1) * lengths[i] > budget:
+            runs.append((start, i))
+            start = i
+    return runs + [(start, len(lengths))] if lengths else runs
 
 
 def encode_source(tokenizers: Tokenizers, normalizer: Normalizer, sentence: str, max_input_tokens: int,

@@ -54,6 +54,18 @@ def test_export_ranks_n_best_lists_and_scores_them_as_nmt_does(toy_transformer_r
     assert agree >= 0.8 * len(sources), f"{agree} of {len(sources)} lists identical"
 
 
+def test_export_scores_given_pairs_as_nmt_does(toy_transformer_run, tmp_path):
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    pairs = [line.split("\t") for line in toy_parallel_corpus().splitlines()][:40] + [["", ""]]
+    sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+    ours, theirs = translator.score(sources, targets), CTranslate2Engine(tmp_path / "ct2").score(sources, targets)
+    for a, b in zip(ours, theirs):
+        assert a.pieces == b.pieces and a.text == b.text
+        assert b.log_prob == pytest.approx(a.log_prob, rel=1e-3, abs=1e-3)
+        assert b.score == pytest.approx(a.score, rel=1e-3, abs=1e-3)
+
+
 def _pieces_only():
     from nmt.models.base import AttentionChoice
 
