@@ -55,14 +55,20 @@ def corpus_bleu(hypotheses: list[str], references: list[list[str]], target_lang:
 
 
 def corpus_scores(hypotheses: list[str], references: list[list[str]], with_ter: bool = False,
-                  target_lang: str = "") -> dict:
-    """BLEU and chrF (and TER, slower, on request) with sacrebleu's signatures."""
+                  target_lang: str = "", n_bootstrap: int = 1) -> dict:
+    """BLEU and chrF (and TER, slower, on request) with sacrebleu's signatures. With `n_bootstrap` > 1, also the
+    half-width of their 95% confidence intervals by sacrebleu's bootstrap resampling of the sentences (its CLI's
+    --confidence; `bs:N|seed:12345` in the signatures): how much BLEU moves with the choice of test sentences."""
     streams = reference_streams(references)
     bleu, chrf = bleu_metric(target_lang), CHRF()
-    bleu_score, chrf_score = bleu.corpus_score(hypotheses, streams), chrf.corpus_score(hypotheses, streams)
+    bleu_score = bleu.corpus_score(hypotheses, streams, n_bootstrap=n_bootstrap)
+    chrf_score = chrf.corpus_score(hypotheses, streams, n_bootstrap=n_bootstrap)
     scores = {"bleu": round(bleu_score.score, 2), "chrf": round(chrf_score.score, 2),
               "bleu_detail": str(bleu_score), "bleu_signature": str(bleu.get_signature()),
               "chrf_signature": str(chrf.get_signature())}
+    if n_bootstrap > 1:
+        scores.update(bleu_ci95=round(float(bleu_score._ci), 2), chrf_ci95=round(float(chrf_score._ci), 2),
+                      bootstrap_samples=n_bootstrap)
     if with_ter:
         unspaced = base_language(target_lang) in UNSPACED  # TER splits CJK characters only when it normalizes
         ter = TER(normalized=unspaced, asian_support=unspaced)

@@ -92,9 +92,11 @@ def test_translate_without_run_is_one_line_error(tmp_path):
 def test_evaluate_writes_report_with_signatures_and_buckets(run_dir, real_data_dir):
     result = nmt("evaluate", "--run", run_dir, "--split", "valid", "--beam", "1", data_dir=real_data_dir)
     assert result.returncode == 0, result.stderr
-    assert "BLEU signature: nrefs:var|case:mixed|eff:no|tok:13a" in result.stdout
+    assert "BLEU signature: nrefs:var|bs:1000|seed:12345|case:mixed|eff:no|tok:13a" in result.stdout
     assert "TER signature: nrefs:var|case:lc|tok:tercom" in result.stdout
     report = json.loads((run_dir / "eval" / "valid.beam1.report.json").read_text())
+    # The tiny model's BLEU is about 0 (an interval of 0 too); its chrF is not.
+    assert 0 < report["chrf_ci95"] < 10 and f"95% CI ± {report['bleu_ci95']:.2f} BLEU" in result.stdout
     hyps = (run_dir / "eval" / "valid.beam1.hyp.txt").read_text().splitlines()
     assert len(hyps) == report["sentences"] > 1500
     assert [b["bucket"] for b in report["buckets"]] == ["1-5", "6-10", "11-15", "16+"]

@@ -48,6 +48,8 @@ def test_a_report_says_when_its_references_were_lowercased_by_the_runs_normaliza
     engine.normalizer = dataclasses.replace(engine.normalizer, lowercase_target=True)
     report = ev.evaluate(engine, split, tmp_path)
     assert report["references_lowercased"] is True
+    assert report["bootstrap_samples"] == 1000 and report["bleu_ci95"] == 0.0  # one sentence: every resample is it
+    assert f"95% CI ± {report['bleu_ci95']:.2f} BLEU" in ev.format_report(report)
     assert ev.format_report(report).endswith("these scores do not count case")
     assert ev.evaluate(engine, files, tmp_path)["references_lowercased"] is False
 

@@ -35,3 +35,21 @@ def test_japanese_without_mecab_falls_back_to_characters_and_says_so_once(capsys
 
 def test_base_language():
     assert [base_language(c) for c in ("zh-Hans", "pt_BR", "JA", "")] == ["zh", "pt", "ja", ""]
+
+
+def test_confidence_intervals_come_from_sacrebleus_bootstrap_and_narrow_with_more_sentences():
+    import random
+
+    rng = random.Random(0)
+    words = "le chat noir dort sur un tapis rouge près de la porte".split()
+    references = [[" ".join(rng.sample(words, 6))] for _ in range(200)]
+    hypotheses = [r[0] if rng.random() < 0.5 else " ".join(rng.sample(words, 6)) for r in references]
+    once = corpus_scores(hypotheses, references, n_bootstrap=1000)
+    assert once["bootstrap_samples"] == 1000 and "|bs:1000|seed:12345|" in once["bleu_signature"]
+    assert once["bleu"] == corpus_scores(hypotheses, references)["bleu"]  # the score itself is not resampled
+    assert 1.0 < once["bleu_ci95"] < 15.0 and 0.5 < once["chrf_ci95"] < 15.0
+    # Four times the sentences (the same ones): sampling error shrinks about as 1/sqrt(n), i.e. by half.
+    four = corpus_scores(hypotheses * 4, references * 4, n_bootstrap=1000)
+    assert 0.35 < four["bleu_ci95"] / once["bleu_ci95"] < 0.65
+    assert corpus_scores(hypotheses, [[h] for h in hypotheses], n_bootstrap=100)["bleu_ci95"] == 0.0  # perfect
+    assert "bleu_ci95" not in corpus_scores(hypotheses, references)
