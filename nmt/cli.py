@@ -149,7 +149,19 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
                                                    help="Print the N best hypotheses of each sentence with their "
                                                         "scores, in the Moses n-best format (needs --beam N or "
-                                                        "more).")) -> None:
+                                                        "more; with sampling, N draws)."),
+              sample_topk: Optional[int] = typer.Option(None, "--sample-topk", min=0, max=1_000_000,
+                                                        help="Sample instead of search (back-translation): each piece "
+                                                             "among the K most probable (0: all; 1: no sampling)."),
+              sample_topp: Optional[float] = typer.Option(None, "--sample-topp", min=0.0, max=1.0,
+                                                          help="Sample from the smallest set of pieces whose "
+                                                               "probability reaches P (implies sampling)."),
+              temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, max=100.0,
+                                                          help="Divide the logits by T before sampling (implies "
+                                                               "sampling)."),
+              seed: Optional[int] = typer.Option(None, "--seed", min=0,
+                                                 help="Seed of the sampler (default: the run's decode.sampling_seed, "
+                                                      "0).")) -> None:
     """Translate source-language sentences with a trained run (or its CTranslate2 export).
 
     Example: nmt translate "i'm home ."   or   cat source.txt | nmt translate --beam 5 > target.txt
@@ -159,18 +171,21 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     if n_best is not None and show_attention:
         raise NMTError("--show-attention adds lines of its own, which an n-best list cannot hold: use one or the "
                        "other (--attention PNG works with --n-best)")
-    from nmt.config import check_n_best
+    from nmt.config import DecodeConfig, check_n_best
 
-    if n_best is not None and beam is not None:
-        check_n_best(n_best, beam)
+    overrides = {"beam_size": beam, "length_penalty": length_penalty, "sampling_topp": sample_topp,
+                 "sampling_temperature": temperature, "sampling_seed": seed,
+                 **_sampling_overrides(sample_topk, sample_topp, temperature, beam)}
+    if beam is not None:
+        check_n_best(n_best or 1, DecodeConfig(beam_size=beam, sampling_topk=overrides.get("sampling_topk") or 1))
     _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import n_best_lines, open_engine, translate_stream
     from nmt.models.base import AttentionChoice
 
-    translator = open_engine(engine, run, checkpoint, model, device,
-                             {"beam_size": beam, "length_penalty": length_penalty}, warn=warn)
-    if n_best is not None:
-        check_n_best(n_best, translator.decode.beam_size)
+    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
+    check_n_best(n_best or 1, translator.decode)
+    if seed is not None and not translator.decode.samples:
+        raise NMTError("--seed seeds the sampler: add --sample-topk K (or --sample-topp P)")
     choice = AttentionChoice(attention_layer, attention_head)
     if translator.has_attention:
         translator.check_attention_choice(choice)
@@ -199,6 +214,20 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                         for t, s in zip(result.target_pieces, strongest)))
     if attention is not None:
         _save_heatmap(results[0], attention)
+
+
+def _sampling_overrides(topk: Optional[int], topp: Optional[float], temperature: Optional[float],
+                        beam: Optional[int]) -> dict:
+    """Asking for top-p or a temperature asks for sampling (over the whole vocabulary unless --sample-topk says
+    otherwise), and sampling replaces the run's beam with 1 unless --beam says otherwise (then an error)."""
+    if topp is not None and topp <= 0.0:
+        raise NMTError("--sample-topp must be above 0 (1: no cut)")
+    if temperature is not None and temperature <= 0.0:
+        raise NMTError("--temperature must be above 0")
+    if topk is None and topp is None and temperature is None:
+        return {}
+    topk = 0 if topk is None else topk
+    return {"sampling_topk": topk, **({"beam_size": 1} if beam is None and topk != 1 else {})}
 
 
 def _check_run_first(engine: str, run: Optional[Path], checkpoint: Optional[Path], model: Optional[Path]) -> None:

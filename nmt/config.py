@@ -206,14 +206,34 @@ class DecodeConfig:
     # else fp32. Chosen on valid (results/decode-precision-cpu.json, demo model, 2-core AVX512-BF16 CPU, beam 5):
     # 31.82 BLEU in bf16 vs 31.79 in fp32, 164.6 vs 133.8 sentences/s. CTranslate2: the export's compute type.
     precision: str = field(default="auto", metadata=_check(choices=("auto", "fp32", "bf16")))
+    # Sampling instead of search, for back-translation (sampled synthetic sources train better than beam search's:
+    # Edunov et al. 2018): 1 = no sampling (greedy or beam search, as beam_size says); K > 1 = each piece drawn among
+    # the K most probable; 0 = among the whole vocabulary. Then top-p keeps the smallest set of pieces whose
+    # probability reaches p, the temperature divides the logits, and the seed fixes the draws (for the same input,
+    # batch and settings). Sampling draws one continuation per sentence: beam_size must be 1; an n-best list is that
+    # many draws, ranked. The nmt engine only.
+    sampling_topk: int = field(default=1, metadata=_check(ge=0, le=1_000_000))
+    sampling_topp: float = field(default=1.0, metadata=_check(gt=0.0, le=1.0))
+    sampling_temperature: float = field(default=1.0, metadata=_check(gt=0.0, le=100.0))
+    sampling_seed: int = field(default=0, metadata=_check(ge=0, le=2**63 - 1))
+
+    @property
+    def samples(self) -> bool:
+        return self.sampling_topk != 1
 
 
-def check_n_best(n_best: int, beam_size: int) -> None:
-    """Beam search keeps `beam_size` hypotheses, so it can rank that many and no more; greedy search finds one."""
+def check_n_best(n_best: int, decode: DecodeConfig) -> None:
+    """Beam search keeps `beam_size` hypotheses, so it can rank that many and no more; greedy search finds one;
+    sampling draws any number, one sentence at a time (beam 1)."""
     if n_best < 1:
         raise ConfigError(f"n-best must be 1 or more, not {n_best}")
-    if n_best > beam_size:
-        raise ConfigError(f"an n-best list of {n_best} needs a beam of {n_best} or more (the beam is {beam_size})")
+    if decode.samples:
+        if decode.beam_size != 1:
+            raise ConfigError(f"sampling (top-k {decode.sampling_topk}) draws one continuation at a time: it takes "
+                              f"beam 1, not {decode.beam_size} (an n-best list is that many draws)")
+    elif n_best > decode.beam_size:
+        raise ConfigError(f"an n-best list of {n_best} needs a beam of {n_best} or more (the beam is "
+                          f"{decode.beam_size})")
 
 
 @dataclass

@@ -4,6 +4,7 @@ The export carries the run's whole `DecodeConfig` (nmt_export.json), so the sett
 with travel to this engine too. What CTranslate2 cannot do is said once, at load time, and the settings it actually
 decodes with (`decode`) are what reports and `/health` record:
 - `length_normalization: wu` has no CTranslate2 equivalent (it divides by |Y|^α, fairseq's rule): refused;
+- sampling (`sampling_topk` other than 1): not wired to CTranslate2's sampler (nor its seed): refused;
 - `patient_stop`: CTranslate2 closes a sentence once beam_size hypotheses have ended (its patience factor 1), which
   is nmt's rule without the patient stop: decoded as `patient_stop: false`, with a warning.
 """
@@ -69,6 +70,9 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
         raise NMTError(f"this export decodes with decode.length_normalization {decode.length_normalization}; "
                        "CTranslate2 only normalizes by |Y|^alpha (fairseq): re-export a run with "
                        "length_normalization fairseq, or use the nmt engine")
+    if decode.samples:
+        raise NMTError(f"this decodes by sampling (decode.sampling_topk {decode.sampling_topk}), which the ctranslate2 "
+                       "engine does not do here: use the nmt engine (--run), or sampling_topk 1")
     if decode.patient_stop:
         return dataclasses.replace(decode, patient_stop=False), [
             "CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended (decoding with "
@@ -149,7 +153,7 @@ class CTranslate2Engine:
         if cancelled is not None and cancelled():
             raise SearchCancelled()
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
-        check_n_best(n_best, decode.beam_size)
+        check_n_best(n_best, decode)
         pieces = [self._pieces(s) for s in sentences]
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
         todo = [i for i, p in enumerate(pieces) if p]

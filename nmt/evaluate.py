@@ -134,10 +134,12 @@ def check_writable(out_dir: Path) -> Path:
 
 
 def report_name(test_set: EvaluationSet, engine: Engine) -> str:
-    """`<label>[.<engine>].beam<N>`: what the hypotheses and the report of one evaluation are called (the engine is
-    named unless it is nmt's own, so that an export's scores sit beside the run's)."""
+    """`<label>[.<engine>].beam<N>` (`.sampled` when the decode settings sample): what the hypotheses and the report
+    of one evaluation are called (the engine is named unless it is nmt's own, so that an export's scores sit beside
+    the run's)."""
     engine_part = f".{engine.name}" if engine.name != "nmt" else ""
-    return f"{test_set.label}{engine_part}.beam{engine.decode.beam_size}"
+    search = "sampled" if engine.decode.samples else f"beam{engine.decode.beam_size}"
+    return f"{test_set.label}{engine_part}.{search}"
 
 
 def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
@@ -175,8 +177,13 @@ def format_report(report: dict) -> str:
     if "bleu_ci95" in report:  # reports written before confidence intervals have none
         interval = (f"  95% CI ± {report['bleu_ci95']:.2f} BLEU, ± {report['chrf_ci95']:.2f} chrF "
                     f"({report['bootstrap_samples']} bootstrap samples of the sentences)")
+    decode = report["decode"]
+    search = f"beam {decode['beam_size']}"
+    if decode.get("sampling_topk", 1) != 1:  # older reports have no sampling fields
+        search = (f"sampled: top-k {decode['sampling_topk']}, top-p {decode['sampling_topp']}, temperature "
+                  f"{decode['sampling_temperature']}, seed {decode['sampling_seed']}")
     lines = [f"BLEU {report['bleu']:.2f}  chrF {report['chrf']:.2f}  TER {report['ter']:.2f}  "
-             f"({report['sentences']} sentences, beam {report['decode']['beam_size']}, "
+             f"({report['sentences']} sentences, {search}, "
              f"{report['sentences_per_s']} sent/s)" + ("\n" + interval if interval else ""),
              f"  {report['bleu_detail']}", f"  BLEU signature: {report['bleu_signature']}",
              f"  chrF signature: {report['chrf_signature']}", f"  TER signature: {report['ter_signature']}",

@@ -64,13 +64,50 @@ def _default_compact_every(device: torch.device) -> int:
     return 1 if device.type == "cpu" else 8
 
 
+def arg_max(log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy search's choice: the most probable piece of each row, with its log-probability."""
+    return log_probs.max(-1)
+
+
+@dataclass
+class Sampler:
+    """Random sampling's choice (DecodeConfig.sampling_*): a piece drawn from the model's distribution, cut to the
+    `top_k` most probable (0: all) and to the smallest set whose probability reaches `top_p`, its logits divided by
+    `temperature`. The log-probability kept is the model's own, untempered and uncut."""
+
+    top_k: int
+    top_p: float
+    temperature: float
+    generator: torch.Generator
+
+    @classmethod
+    def from_config(cls, decode: DecodeConfig, device: torch.device) -> "Sampler":
+        generator = torch.Generator(device=device).manual_seed(decode.sampling_seed)
+        return cls(decode.sampling_topk, decode.sampling_topp, decode.sampling_temperature, generator)
+
+    def __call__(self, log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = log_probs / self.temperature
+        if 0 < self.top_k < logits.shape[-1]:
+            kth_best = logits.topk(self.top_k, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth_best, float("-inf"))
+        if self.top_p < 1.0:
+            ordered, order = logits.sort(dim=-1, descending=True)
+            probs = ordered.softmax(-1)
+            # A piece stays while the mass before it is under p: the most probable always does.
+            outside = (probs.cumsum(-1) - probs) >= self.top_p
+            logits = logits.scatter(-1, order, ordered.masked_fill(outside, float("-inf")))
+        tokens = torch.multinomial(logits.softmax(-1), 1, generator=self.generator).squeeze(1)
+        return log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1), tokens
+
+
 @torch.no_grad()
 def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, max_len_b: int,
                   attention_choice: AttentionChoice | None = None, compact_every: int | None = None,
-                  cancelled: Callable[[], bool] | None = None) -> Hypotheses:
-    """src (B, S) → the arg-max continuation at every step. Finished rows write padding and leave the batch every
-    `compact_every` steps (the only host sync of the loop); the result does not depend on it. `cancelled` is asked
-    at every step: True raises SearchCancelled."""
+                  cancelled: Callable[[], bool] | None = None,
+                  pick: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] = arg_max) -> Hypotheses:
+    """src (B, S) → one continuation, a piece at a time: the arg-max (or what `pick` draws: a Sampler). Finished
+    rows write padding and leave the batch every `compact_every` steps (the only host sync of the loop); the result
+    does not depend on it. `cancelled` is asked at every step: True raises SearchCancelled."""
     batch, device = src.shape[0], src.device
     compact_every = compact_every or _default_compact_every(device)
     limit = max_lengths(src, max_len_a, max_len_b)
@@ -87,7 +124,7 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
         _check(cancelled)
         logits, state, weights = model.step(tokens, state, attention_choice)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
-        best, tokens = log_probs.max(-1)
+        best, tokens = pick(log_probs)
         # Rows at their limit may only end, at the price the model puts on EOS: chosen after the arg-max, O(B)
         # and no test of whether any row is there (a host sync).
         at_limit = t + 1 >= limit[active]
@@ -256,14 +293,39 @@ def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
            attention_choice: AttentionChoice | None = None, n_best: int = 1,
            cancelled: Callable[[], bool] | None = None) -> Hypotheses:
     """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization
-    (ranking `n_best` hypotheses per sentence, at most the beam size).
+    (ranking `n_best` hypotheses per sentence, at most the beam size); with sampling, `n_best` draws per sentence
+    ranked by their normalized score.
 
     The one entry point for every caller (translation, validation, sweeps): the settings travel whole, so there is
     no second set of defaults below the config.
     """
+    if decode.samples:
+        return _sample(model, src, decode, attention_choice, n_best, cancelled)
     if decode.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"greedy search finds one hypothesis, not {n_best}: n_best needs beam search")
         return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled)
     return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
                        decode.max_len_b, attention_choice, n_best, cancelled)
+
+
+def _sample(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig, attention_choice: AttentionChoice | None,
+            n_best: int, cancelled: Callable[[], bool] | None) -> Hypotheses:
+    """`n_best` draws per sentence (each sentence's rows side by side), best first by normalized score; the
+    result's scores are log-probabilities, as greedy search's are."""
+    if decode.beam_size != 1:
+        raise ValueError(f"sampling draws one continuation at a time: beam_size must be 1, not {decode.beam_size}")
+    rows = src.repeat_interleave(n_best, dim=0) if n_best > 1 else src
+    drawn = greedy_search(model, rows, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled,
+                          pick=Sampler.from_config(decode, src.device))
+    if n_best == 1:
+        return drawn
+    norm, scores = LengthNormalization.from_config(decode), drawn.scores.tolist()
+    ranked, best = [], []
+    for i in range(src.shape[0]):
+        draws = range(i * n_best, (i + 1) * n_best)
+        order = sorted(draws, key=lambda r: -scores[r] / norm.penalty(len(drawn.tokens[r]) + 1))
+        ranked.append([(drawn.tokens[r], scores[r]) for r in order])
+        best.append(order[0])
+    attention = None if drawn.attention is None else [drawn.attention[r] for r in best]
+    return Hypotheses([drawn.tokens[r] for r in best], drawn.scores[best], attention, ranked)

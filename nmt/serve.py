@@ -22,6 +22,7 @@ What keeps it standing when a client misbehaves:
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import math
@@ -394,7 +395,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             choice = AttentionChoice(request.layer, request.head)
             engine.check_attention_choice(choice)  # NMTError → 400
         beam = request.beam or engine.decode.beam_size
-        check_n_best(request.n_best, beam)  # ConfigError → 400
+        check_n_best(request.n_best, dataclasses.replace(engine.decode, beam_size=beam))  # ConfigError → 400
         costs = request_costs(engine, sentences, beam, limits.max_request_cost)
         if costs is None:
             await asyncio.sleep(limits.refusal_delay_s)  # a client looping on refusals waits, instead of flooding

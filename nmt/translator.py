@@ -140,7 +140,7 @@ class Translator:
         is asked at every decoding step (a server's client may have gone): True raises SearchCancelled.
         """
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
-        check_n_best(n_best, decode.beam_size)
+        check_n_best(n_best, decode)
         norm = LengthNormalization.from_config(decode)
         if attention is not None:
             if not self.model.has_attention:

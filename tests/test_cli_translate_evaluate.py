@@ -70,10 +70,28 @@ def test_translate_n_best_lists_in_the_moses_format(run_dir):
     assert arguments.stdout.splitlines() == listed.stdout.splitlines()[:2]
 
 
+def test_translate_samples_reproducibly_by_seed(run_dir):
+    lines = "".join(f"{s}\n" for s in ["i'm home .", "he's calm .", "we lost .", "go away ."] * 5)
+    first = nmt("translate", "--run", run_dir, "--sample-topk", "0", "--temperature", "1.5", "--seed", "4",
+                input=lines)
+    again = nmt("translate", "--run", run_dir, "--sample-topk", "0", "--temperature", "1.5", "--seed", "4",
+                input=lines)
+    other = nmt("translate", "--run", run_dir, "--sample-topk", "0", "--temperature", "1.5", "--seed", "5",
+                input=lines)
+    assert first.returncode == 0, first.stderr
+    assert len(first.stdout.splitlines()) == 20 and first.stdout == again.stdout != other.stdout
+    draws = nmt("translate", "--run", run_dir, "--sample-topp", "0.95", "--n-best", "3", "i'm home .")
+    assert draws.returncode == 0, draws.stderr
+    assert [line.split(" ||| ")[0] for line in draws.stdout.splitlines()] == ["0", "0", "0"]
+
+
 @pytest.mark.parametrize("args,fragment", [
     (["--n-best", "6"], "an n-best list of 6 needs a beam of 6 or more (the beam is"),  # the run's beam
     (["--n-best", "2", "--beam", "1"], "needs a beam of 2 or more (the beam is 1)"),
     (["--n-best", "2", "--show-attention"], "--show-attention adds lines of its own"),
+    (["--sample-topk", "5", "--beam", "4"], "sampling (top-k 5) draws one continuation at a time: it takes beam 1"),
+    (["--seed", "3"], "--seed seeds the sampler: add --sample-topk K"),
+    (["--sample-topp", "0"], "--sample-topp must be above 0"),
 ])
 def test_translate_n_best_it_cannot_give_is_refused(run_dir, args, fragment):
     result = nmt("translate", "--run", run_dir, *args, "i'm home .")

@@ -14,7 +14,9 @@ from nmt.translator import Translator
 FIELDS = {f.name for f in dataclasses.fields(DecodeConfig)}
 # A value different from the default for each field (used to see that it travels).
 CHANGED = {"beam_size": 3, "length_penalty": 0.7, "length_normalization": "wu", "patient_stop": False,
-           "max_len_a": 0.5, "max_len_b": 3, "batch_size": 2, "max_input_tokens": 4, "precision": "bf16"}
+           "max_len_a": 0.5, "max_len_b": 3, "batch_size": 2, "max_input_tokens": 4, "precision": "bf16",
+           "sampling_topk": 5, "sampling_topp": 0.9, "sampling_temperature": 0.7, "sampling_seed": 7}
+SAMPLING = {"sampling_topk", "sampling_topp", "sampling_temperature", "sampling_seed"}
 
 
 def test_every_field_has_a_changed_value_here():
@@ -37,7 +39,9 @@ def recorded_searches(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(FIELDS))
 def test_the_nmt_engine_decodes_with_every_field(toy_transformer_run, recorded_searches, name):
-    engine = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={name: CHANGED[name]})
+    sampling = {"sampling_topk": 0, "beam_size": 1} if name in SAMPLING else {}  # these act only when sampling
+    engine = Translator.from_run(toy_transformer_run, device="cpu",
+                                 decode_overrides={**sampling, name: CHANGED[name]})
     sentences = ["I have two cats.", "We have five keys and three dogs.", "She has one book.", "Go."]
     engine.translate(sentences)
     assert recorded_searches and all(call[0] == engine.decode for call in recorded_searches)
@@ -63,7 +67,9 @@ def test_ctranslate2_options_follow_every_field():
     with pytest.raises(Exception, match="only normalizes by"):
         effective_decode(dataclasses.replace(base, length_normalization="wu"))
     # Fields CTranslate2 cannot follow are declared by effective_decode; the others change its options.
-    declared = {"patient_stop", "length_normalization"}
+    with pytest.raises(Exception, match="does not do here"):
+        effective_decode(dataclasses.replace(base, sampling_topk=0, beam_size=1))
+    declared = {"patient_stop", "length_normalization"} | SAMPLING  # sampling is refused, so its settings moot
     for name in FIELDS - declared:
         changed = dataclasses.replace(base, **{name: CHANGED[name]})
         if name == "precision":

@@ -82,3 +82,12 @@ def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
     assert ev.read_lines(path) == ["Je suis\u2028là.", "Un\rdeux\x85trois", "", "fin"]
     path.write_text("une\ndeux\n", encoding="utf-8")
     assert ev.read_lines(path) == ["une", "deux"]
+
+
+def test_a_sampled_evaluation_is_named_and_described_as_such(toy_transformer_run, tmp_path):
+    engine = Translator.from_run(toy_transformer_run, device="cpu",
+                                 decode_overrides={"beam_size": 1, "sampling_topk": 0, "sampling_seed": 3})
+    report = ev.evaluate(engine, ev.EvaluationSet(["I have two cats."], [["J'ai deux chats."]], "probe", "a test"),
+                         tmp_path)
+    assert report["label"] == "probe.sampled" and (tmp_path / "probe.sampled.report.json").is_file()
+    assert "sampled: top-k 0, top-p 1.0, temperature 1.0, seed 3" in ev.format_report(report)

@@ -260,3 +260,57 @@ def test_a_search_asked_to_stop_stops_at_its_next_step(beam):
     assert len(asked) == 4  # asked once per step, stopped at the fourth
     finished = search(model, src, DecodeConfig(beam_size=beam, max_len_a=1.5, max_len_b=5), cancelled=lambda: False)
     assert finished.tokens == search(model, src, DecodeConfig(beam_size=beam, max_len_a=1.5, max_len_b=5)).tokens
+
+
+def _sampler(top_k=0, top_p=1.0, temperature=1.0, seed=0):
+    from nmt.search import Sampler
+
+    return Sampler(top_k, top_p, temperature, torch.Generator().manual_seed(seed))
+
+
+def _first_pieces(sampler, rows=2000):
+    """What MarkovToy's first step draws for `rows` sentences: P(A)=.5, P(B)=.4, P(EOS)=.1."""
+    model, src = MarkovToy(), torch.tensor([[7, EOS_ID]] * rows)
+    drawn = greedy_search(model, src, max_len_a=0.0, max_len_b=2, pick=sampler)  # one free step, then EOS
+    return [tokens[0] if tokens else EOS_ID for tokens in drawn.tokens]
+
+
+def test_sampling_draws_in_proportion_and_top_k_and_top_p_cut_the_tail():
+    everything = _first_pieces(_sampler())
+    assert 0.45 < everything.count(A) / 2000 < 0.55 and 0.35 < everything.count(B) / 2000 < 0.45
+    assert 0.07 < everything.count(EOS_ID) / 2000 < 0.13
+    top2 = _first_pieces(_sampler(top_k=2))
+    assert EOS_ID not in top2 and 0.50 < top2.count(A) / 2000 < 0.61  # .5 / .9 = .56
+    assert set(_first_pieces(_sampler(top_p=0.45))) == {A}  # A alone (.5) reaches .45
+    assert set(_first_pieces(_sampler(top_p=0.6))) == {A, B}  # A and B reach .9; EOS comes after
+    assert set(_first_pieces(_sampler(temperature=0.01))) == {A}  # a cold sampler is the arg-max
+
+
+def test_sampling_is_reproducible_by_its_seed_and_scores_the_models_own_log_probability():
+    model, src = make_model("transformer").eval().double(), random_sources(lengths=(3, 6, 4, 5), seed=3)
+    hot = _sampler(top_k=5, temperature=2.0, seed=1)
+    drawn = greedy_search(model, src, 1.5, 5, pick=hot)
+    again = greedy_search(model, src, 1.5, 5, pick=_sampler(top_k=5, temperature=2.0, seed=1))
+    other = greedy_search(model, src, 1.5, 5, pick=_sampler(top_k=5, temperature=2.0, seed=2))
+    assert drawn.tokens == again.tokens and drawn.tokens != other.tokens
+    assert drawn.tokens != greedy_search(model, src, 1.5, 5).tokens  # a hot untrained model wanders
+    for i, tokens in enumerate(drawn.tokens):
+        row = src[i, :int(src[i].ne(PAD_ID).sum())]
+        assert drawn.scores[i].item() == pytest.approx(_forced_log_prob(model, row, tokens), rel=1e-5)
+
+
+def test_sampled_n_best_lists_are_draws_ranked_by_normalized_score():
+    from nmt.config import DecodeConfig
+    from nmt.search import search
+
+    model, src = make_model("transformer").eval(), random_sources(lengths=(3, 6), seed=4)
+    decode = DecodeConfig(beam_size=1, sampling_topk=0, sampling_temperature=1.5, max_len_a=1.5, max_len_b=5)
+    result = search(model, src, decode, n_best=4)
+    norm = LengthNormalization.from_config(decode)
+    for ranked, best in zip(result.n_best, result.tokens):
+        assert len(ranked) == 4 and ranked[0][0] == best
+        normalized = [score / norm.penalty(len(tokens) + 1) for tokens, score in ranked]
+        assert normalized == sorted(normalized, reverse=True)
+    assert len({tuple(t) for ranked in result.n_best for t, _ in ranked}) > 2  # draws, not copies
+    with pytest.raises(ValueError, match="beam_size must be 1"):
+        search(model, src, DecodeConfig(beam_size=3, sampling_topk=5))
