@@ -86,18 +86,45 @@ class Sampler:
         return cls(decode.sampling_topk, decode.sampling_topp, decode.sampling_temperature, generator)
 
     def __call__(self, log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = log_probs / self.temperature
-        if 0 < self.top_k < logits.shape[-1]:
-            kth_best = logits.topk(self.top_k, dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth_best, float("-inf"))
-        if self.top_p < 1.0:
-            ordered, order = logits.sort(dim=-1, descending=True)
-            probs = ordered.softmax(-1)
-            # A piece stays while the mass before it is under p: the most probable always does.
-            outside = (probs.cumsum(-1) - probs) >= self.top_p
-            logits = logits.scatter(-1, order, ordered.masked_fill(outside, float("-inf")))
-        tokens = torch.multinomial(logits.softmax(-1), 1, generator=self.generator).squeeze(1)
+        logits = log_probs if self.temperature == 1.0 else log_probs / self.temperature
+        nucleus = self.top_p < 1.0
+        if 0 < self.top_k < logits.shape[-1]:  # draw among k columns, not the whole vocabulary
+            values, ids = logits.topk(self.top_k, dim=-1)
+            tokens = self._draw(values, ids, logits.logsumexp(-1, keepdim=True) if nucleus else None)
+        elif nucleus:
+            tokens = self._nucleus(logits)
+        else:
+            tokens = self._draw(logits, None, None)
         return log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1), tokens
+
+    def _draw(self, logits: torch.Tensor, ids: torch.Tensor | None, total: torch.Tensor | None) -> torch.Tensor:
+        """One piece per row from softmax(logits), whose columns are vocabulary `ids` (None: all, in order). With
+        `total`, the full distribution's log-normalizer, the columns are in descending order and are first cut to
+        the nucleus: a piece stays while the mass before it is under top_p (the most probable always does)."""
+        if total is not None:
+            probs = (logits - total).exp()
+            logits = logits.masked_fill(probs.cumsum(-1) - probs >= self.top_p, float("-inf"))
+        # By the inverse of the cumulative distribution: one random number per row. torch.multinomial draws one
+        # per vocabulary entry, which took 17 ms of a (100, 8,000) step on a 2-core CPU against 0.8 ms.
+        cdf = logits.softmax(-1).cumsum(-1)
+        uniform = torch.rand(len(cdf), 1, generator=self.generator, device=cdf.device) * cdf[:, -1:]
+        choice = torch.searchsorted(cdf, uniform, right=True).squeeze(1).clamp(max=cdf.shape[-1] - 1)
+        return choice if ids is None else ids.gather(1, choice.unsqueeze(1)).squeeze(1)
+
+    def _nucleus(self, logits: torch.Tensor, head: int = 256) -> torch.Tensor:
+        """Top-p over the whole vocabulary: each row's nucleus lies among its `head` most probable pieces when those
+        hold top_p of its mass (the usual case); only the other rows sort the whole vocabulary (25 ms for
+        (100, 8,000) on a 2-core CPU: it was most of a sampled step)."""
+        total = logits.logsumexp(-1, keepdim=True)
+        values, ids = logits.topk(min(head, logits.shape[-1]), dim=-1)
+        enough = (values.logsumexp(-1) - total.squeeze(1)).exp() >= self.top_p
+        tokens = torch.empty(len(logits), dtype=torch.long, device=logits.device)
+        tokens[enough] = self._draw(values[enough], ids[enough], total[enough])
+        rest = (~enough).nonzero().squeeze(1)  # a host sync
+        if len(rest):
+            ordered, order = logits[rest].sort(dim=-1, descending=True)
+            tokens[rest] = self._draw(ordered, order, total[rest])
+        return tokens
 
 
 @torch.no_grad()
