@@ -250,8 +250,11 @@ class Trainer:
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
+        # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
+        # make that choice a matter of chance.
+        validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1)
         self.translator = Translator(self.model, self.tokenizers, resolve_normalizer(self.cfg.data),
-                                     self.cfg.decode, self.device, self.dtype, config=self.cfg)  # its languages too
+                                     validation_decode, self.device, self.dtype, config=self.cfg)  # its languages too
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.peak_flops = peak * 1e12
         self.update_flops = UpdateFlops(self.model)

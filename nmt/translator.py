@@ -113,19 +113,21 @@ class Translator:
         """Source pieces the model will read for `sentence` (EOS included, after truncation): its cost unit."""
         return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
 
-    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig) -> int:
-        """decode.batch_size, or fewer sentences when beam × sentences would not fit in memory; an error when not even
-        one sentence at this beam fits."""
+    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1) -> int:
+        """decode.batch_size, or fewer sentences when their rows (beam_size each; n_best draws when sampling) would
+        not fit in memory; an error when not even one sentence's rows fit."""
         if self.config is None:
             return decode.batch_size
+        per_sentence = n_best if decode.samples else decode.beam_size
         steps = int(decode.max_len_a * source_len) + decode.max_len_b
         row = decode_row_bytes(self.config.model, self.tokenizers.target.get_piece_size(), source_len, steps)
         rows = decode_rows_that_fit(row, self.device)
-        if rows < decode.beam_size:
-            raise NMTError(f"decoding at beam {decode.beam_size} needs at least {row * decode.beam_size / 2**30:,.2f}"
-                           f" GiB per sentence of {source_len} pieces but {self.device.type} has "
-                           f"{2 * rows * row / 2**30:,.2f} GiB available: use a smaller --beam")
-        return max(1, min(decode.batch_size, rows // decode.beam_size))
+        if rows < per_sentence:
+            what = f"{n_best} draws" if decode.samples else f"beam {decode.beam_size}"
+            raise NMTError(f"decoding at {what} needs at least {row * per_sentence / 2**30:,.2f} GiB per sentence "
+                           f"of {source_len} pieces but {self.device.type} has {2 * rows * row / 2**30:,.2f} GiB "
+                           f"available: use a smaller {'--n-best' if decode.samples else '--beam'}")
+        return max(1, min(decode.batch_size, rows // per_sentence))
 
     def _encode(self, sentence: str) -> list[int]:
         return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn)
@@ -153,7 +155,7 @@ class Translator:
             if not ids:  # empty or whitespace-only input keeps its line, untranslated
                 results[i] = Translation(sentences[i], "", [], [])
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-        batch_size = self._sentences_that_fit(max((len(encoded[i]) for i in order), default=0) + 1, decode)
+        batch_size = self._sentences_that_fit(max((len(encoded[i]) for i in order), default=0) + 1, decode, n_best)
         self.model.eval()
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]

@@ -325,3 +325,18 @@ def test_dev_bleu_in_training_tokenizes_for_the_target_language(tmp_path, toy_da
         trainer.setup()
         scores[target] = trainer.validate()["bleu_signature"]
     assert "|tok:13a|" in scores["fr"] and "|tok:zh|" in scores["zh"]
+
+
+def test_validation_decodes_greedily_when_the_config_samples(tmp_path, toy_data_dir):
+    """A config that samples (for back-translation) must not make dev BLEU, which picks best.pt, a matter of
+    chance: the same initial weights validate as they do under a config that searches."""
+    from nmt.train import Trainer
+
+    results = {}
+    for name, decode in (("sampling", {"beam_size": 1, "sampling_topk": 0, "sampling_temperature": 3.0}),
+                         ("searching", {"beam_size": 1})):
+        trainer = Trainer(toy_config(tmp_path, name, decode=decode), Run(tmp_path / name), toy_data_dir,
+                          log=lambda *_: None)
+        trainer.setup()
+        results[name] = trainer.validate()["chrf"], trainer.translator.decode.samples
+    assert results["sampling"] == results["searching"] and results["sampling"][1] is False
