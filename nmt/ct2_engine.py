@@ -83,6 +83,7 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
 def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
     """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch)."""
     return {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty, "patience": 1.0,
+            "no_repeat_ngram_size": decode.no_repeat_ngram_size,
             "max_batch_size": decode.batch_size, "batch_type": "examples",
             "max_input_length": decode.max_input_tokens,
             "max_decoding_length": int(decode.max_len_a * longest_source) + decode.max_len_b}

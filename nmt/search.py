@@ -44,12 +44,24 @@ def max_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     return (src.ne(PAD_ID).sum(1).float() * a).long() + b
 
 
+def ban_repeats(log_probs: torch.Tensor, history: torch.Tensor, n: int) -> torch.Tensor:
+    """`log_probs` (R, V) with -inf for every piece that would repeat an n-gram already in its row's `history`
+    (R, t), the pieces generated so far (fairseq's and CTranslate2's no_repeat_ngram_size); n 0: unchanged."""
+    steps = history.shape[1]
+    if n <= 0 or steps < n:
+        return log_probs
+    windows = history.unfold(1, n, 1)  # (R, t - n + 1, n): every n-gram so far
+    repeats = (windows[:, :, :-1] == history[:, steps - n + 1:].unsqueeze(1)).all(-1)  # its first n-1 = the suffix
+    banned = torch.zeros_like(log_probs).scatter_add_(1, windows[:, :, -1], repeats.to(log_probs.dtype))
+    return log_probs.masked_fill(banned > 0, float("-inf"))
+
+
 def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
-               force_eos: torch.Tensor):
-    """One step's log-probabilities; rows at their length limit may only end, at the price the model puts on EOS
-    (a free EOS would favour hypotheses that run into the limit)."""
+               force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int):
+    """One step's log-probabilities, n-gram repeats of `history` banned (`no_repeat`); rows at their length limit
+    may only end, at the price the model puts on EOS (a free EOS would favour hypotheses that run into the limit)."""
     logits, state, weights = model.step(tokens, state, attention)
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    log_probs = ban_repeats(torch.log_softmax(logits.float(), dim=-1), history, no_repeat)
     if force_eos.any():
         only_eos = torch.full_like(log_probs, float("-inf"))
         only_eos[:, EOS_ID] = log_probs[:, EOS_ID]
@@ -131,10 +143,12 @@ class Sampler:
 def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, max_len_b: int,
                   attention_choice: AttentionChoice | None = None, compact_every: int | None = None,
                   cancelled: Callable[[], bool] | None = None,
-                  pick: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] = arg_max) -> Hypotheses:
-    """src (B, S) → one continuation, a piece at a time: the arg-max (or what `pick` draws: a Sampler). Finished
-    rows write padding and leave the batch every `compact_every` steps (the only host sync of the loop); the result
-    does not depend on it. `cancelled` is asked at every step: True raises SearchCancelled."""
+                  pick: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] = arg_max,
+                  no_repeat: int = 0) -> Hypotheses:
+    """src (B, S) → one continuation, a piece at a time: the arg-max (or what `pick` draws: a Sampler), never
+    repeating an n-gram of size `no_repeat` (0: off). Finished rows write padding and leave the batch every
+    `compact_every` steps (the only host sync of the loop); the result does not depend on it. `cancelled` is asked
+    at every step: True raises SearchCancelled."""
     batch, device = src.shape[0], src.device
     compact_every = compact_every or _default_compact_every(device)
     limit = max_lengths(src, max_len_a, max_len_b)
@@ -151,6 +165,8 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
         _check(cancelled)
         logits, state, weights = model.step(tokens, state, attention_choice)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
+        if no_repeat:
+            log_probs = ban_repeats(log_probs, output[active, :t], no_repeat)
         best, tokens = pick(log_probs)
         # Rows at their limit may only end, at the price the model puts on EOS: chosen after the arg-max, O(B)
         # and no test of whether any row is there (a host sync).
@@ -259,10 +275,10 @@ class _Ended:
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: LengthNormalization,
                 max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None,
-                n_best: int = 1, cancelled: Callable[[], bool] | None = None) -> Hypotheses:
+                n_best: int = 1, cancelled: Callable[[], bool] | None = None, no_repeat: int = 0) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
     With `n_best` > 1 (at most `beam_size`) the result also ranks each sentence's n best ended hypotheses;
-    `cancelled` is asked at every step: True raises SearchCancelled.
+    `cancelled` is asked at every step: True raises SearchCancelled; `no_repeat` n bans repeated n-grams.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
@@ -287,7 +303,8 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     for t in range(steps):
         _check(cancelled)
         n = len(sent_ids)
-        log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit)
+        log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit,
+                                               history[:, :t], no_repeat)
         vocab = log_probs.shape[-1]
         top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k, dim=1)
         top_token = top_index % vocab
@@ -331,9 +348,10 @@ def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
     if decode.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"greedy search finds one hypothesis, not {n_best}: n_best needs beam search")
-        return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled)
+        return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled,
+                             no_repeat=decode.no_repeat_ngram_size)
     return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
-                       decode.max_len_b, attention_choice, n_best, cancelled)
+                       decode.max_len_b, attention_choice, n_best, cancelled, decode.no_repeat_ngram_size)
 
 
 def _sample(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig, attention_choice: AttentionChoice | None,
@@ -344,7 +362,7 @@ def _sample(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig, atte
         raise ValueError(f"sampling draws one continuation at a time: beam_size must be 1, not {decode.beam_size}")
     rows = src.repeat_interleave(n_best, dim=0) if n_best > 1 else src
     drawn = greedy_search(model, rows, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled,
-                          pick=Sampler.from_config(decode, src.device))
+                          pick=Sampler.from_config(decode, src.device), no_repeat=decode.no_repeat_ngram_size)
     if n_best == 1:
         return drawn
     norm, scores = LengthNormalization.from_config(decode), drawn.scores.tolist()

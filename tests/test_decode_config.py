@@ -15,7 +15,8 @@ FIELDS = {f.name for f in dataclasses.fields(DecodeConfig)}
 # A value different from the default for each field (used to see that it travels).
 CHANGED = {"beam_size": 3, "length_penalty": 0.7, "length_normalization": "wu", "patient_stop": False,
            "max_len_a": 0.5, "max_len_b": 3, "batch_size": 2, "max_input_tokens": 4, "precision": "bf16",
-           "sampling_topk": 5, "sampling_topp": 0.9, "sampling_temperature": 0.7, "sampling_seed": 7}
+           "sampling_topk": 5, "sampling_topp": 0.9, "sampling_temperature": 0.7, "sampling_seed": 7,
+           "no_repeat_ngram_size": 3}
 SAMPLING = {"sampling_topk", "sampling_topp", "sampling_temperature", "sampling_seed"}
 
 

@@ -1,5 +1,6 @@
 """Greedy and beam search over the shared decoding interface."""
 
+import dataclasses
 import math
 
 import pytest
@@ -314,3 +315,39 @@ def test_sampled_n_best_lists_are_draws_ranked_by_normalized_score():
     assert len({tuple(t) for ranked in result.n_best for t, _ in ranked}) > 2  # draws, not copies
     with pytest.raises(ValueError, match="beam_size must be 1"):
         search(model, src, DecodeConfig(beam_size=3, sampling_topk=5))
+
+
+def test_ban_repeats_forbids_the_piece_that_would_repeat_an_n_gram():
+    from nmt.search import ban_repeats
+
+    log_probs = torch.zeros(2, 6)
+    history = torch.tensor([[A, B, A], [B, B, A]])
+    banned = ban_repeats(log_probs, history, 2)  # row 0 ends in A and has "A B": B banned; row 1's A is new
+    assert banned[0].tolist() == [0, 0, 0, 0, 0, float("-inf")] and banned[1].tolist() == [0.0] * 6
+    assert ban_repeats(log_probs, history, 1)[1, B] == float("-inf")  # n 1: no piece twice
+    assert torch.equal(ban_repeats(log_probs, history, 0), log_probs)
+    assert torch.equal(ban_repeats(log_probs, history, 4), log_probs)  # too short to hold a 4-gram and its suffix
+
+
+def _repeats(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_searches_with_no_repeat_ngrams_produce_none_and_score_what_the_model_says(beam):
+    from nmt.config import DecodeConfig
+    from nmt.search import search
+
+    # An untrained model loops; the longest outputs run to the limit (1.5 × 9 + 5 pieces).
+    model, src = make_model("transformer").eval().double(), random_sources(lengths=(3, 9, 6, 8), seed=5)
+    decode = DecodeConfig(beam_size=beam, max_len_a=1.5, max_len_b=5, patient_stop=False)
+    looping = search(model, src, decode)
+    assert any(_repeats(tokens, 2) for tokens in looping.tokens)
+    free = search(model, src, dataclasses.replace(decode, no_repeat_ngram_size=2))
+    assert not any(_repeats(tokens, 2) for tokens in free.tokens)
+    norm = LengthNormalization.from_config(decode)
+    for i, tokens in enumerate(free.tokens):
+        row = src[i, :int(src[i].ne(PAD_ID).sum())]
+        score = free.scores[i].item() * (norm.penalty(len(tokens) + 1) if beam > 1 else 1.0)
+        assert score == pytest.approx(_forced_log_prob(model, row, tokens), rel=1e-5)  # banned, not renormalized
