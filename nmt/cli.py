@@ -25,6 +25,8 @@ Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --se
 LengthPenalty = typer.Option(None, "--length-penalty", min=0.0, max=10.0,
                              help="Length normalization alpha of beam search (the run's decode.length_normalization "
                                   "rule: |Y|^alpha by default); default: the run's config.")
+NoRepeat = typer.Option(None, "--no-repeat-ngram", min=0, max=64,
+                        help="Never repeat an n-gram of pieces in an output (0: off); default: the run's config.")
 Beam = typer.Option(None, "--beam", min=1, max=256, help="Beam size (default: the run's config; 1 = greedy).")
 Device = typer.Option("auto", "--device", help="auto, cpu or cuda.")
 Engine = typer.Option("nmt", "--engine", help="nmt (the run's checkpoint) or ctranslate2 (an `nmt export` "
@@ -145,7 +147,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
               length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
-              model: Optional[Path] = ModelDir,
+              model: Optional[Path] = ModelDir, no_repeat_ngram: Optional[int] = NoRepeat,
               n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
                                                    help="Print the N best hypotheses of each sentence with their "
                                                         "scores, in the Moses n-best format (needs --beam N or "
@@ -173,7 +175,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                        "other (--attention PNG works with --n-best)")
     from nmt.config import DecodeConfig, check_n_best
 
-    overrides = {"beam_size": beam, "length_penalty": length_penalty, "sampling_topp": sample_topp,
+    overrides = {"beam_size": beam, "length_penalty": length_penalty, "no_repeat_ngram_size": no_repeat_ngram,
+                 "sampling_topp": sample_topp,
                  "sampling_temperature": temperature, "sampling_seed": seed,
                  **_sampling_overrides(sample_topk, sample_topp, temperature, beam)}
     if beam is not None:
@@ -351,7 +354,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
                                                           "table with paired bootstrap against the first (--run, "
                                                           "when given)."),
              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
-             model: Optional[Path] = ModelDir, data_dir: Path = DataDir,
+             model: Optional[Path] = ModelDir, data_dir: Path = DataDir, no_repeat_ngram: Optional[int] = NoRepeat,
              out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
                                                     "(default: RUN/eval, or MODEL/eval with --engine ctranslate2).")
              ) -> None:
@@ -368,7 +371,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     from nmt import evaluate as ev
     from nmt.engines import open_engine
 
-    overrides = {"beam_size": beam, "length_penalty": length_penalty}
+    overrides = {"beam_size": beam, "length_penalty": length_penalty, "no_repeat_ngram_size": no_repeat_ngram}
     if compare:
         typer.echo(ev.format_comparison(ev.compare_runs(compared, split, src, ref, overrides, device, data_dir)))
         return

@@ -85,6 +85,20 @@ def test_translate_samples_reproducibly_by_seed(run_dir):
     assert [line.split(" ||| ")[0] for line in draws.stdout.splitlines()] == ["0", "0", "0"]
 
 
+def test_translate_and_evaluate_take_no_repeat_ngram(run_dir, real_data_dir):
+    sentence = "we have two cats and two dogs and two birds and two keys and two books ."
+    plain = nmt("translate", "--run", run_dir, "--beam", "3", sentence)
+    free = nmt("translate", "--run", run_dir, "--beam", "3", "--no-repeat-ngram", "2", sentence)
+    assert plain.returncode == free.returncode == 0, free.stderr
+    words = free.stdout.split()
+    assert len(set(zip(words, words[1:]))) == len(words) - 1  # no word bigram twice
+    report = nmt("evaluate", "--run", run_dir, "--split", "valid", "--beam", "1", "--no-repeat-ngram", "3",
+                 data_dir=real_data_dir)
+    assert report.returncode == 0, report.stderr
+    saved = json.loads((run_dir / "eval" / "valid.beam1.report.json").read_text())
+    assert saved["decode"]["no_repeat_ngram_size"] == 3
+
+
 @pytest.mark.parametrize("args,fragment", [
     (["--n-best", "6"], "an n-best list of 6 needs a beam of 6 or more (the beam is"),  # the run's beam
     (["--n-best", "2", "--beam", "1"], "needs a beam of 2 or more (the beam is 1)"),
