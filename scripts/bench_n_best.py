@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nmt.translator as translator_module  # noqa: E402
+from nmt.data.dataset import load_references  # noqa: E402
 from nmt.search import Hypotheses  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 from results_record import write_record  # noqa: E402
@@ -54,9 +55,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the figures as a results/ record")
     args = parser.parse_args()
     translator = Translator.from_run(args.run, device="cpu")
-    split = translator.trained_on / f"{args.split}.jsonl"
-    sources = [json.loads(line)["source"] for line in split.read_text(encoding="utf-8").splitlines()]
-    sources = sources[:args.sentences]
+    sources, _ = load_references(translator.trained_on, args.split, args.sentences)
     ours = translator_module.search
     cases = {f"n_best {n}": (ours, n) for n in args.n_best}
     if args.baseline_tree:

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nmt.data.dataset import load_references  # noqa: E402
 from nmt.metrics import corpus_bleu  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 from results_record import write_record  # noqa: E402
@@ -41,9 +42,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the figures as a results/ record")
     args = parser.parse_args()
     translator = Translator.from_run(args.run, device="cpu")
-    rows = [json.loads(line) for line in
-            (translator.trained_on / f"{args.split}.jsonl").read_text(encoding="utf-8").splitlines()]
-    sources, references = [r["source"] for r in rows], [r["references"] for r in rows]
+    sources, references = load_references(translator.trained_on, args.split)
     base = translator.decode
     translator.translate(sources[:100])  # warm-up
     results = {}

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nmt.data.dataset import load_references  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 from results_record import write_record  # noqa: E402
 
@@ -32,9 +33,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the figures as a results/ record")
     args = parser.parse_args()
     translator = Translator.from_run(args.run, device="cpu")
-    split = translator.trained_on / f"{args.split}.jsonl"
-    rows = [json.loads(line) for line in split.read_text(encoding="utf-8").splitlines()]
-    sources, references = [r["source"] for r in rows], [r["references"][0] for r in rows]
+    sources, all_references = load_references(translator.trained_on, args.split)
+    references = [refs[0] for refs in all_references]
     translator.score(sources[:200], references[:200])  # warm-up
     started = time.perf_counter()
     true = translator.score(sources, references)
@@ -42,9 +42,9 @@ def main() -> None:
     shuffled = references[:]
     random.Random(0).shuffle(shuffled)
     wrong = translator.score(sources, shuffled)
-    figures = {"run": str(args.run), "split": args.split, "pairs": len(rows), "threads": torch.get_num_threads(),
+    figures = {"run": str(args.run), "split": args.split, "pairs": len(sources), "threads": torch.get_num_threads(),
                "precision": translator.describe()["precision"], "seconds": round(seconds, 2),
-               "pairs_per_s": round(len(rows) / seconds, 1), "target_pieces": sum(h.pieces for h in true),
+               "pairs_per_s": round(len(sources) / seconds, 1), "target_pieces": sum(h.pieces for h in true),
                "perplexity_references": round(perplexity(true), 3),
                "perplexity_shuffled_references": round(perplexity(wrong), 3),
                "pairs_scoring_above_their_shuffled_pair": sum(a.score > b.score for a, b in zip(true, wrong))}

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nmt.data.dataset import load_references  # noqa: E402
 from nmt.metrics import corpus_scores  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 from results_record import write_record  # noqa: E402
@@ -32,9 +33,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the figures as a results/ record")
     args = parser.parse_args()
     translator = Translator.from_run(args.run, device="cpu")
-    rows = [json.loads(line) for line in
-            (translator.trained_on / "valid.jsonl").read_text(encoding="utf-8").splitlines()]
-    sources, references = [r["source"] for r in rows], [r["references"] for r in rows]
+    sources, references = load_references(translator.trained_on, "valid")
     base, results = translator.decode, {}
     for beam in sorted({base.beam_size, 1}, reverse=True):
         for n in args.grid:
