@@ -137,7 +137,8 @@ class Scheduler:
     async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None,
                      n_best: int = 1, gone: Callable[[], Awaitable[bool]] | None = None):
         """The request's translations once every chunk is decoded. `gone` says whether the client has hung up: then
-        the request leaves the queue (a chunk already decoding finishes) and ClientGone is raised."""
+        the request leaves the queue, a batch decoding only for gone clients stops at its next step, and ClientGone
+        is raised."""
         backlog = self.backlog_s()
         if backlog > self.limits.max_backlog_s:
             raise Busy(backlog)
