@@ -5,10 +5,10 @@
 #     (the French of another 25%, at most MONO sentences, English thrown away) and the rest (unused);
 #   - the parallel part's own valid and test sentences (5% each, every reference) are held out as files that all the
 #     en→fr runs use, so that no run scores synthetic pairs and all are scored on the same real sentences;
-#   - a fr→en model trains REVERSE_S seconds on the parallel part, then translates the monolingual French twice:
-#     beam 5, and unrestricted sampling (Edunov et al. 2018);
-#   - three en→fr runs train EN_FR_S seconds each with the demo recipe: the parallel part alone, with the beam
-#     back-translations, with the sampled ones; then `nmt evaluate --compare` (paired bootstrap) on the test files.
+#   - a fr→en model trains REVERSE_S seconds on the parallel part, then translates the monolingual French three
+#     times: beam 5, unrestricted sampling and top-k 10 sampling (Edunov et al. 2018);
+#   - four en→fr runs train EN_FR_S seconds each with the demo recipe: the parallel part alone, and with each set of
+#     back-translations; then `nmt evaluate --compare` (paired bootstrap) on the test files.
 #   OUT=/tmp/bt bash scripts/backtranslation_experiment.sh
 # Needs the corpus at data/fra-eng/fra.txt (`nmt download`). About 25 minutes on a 2-core CPU: run it alone.
 set -euo pipefail
@@ -84,17 +84,19 @@ EOF
   --set data.join_punctuation_source=false --set train.time_budget_s="$REVERSE_S"
 time "$NMT" translate --run runs/fr-en --beam 5 < mono.fr > bt-beam.en
 time "$NMT" translate --run runs/fr-en --sample-topk 0 --seed 1 < mono.fr > bt-sampled.en
-paste bt-beam.en mono.fr | cat parallel.tsv - > parallel+bt-beam.tsv
-paste bt-sampled.en mono.fr | cat parallel.tsv - > parallel+bt-sampled.tsv
+time "$NMT" translate --run runs/fr-en --sample-topk 10 --seed 1 < mono.fr > bt-top10.en
+for kind in beam sampled top10; do
+  paste "bt-$kind.en" mono.fr | cat parallel.tsv - > "parallel+bt-$kind.tsv"
+done
 
 EN_FR=(--data-dir data --set data.source_lang=en --set data.target_lang=fr --set data.lowercase_source=true
        --set data.join_punctuation_source=true --set data.valid_source_file=valid.en
        --set data.valid_target_file=valid.fr --set data.test_source_file=test.en --set data.test_target_file=test.fr
        --set train.time_budget_s="$EN_FR_S")
-for corpus in parallel parallel+bt-beam parallel+bt-sampled; do
+for corpus in parallel parallel+bt-beam parallel+bt-sampled parallel+bt-top10; do
   "$NMT" train -c "$CONFIG" --run-dir "runs/$corpus" --set data.corpus="$corpus.tsv" "${EN_FR[@]}"
 done
 REFS=()
 for ref in test.ref*; do REFS+=(--ref "$ref"); done
 "$NMT" evaluate --compare runs/parallel --compare runs/parallel+bt-beam --compare runs/parallel+bt-sampled \
-  --src test.src "${REFS[@]}"
+  --compare runs/parallel+bt-top10 --src test.src "${REFS[@]}"
