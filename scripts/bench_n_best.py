@@ -36,7 +36,7 @@ def baseline_search(tree: Path):
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
 
-    def search(model, src, decode, attention=None, n_best=1):
+    def search(model, src, decode, attention=None, n_best=1, cancelled=None):
         found = module.search(model, src, decode, attention)
         return Hypotheses(found.tokens, found.scores, found.attention)
 
