@@ -179,8 +179,10 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                  "sampling_topp": sample_topp,
                  "sampling_temperature": temperature, "sampling_seed": seed,
                  **_sampling_overrides(sample_topk, sample_topp, temperature, beam)}
-    if beam is not None:
-        check_n_best(n_best or 1, DecodeConfig(beam_size=beam, sampling_topk=overrides.get("sampling_topk") or 1))
+    if "sampling_topk" in overrides and overrides["beam_size"] is not None:
+        # Only where the command line fixes both the beam and whether to sample: else the run's config has a say.
+        check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
+                                               sampling_topk=overrides["sampling_topk"]))
     _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import n_best_lines, open_engine, translate_stream
     from nmt.models.base import AttentionChoice

@@ -291,6 +291,8 @@ def check_consistency(cfg: Config) -> list[str]:
             if length > m.max_positions:
                 raise ConfigError(f"{what} = {length} exceeds model.max_positions {m.max_positions} "
                                   "(the Transformer's position table); lower it or raise model.max_positions")
+    if d.samples:
+        check_n_best(1, d)  # sampling takes beam 1: said when the config loads, not at its first translation
     for key in ("source_lang", "target_lang"):
         code = getattr(cfg.data, key)
         if code and not _LANGUAGE_CODE.fullmatch(code):

@@ -80,7 +80,8 @@ def test_translate_samples_reproducibly_by_seed(run_dir):
                 input=lines)
     assert first.returncode == 0, first.stderr
     assert len(first.stdout.splitlines()) == 20 and first.stdout == again.stdout != other.stdout
-    draws = nmt("translate", "--run", run_dir, "--sample-topp", "0.95", "--n-best", "3", "i'm home .")
+    # --beam 1 said outright: the early check once took top-k 0 (the whole vocabulary) for "no sampling" and refused
+    draws = nmt("translate", "--run", run_dir, "--sample-topp", "0.95", "--beam", "1", "--n-best", "3", "i'm home .")
     assert draws.returncode == 0, draws.stderr
     assert [line.split(" ||| ")[0] for line in draws.stdout.splitlines()] == ["0", "0", "0"]
 

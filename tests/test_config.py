@@ -116,6 +116,7 @@ def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, 
 @pytest.mark.parametrize("text,pattern", [
     ("model:\n  embed_dim: 30\n  num_heads: 4\n", "divisible by model.num_heads"),
     ("decode:\n  max_input_tokens: 2000\n", "exceeds model.max_positions 1024"),
+    ("decode:\n  sampling_topk: 10\n", "sampling \\(top-k 10\\) draws one continuation at a time: it takes beam 1"),
     ("data:\n  max_pieces: 2000\n", "data.max_pieces \\+ 1 = 2001 exceeds"),
     ("name: ../outside\n", "must be a plain name"),
     ("train:\n  seed: -3\n", "train.seed must be >= 0"),
