@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 from nmt.config import DecodeConfig
 from nmt.data.normalizer import Normalizer
+from nmt.data.stream import in_chunks
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.translator import Hypothesis, Translation, Translator
@@ -70,14 +71,8 @@ def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | Non
 
     Only the final line feed (and a CR before it) ends a line; any other CR is text, as for `wc -l`.
     """
-    chunk_size = chunk_size or engine.decode.batch_size * 4
-    chunk: list[str] = []
-    for line in lines:
-        chunk.append(line.removesuffix("\n").removesuffix("\r"))
-        if len(chunk) >= chunk_size:
-            yield from engine.translate(chunk, n_best=n_best)
-            chunk = []
-    if chunk:
+    texts = (line.removesuffix("\n").removesuffix("\r") for line in lines)
+    for chunk in in_chunks(texts, chunk_size or engine.decode.batch_size * 4):
         yield from engine.translate(chunk, n_best=n_best)
 
 

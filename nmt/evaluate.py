@@ -173,10 +173,6 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
 
 
 def format_report(report: dict) -> str:
-    interval = ""
-    if "bleu_ci95" in report:  # reports written before confidence intervals have none
-        interval = (f"  95% CI ± {report['bleu_ci95']:.2f} BLEU, ± {report['chrf_ci95']:.2f} chrF "
-                    f"({report['bootstrap_samples']} bootstrap samples of the sentences)")
     decode = report["decode"]
     search = f"beam {decode['beam_size']}"
     if decode.get("sampling_topk", 1) != 1:  # older reports have no sampling fields
@@ -184,10 +180,13 @@ def format_report(report: dict) -> str:
                   f"{decode['sampling_temperature']}, seed {decode['sampling_seed']}")
     lines = [f"BLEU {report['bleu']:.2f}  chrF {report['chrf']:.2f}  TER {report['ter']:.2f}  "
              f"({report['sentences']} sentences, {search}, "
-             f"{report['sentences_per_s']} sent/s)" + ("\n" + interval if interval else ""),
+             f"{report['sentences_per_s']} sent/s)",
              f"  {report['bleu_detail']}", f"  BLEU signature: {report['bleu_signature']}",
              f"  chrF signature: {report['chrf_signature']}", f"  TER signature: {report['ter_signature']}",
              f"  BLEU by source length ({report.get('bucket_unit', 'words')}):"]
+    if "bleu_ci95" in report:  # reports written before confidence intervals have none
+        lines.insert(1, f"  95% CI ± {report['bleu_ci95']:.2f} BLEU, ± {report['chrf_ci95']:.2f} chrF "
+                        f"({report['bootstrap_samples']} bootstrap samples of the sentences)")
     for row in report["buckets"]:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")

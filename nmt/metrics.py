@@ -66,7 +66,7 @@ def corpus_scores(hypotheses: list[str], references: list[list[str]], with_ter: 
     scores = {"bleu": round(bleu_score.score, 2), "chrf": round(chrf_score.score, 2),
               "bleu_detail": str(bleu_score), "bleu_signature": str(bleu.get_signature()),
               "chrf_signature": str(chrf.get_signature())}
-    if n_bootstrap > 1:
+    if n_bootstrap > 1:  # sacrebleu 2.x keeps the interval in a private field (its str() prints it as "± ci")
         scores.update(bleu_ci95=round(float(bleu_score._ci), 2), chrf_ci95=round(float(chrf_score._ci), 2),
                       bootstrap_samples=n_bootstrap)
     if with_ter:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from nmt.data.stream import in_chunks
 from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.translator import Hypothesis
@@ -49,13 +50,7 @@ def pairs_of_lines(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
 
 def score_stream(engine: Engine, pairs: Iterable[tuple[str, str]], chunk_size: int = 512) -> Iterator[Hypothesis]:
     """Score an unbounded stream of pairs in chunks, one result per pair, in order."""
-    chunk: list[tuple[str, str]] = []
-    for pair in pairs:
-        chunk.append(pair)
-        if len(chunk) >= chunk_size:
-            yield from engine.score([s for s, _ in chunk], [t for _, t in chunk])
-            chunk = []
-    if chunk:
+    for chunk in in_chunks(pairs, chunk_size):
         yield from engine.score([s for s, _ in chunk], [t for _, t in chunk])
 
 

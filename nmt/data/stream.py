@@ -45,8 +45,9 @@ def _normalize_chunk(args) -> tuple[list[tuple[str, str]], list[int], list[str],
     return kept, hashes, splits, dropped
 
 
-def _chunks(pairs: Iterable, size: int) -> Iterator[list]:
-    iterator = iter(pairs)
+def in_chunks(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of `size` items (the last one shorter), read lazily from an unbounded stream."""
+    iterator = iter(items)
     while chunk := list(itertools.islice(iterator, size)):
         yield chunk
 
@@ -55,7 +56,7 @@ def _normalized_chunks(pairs: Iterable, normalizer: Normalizer, cfg: DataConfig,
     """`_normalize_chunk` over the corpus, in order; in `workers` processes with at most 2 tasks each in flight (the
     reader waits for them rather than queueing the whole corpus in memory)."""
     settings = (normalizer, cfg.max_words, cfg.split_salt, cfg.valid_fraction, cfg.test_fraction)
-    chunks = _chunks(pairs, CHUNK_PAIRS)
+    chunks = in_chunks(pairs, CHUNK_PAIRS)
     first = next(chunks, None)
     if first is None:
         return
