@@ -87,12 +87,10 @@ def test_translate_samples_reproducibly_by_seed(run_dir):
 
 
 def test_translate_and_evaluate_take_no_repeat_ngram(run_dir, real_data_dir):
-    sentence = "we have two cats and two dogs and two birds and two keys and two books ."
-    plain = nmt("translate", "--run", run_dir, "--beam", "3", sentence)
-    free = nmt("translate", "--run", run_dir, "--beam", "3", "--no-repeat-ngram", "2", sentence)
-    assert plain.returncode == free.returncode == 0, free.stderr
-    words = free.stdout.split()
-    assert len(set(zip(words, words[1:]))) == len(words) - 1  # no word bigram twice
+    """The option reaches the decode settings (the ban itself: tests/test_search.py; this tiny model never repeats a
+    word, so its output cannot show it)."""
+    free = nmt("translate", "--run", run_dir, "--beam", "3", "--no-repeat-ngram", "2", "we have two cats .", "go .")
+    assert free.returncode == 0 and len(free.stdout.splitlines()) == 2, free.stderr
     report = nmt("evaluate", "--run", run_dir, "--split", "valid", "--beam", "1", "--no-repeat-ngram", "3",
                  data_dir=real_data_dir)
     assert report.returncode == 0, report.stderr
