@@ -455,6 +455,33 @@ def _interrupt_on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
+class _ReaderGone(Exception):
+    """Whoever read nmt's output went away (`nmt translate < big.txt | head`): nothing went wrong in nmt."""
+
+
+class _PipeWatch:
+    """sys.stdout, its broken pipe raised as _ReaderGone: click turns an EPIPE into a bare exit 1 (an internal
+    error by nmt's codes) before main() sees it. Everything but write and flush goes to the stream itself."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _ReaderGone() from None
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _ReaderGone() from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def _is_usage_error(err: Exception) -> bool:
     """click's UsageError (typer re-exports or vendors click, depending on its version): exit code 2 and a message."""
     return getattr(err, "exit_code", None) == 2 and callable(getattr(err, "format_message", None))
@@ -469,9 +496,15 @@ def _usage_message(err) -> str:
 def main() -> None:
     debug = "--debug" in sys.argv or bool(os.environ.get("NMT_DEBUG"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+    sys.stdout = _PipeWatch(sys.stdout)
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
+    except _ReaderGone:
+        # Quietly, with the status of a process that SIGPIPE stopped (`yes | head` says 141): what was written was
+        # read; the rest had no reader. Output still buffered goes nowhere rather than fail again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+        sys.exit(128 + signal.SIGPIPE)
     except NMTError as err:
         if debug:
             raise

@@ -43,6 +43,20 @@ def test_translate_arguments_and_stdin_keep_alignment(run_dir):
     assert "truncated" in piped.stderr and "Traceback" not in piped.stderr
 
 
+def test_translate_into_a_reader_that_leaves_stops_quietly(run_dir, tmp_path):
+    # `nmt translate < big.txt | head -1`: click made this a bare exit 1, nmt's code for an internal error.
+    source = tmp_path / "big.txt"
+    source.write_text("i'm home .\n" * 20_000, encoding="utf-8")
+    with source.open("rb") as stdin:
+        process = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "--run", str(run_dir), "--beam", "1"],
+                                   stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = process.stdout.readline()
+        process.stdout.close()  # far more than a pipe holds is still to come
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=120) == 141  # 128 + SIGPIPE, what `yes | head` reports
+    assert first.strip() and stderr == ""
+
+
 def test_translate_attention_outputs(run_dir, tmp_path):
     heat = tmp_path / "heat.png"
     result = nmt("translate", "--run", run_dir, "--attention", heat, "--show-attention", "i'm home .")
