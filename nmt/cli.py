@@ -32,6 +32,9 @@ Device = typer.Option("auto", "--device", help="auto, cpu or cuda.")
 Engine = typer.Option("nmt", "--engine", help="nmt (the run's checkpoint) or ctranslate2 (an `nmt export` "
                       "directory given with --model).")
 ModelDir = typer.Option(None, "--model", help="CTranslate2 export directory (with --engine ctranslate2).")
+EnsembleMembers = typer.Option(None, "--ensemble", help="Another run directory or checkpoint that decodes with "
+                               "--run (repeatable): the models' probabilities are averaged at every step. They "
+                               "must share the tokenizer (runs trained on the same prepared data).")
 Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
                    help="Corpus zip: http(s)://, file:// or a local path (default: the d2l.ai copy).")
 
@@ -148,6 +151,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                            help="Transformer: one head (default: mean over heads)."),
               length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
               model: Optional[Path] = ModelDir, no_repeat_ngram: Optional[int] = NoRepeat,
+              ensemble: Optional[List[Path]] = EnsembleMembers,
               n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
                                                    help="Print the N best hypotheses of each sentence with their "
                                                         "scores, in the Moses n-best format (needs --beam N or "
@@ -187,7 +191,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     from nmt.engines import n_best_lines, open_engine, translate_stream
     from nmt.models.base import AttentionChoice
 
-    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
+    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn, ensemble=ensemble or [])
     check_n_best(n_best or 1, translator.decode)
     if seed is not None and not translator.decode.samples:
         raise NMTError("--seed seeds the sampler: add --sample-topk K (or --sample-topp P)")
@@ -291,7 +295,8 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
           allow_host: Optional[List[str]] = typer.Option(None, "--allow-host", help="Also accept requests whose "
                                                          "Host header names this host (repeatable); on loopback "
                                                          "only localhost names are accepted otherwise."),
-          device: str = Device, engine: str = Engine, model: Optional[Path] = ModelDir) -> None:
+          device: str = Device, engine: str = Engine, model: Optional[Path] = ModelDir,
+          ensemble: Optional[List[Path]] = EnsembleMembers) -> None:
     """Serve a translation API and a page that shows the attention (FastAPI + uvicorn).
 
     Example: nmt serve --run runs/demo --port 8000   then open http://127.0.0.1:8000/
@@ -301,7 +306,7 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
     from nmt.serve import check_bind_address, run_server
 
     listener = check_bind_address(host, port)  # a busy port or a bad address: one line, before loading a model
-    translator = open_engine(engine, run, checkpoint, model, device, warn=warn)
+    translator = open_engine(engine, run, checkpoint, model, device, warn=warn, ensemble=ensemble or [])
     run_server(translator, listener, host, port, allow_host or [], log=_log)
 
 
@@ -311,7 +316,7 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
           src: Optional[Path] = typer.Option(None, "--src", help="Source sentences, one per line (with --tgt)."),
           tgt: Optional[Path] = typer.Option(None, "--tgt", help="Their translations, line by line (with --src)."),
           length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
-          model: Optional[Path] = ModelDir) -> None:
+          model: Optional[Path] = ModelDir, ensemble: Optional[List[Path]] = EnsembleMembers) -> None:
     """Score given translations: the model's log-probability of each target given its source, without search.
 
     Reads source<TAB>target lines from stdin (or --src F --tgt F) and prints `log_prob<TAB>score` per pair (the
@@ -334,7 +339,8 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
 
     # No search here: the patient stop is moot (and CTranslate2 would warn that it has none).
     scorer = open_engine(engine, run, checkpoint, model, device,
-                         {"length_penalty": length_penalty, "patient_stop": False}, warn=warn)
+                         {"length_penalty": length_penalty, "patient_stop": False}, warn=warn,
+                         ensemble=ensemble or [])
     if pairs is None:
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         pairs = pairs_of_lines(stdin)
@@ -357,6 +363,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
                                                           "when given)."),
              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
              model: Optional[Path] = ModelDir, data_dir: Path = DataDir, no_repeat_ngram: Optional[int] = NoRepeat,
+             ensemble: Optional[List[Path]] = EnsembleMembers,
              out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
                                                     "(default: RUN/eval, or MODEL/eval with --engine ctranslate2).")
              ) -> None:
@@ -367,7 +374,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
     if compare:
-        compared = _runs_to_compare(run, compare, checkpoint, engine, model, out_dir)
+        compared = _runs_to_compare(run, compare, checkpoint, engine, model, out_dir, ensemble)
     else:
         _check_run_first(engine, run, checkpoint, model)
     from nmt import evaluate as ev
@@ -377,7 +384,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     if compare:
         typer.echo(ev.format_comparison(ev.compare_runs(compared, split, src, ref, overrides, device, data_dir)))
         return
-    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn)
+    translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn, ensemble=ensemble or [])
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
     test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on)
@@ -389,10 +396,11 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
 
 
 def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optional[Path], engine: str,
-                     model: Optional[Path], out_dir: Optional[Path]) -> List[Path]:
+                     model: Optional[Path], out_dir: Optional[Path], ensemble: Optional[List[Path]]) -> List[Path]:
     """`--run` (the baseline, when given) then every `--compare` run, each checked before torch is imported."""
-    given = [name for name, value in (("--checkpoint", checkpoint), ("--model", model), ("--out-dir", out_dir))
-             if value is not None] + (["--engine"] if engine != "nmt" else [])
+    given = [name for name, value in (("--checkpoint", checkpoint), ("--model", model), ("--out-dir", out_dir),
+                                      ("--ensemble", ensemble or None)) if value is not None] + \
+        (["--engine"] if engine != "nmt" else [])
     if given:
         raise NMTError(f"--compare takes run directories (each scored with the checkpoint it would be alone) and "
                        f"writes no files: {', '.join(given)} does not apply")

@@ -10,7 +10,7 @@ command line's overrides and whatever the engine cannot do replaced): reports an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from nmt.config import DecodeConfig
 from nmt.data.normalizer import Normalizer
@@ -47,16 +47,19 @@ class Engine(Protocol):
 
 def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = None, model: Path | None = None,
                 device: str = "auto", decode_overrides: dict | None = None,
-                warn: Callable[[str], None] | None = None) -> Engine:
-    """The engine named `engine`: a run (or checkpoint) for `nmt`, an export directory (`model`) for ctranslate2."""
+                warn: Callable[[str], None] | None = None, ensemble: Sequence[Path] = ()) -> Engine:
+    """The engine named `engine`: a run (or checkpoint) for `nmt`, with the models of `ensemble` beside it when
+    given; an export directory (`model`) for ctranslate2."""
     if engine == "nmt":
         if model is not None:
             raise NMTError("--model is for --engine ctranslate2; the nmt engine takes --run or --checkpoint")
         kwargs = {"warn": warn} if warn else {}
-        return Translator.from_run(run, checkpoint, device, decode_overrides, **kwargs)
+        return Translator.from_run(run, checkpoint, device, decode_overrides, ensemble=ensemble, **kwargs)
     if engine == "ctranslate2":
         if model is None:
             raise NMTError("--engine ctranslate2 needs --model DIR (made by `nmt export`)")
+        if ensemble:
+            raise NMTError("CTranslate2 decodes one model: --ensemble is for the nmt engine (--run, --checkpoint)")
         if run is not None or checkpoint is not None:
             raise NMTError("--engine ctranslate2 takes --model DIR, not --run or --checkpoint")
         from nmt.ct2_engine import CTranslate2Engine

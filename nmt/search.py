@@ -56,12 +56,17 @@ def ban_repeats(log_probs: torch.Tensor, history: torch.Tensor, n: int) -> torch
     return log_probs.masked_fill(banned > 0, float("-inf"))
 
 
+def as_log_probs(model: EncoderDecoder, logits: torch.Tensor) -> torch.Tensor:
+    """What `model.step` (or its forward) returned, as fp32 log-probabilities."""
+    return logits.float() if model.gives_log_probs else torch.log_softmax(logits.float(), dim=-1)
+
+
 def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
                force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int):
     """One step's log-probabilities, n-gram repeats of `history` banned (`no_repeat`); rows at their length limit
     may only end, at the price the model puts on EOS (a free EOS would favour hypotheses that run into the limit)."""
     logits, state, weights = model.step(tokens, state, attention)
-    log_probs = ban_repeats(torch.log_softmax(logits.float(), dim=-1), history, no_repeat)
+    log_probs = ban_repeats(as_log_probs(model, logits), history, no_repeat)
     if force_eos.any():
         only_eos = torch.full_like(log_probs, float("-inf"))
         only_eos[:, EOS_ID] = log_probs[:, EOS_ID]
@@ -164,7 +169,7 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
     for t in range(steps):
         _check(cancelled)
         logits, state, weights = model.step(tokens, state, attention_choice)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        log_probs = as_log_probs(model, logits)
         if no_repeat:
             log_probs = ban_repeats(log_probs, output[active, :t], no_repeat)
         best, tokens = pick(log_probs)

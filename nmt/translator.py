@@ -6,24 +6,25 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from nmt.config import Config, DecodeConfig, check_n_best
+from nmt.config import Config, DecodeConfig, ModelConfig, check_n_best
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
-from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, same_vocabulary
 from nmt.device import autocast, autocast_dtype, pick_device
 from nmt.errors import NMTError, warn
 from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
+from nmt.models.ensemble import Ensemble
 from nmt.run_dir import Run, Weights
-from nmt.search import LengthNormalization, search
+from nmt.search import LengthNormalization, as_log_probs, search
 
 
 @dataclass(frozen=True)
@@ -55,33 +56,35 @@ class Translator:
 
     def __init__(self, model: EncoderDecoder, tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig,
                  device: torch.device, autocast_dtype: torch.dtype | None = None, warn: Callable[[str], None] = warn,
-                 run: Run | None = None, checkpoint: Path | None = None, config: Config | None = None):
+                 run: Run | None = None, checkpoint: Path | None = None, config: Config | None = None,
+                 members: list[tuple[Path, ModelConfig]] | None = None):
         self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
         self.run, self.checkpoint, self.config = run, checkpoint, config
+        # Every model that decodes (one, or an ensemble's), by checkpoint and shape; empty for a model built here.
+        self.members = members if members is not None else ([(checkpoint, config.model)] if config else [])
         self.source_lang, self.target_lang = languages(config.data) if config else ("", "")
         self.trim_heap = heap_trimmer_for(device)  # a long-lived server meets every shape: nmt.cpu_memory
 
     @classmethod
     def from_run(cls, run_dir: Path | None = None, checkpoint: Path | None = None, device: str = "auto",
-                 decode_overrides: dict | None = None, warn: Callable[[str], None] = warn) -> "Translator":
+                 decode_overrides: dict | None = None, warn: Callable[[str], None] = warn,
+                 ensemble: Sequence[Path] = ()) -> "Translator":
         """The model of a run (its best checkpoint, else its last, or `checkpoint`) with the run's own tokenizer and
         normalization. `decode_overrides` (e.g. {"beam_size": 1}) replace the run's decode settings for this
-        translator only."""
+        translator only. `ensemble`: more models (run directories or checkpoint files) that decode together with
+        this one, their probabilities averaged at every step (nmt.models.ensemble); the first run's tokenizer,
+        normalization and decode settings serve them all, so they must share them."""
         run = Run.of_checkpoint(run_dir, checkpoint)
-        path, notice = run.choose_checkpoint(checkpoint)
-        if notice:
-            warn(notice)
-        cfg = run.read_config()
-        tokenizers = run.tokenizers()
-        weights = run.load_weights(path)
-        run.check_translatable(weights, cfg, tokenizers, path)
-        model = _model_for(weights, cfg, tokenizers, path)
+        first = _Member.load(run, checkpoint, warn)
+        members = [first] + [first.check_joins(_Member.load(*_member_run(p), warn), p) for p in ensemble]
         torch_device = pick_device(device)
+        model = first.model if len(members) == 1 else Ensemble([m.model for m in members])
         model.to(torch_device).eval()
-        decode = with_overrides(cfg.decode, decode_overrides)
-        return cls(model, tokenizers, run.read_normalizer(), decode, torch_device,
-                   autocast_dtype(decode.precision, torch_device), warn, run=run, checkpoint=path, config=cfg)
+        decode = with_overrides(first.config.decode, decode_overrides)
+        return cls(model, first.tokenizers, first.normalizer, decode, torch_device,
+                   autocast_dtype(decode.precision, torch_device), warn, run=run, checkpoint=first.checkpoint,
+                   config=first.config, members=[(m.checkpoint, m.config.model) for m in members])
 
     @property
     def eval_dir(self) -> Path | None:
@@ -105,9 +108,10 @@ class Translator:
     def describe(self) -> dict:
         """What `/health` and reports say about this engine."""
         return {"engine": self.name, "source_lang": self.source_lang, "target_lang": self.target_lang,
-                "architecture": type(self.model).__name__.lower(),
+                "architecture": "+".join(type(m).__name__.lower() for m in _models_of(self.model)),
                 "checkpoint": str(self.checkpoint) if self.checkpoint else None, "device": str(self.device),
-                "precision": "fp32" if self.autocast_dtype is None else str(self.autocast_dtype).split(".")[-1]}
+                "precision": "fp32" if self.autocast_dtype is None else str(self.autocast_dtype).split(".")[-1],
+                **({"ensemble": [str(path) for path, _ in self.members]} if len(self.members) > 1 else {})}
 
     def count_pieces(self, sentence: str) -> int:
         """Source pieces the model will read for `sentence` (EOS included, after truncation): its cost unit."""
@@ -116,11 +120,12 @@ class Translator:
     def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1) -> int:
         """decode.batch_size, or fewer sentences when their rows (beam_size each; n_best draws when sampling) would
         not fit in memory; an error when not even one sentence's rows fit."""
-        if self.config is None:
+        if not self.members:
             return decode.batch_size
         per_sentence = n_best if decode.samples else decode.beam_size
         steps = int(decode.max_len_a * source_len) + decode.max_len_b
-        row = decode_row_bytes(self.config.model, self.tokenizers.target.get_piece_size(), source_len, steps)
+        vocab = self.tokenizers.target.get_piece_size()
+        row = sum(decode_row_bytes(shape, vocab, source_len, steps) for _, shape in self.members)
         rows = decode_rows_that_fit(row, self.device)
         if rows < per_sentence:
             what = f"{n_best} draws" if decode.samples else f"beam {decode.beam_size}"
@@ -215,7 +220,7 @@ class Translator:
         keep = tgt_out.ne(PAD_ID)
         with autocast(self.device, self.autocast_dtype):
             logits = self.model(source_batch(sources).to(self.device), tgt_in, keep=keep)  # (N, V) at kept positions
-        token_log_probs = torch.log_softmax(logits.float(), -1).gather(1, tgt_out[keep].unsqueeze(1)).squeeze(1)
+        token_log_probs = as_log_probs(self.model, logits).gather(1, tgt_out[keep].unsqueeze(1)).squeeze(1)
         rows = torch.arange(len(targets), device=self.device).unsqueeze(1).expand_as(keep)[keep]
         return torch.zeros(len(targets), device=self.device).index_add_(0, rows, token_log_probs).cpu()
 
@@ -258,6 +263,61 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
     if unknown:
         raise NMTError(f"unknown decode setting(s): {', '.join(sorted(unknown))}")
     return dataclasses.replace(decode, **given)
+
+
+@dataclass
+class _Member:
+    """One trained model of a translator with what it was trained with."""
+
+    model: EncoderDecoder
+    checkpoint: Path
+    config: Config
+    tokenizers: Tokenizers
+    normalizer: Normalizer
+    run: Run
+
+    @classmethod
+    def load(cls, run: Run, checkpoint: Path | None, warn: Callable[[str], None]) -> "_Member":
+        path, notice = run.choose_checkpoint(checkpoint)
+        if notice:
+            warn(notice)
+        cfg, tokenizers = run.read_config(), run.tokenizers()
+        weights = run.load_weights(path)
+        run.check_translatable(weights, cfg, tokenizers, path)
+        return cls(_model_for(weights, cfg, tokenizers, path), path, cfg, tokenizers, run.read_normalizer(), run)
+
+    def check_joins(self, other: "_Member", given: Path) -> "_Member":
+        """`other` when it can decode beside this member: the same language pair, pieces and normalization (it
+        reads the ids this member's tokenizer makes, and its output pieces are read back with that tokenizer)."""
+        if other.checkpoint.resolve() == self.checkpoint.resolve():
+            raise NMTError(f"--ensemble {given}: {other.checkpoint} is in the ensemble already")
+        first, second = languages(self.config.data), languages(other.config.data)
+        if first != second:
+            raise NMTError(f"--ensemble {given} translates {'→'.join(second)} but {self.run.directory} "
+                           f"{'→'.join(first)}: an ensemble's members translate one pair in one direction")
+        if not same_vocabulary(self.tokenizers, other.tokenizers):
+            raise NMTError(f"--ensemble {given} was trained with another SentencePiece model than "
+                           f"{self.run.directory}: an ensemble's members must share one (train them on the same "
+                           "prepared data: same data settings, any model or seed)")
+        if other.normalizer != self.normalizer:
+            raise NMTError(f"--ensemble {given} normalizes text otherwise than {self.run.directory} "
+                           f"({other.run.normalizer_path} differs): its members must read the same input")
+        return other
+
+
+def _models_of(model: EncoderDecoder) -> list[EncoderDecoder]:
+    return list(model.members) if isinstance(model, Ensemble) else [model]
+
+
+def _member_run(given: Path) -> tuple[Run, Path | None]:
+    """An --ensemble argument: a run directory (with the checkpoint it would translate with) or a checkpoint file
+    in a run's checkpoints/ folder."""
+    given = Path(given)
+    if given.is_dir():
+        return Run.open(given), None
+    if not given.is_file():
+        raise NMTError(f"--ensemble {given}: no such run directory or checkpoint")
+    return Run.of_checkpoint(None, given), given
 
 
 def _model_for(weights: Weights, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -194,6 +195,56 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     rows = on_files.stdout.strip().splitlines()[1:-1]
     assert len(rows) == 2 and "(baseline)" in rows[0]
     assert float(rows[0].split()[1]) == pytest.approx(scores[0], abs=0.01)  # the files' BLEU, as scored above
+
+
+@pytest.fixture(scope="module")
+def twin_run(run_dir, tmp_path_factory):
+    """A copy of the run whose last.pt has a twin: an ensemble of a model and itself decodes as the model alone."""
+    copy = tmp_path_factory.mktemp("twin") / "run"
+    shutil.copytree(run_dir, copy)
+    shutil.copyfile(copy / "checkpoints" / "last.pt", copy / "checkpoints" / "twin.pt")
+    return copy
+
+
+def test_an_ensemble_translates_evaluates_and_scores_through_every_command(twin_run, real_data_dir):
+    last, twin = twin_run / "checkpoints" / "last.pt", twin_run / "checkpoints" / "twin.pt"
+    sentences = ["i'm home .", "he's calm .", "we lost ."]
+    alone = nmt("translate", "--checkpoint", last, "--beam", "3", *sentences)
+    both = nmt("translate", "--checkpoint", last, "--ensemble", twin, "--beam", "3", *sentences)
+    assert both.returncode == 0, both.stderr
+    assert both.stdout == alone.stdout and len(both.stdout.splitlines()) == 3
+    # With another checkpoint of the run (by its directory: the one it translates with), it still translates.
+    mixed = nmt("translate", "--checkpoint", last, "--ensemble", twin_run, "--beam", "2", input="\n".join(sentences))
+    assert mixed.returncode == 0 and len(mixed.stdout.splitlines()) == 3, mixed.stderr
+
+    for args in ([], ["--ensemble", twin]):
+        result = nmt("evaluate", "--checkpoint", last, *args, "--split", "valid", "--beam", "1",
+                     data_dir=real_data_dir)
+        assert result.returncode == 0, result.stderr
+    single = json.loads((twin_run / "eval" / "valid.beam1.report.json").read_text())
+    ensemble = json.loads((twin_run / "eval" / "valid.ensemble2.beam1.report.json").read_text())
+    assert ensemble["ensemble"] == [str(last), str(twin)] and "ensemble" not in single
+    assert ensemble["chrf"] == pytest.approx(single["chrf"], abs=0.05)
+
+    pairs = "i'm home .\tJe suis chez moi.\nhe's calm .\tIl est calme.\n"
+    scored = [nmt("score", "--checkpoint", last, *args, input=pairs) for args in ([], ["--ensemble", twin])]
+    assert scored[1].returncode == 0, scored[1].stderr
+    for ours, theirs in zip(*(s.stdout.splitlines() for s in scored)):
+        assert float(ours.split("\t")[0]) == pytest.approx(float(theirs.split("\t")[0]), abs=1e-3)
+
+
+def test_an_ensemble_it_cannot_make_is_refused(twin_run, toy_transformer_run, tmp_path):
+    last = twin_run / "checkpoints" / "last.pt"
+    for args, fragment in [
+        (["--ensemble", last], "is in the ensemble already"),
+        (["--ensemble", toy_transformer_run], "was trained with another SentencePiece model than"),
+        (["--ensemble", tmp_path / "nowhere"], "no such run directory or checkpoint"),
+    ]:
+        result = nmt("translate", "--checkpoint", last, *args, "i'm home .")
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert fragment in result.stderr and len(result.stderr.splitlines()) == 1
+    compared = nmt("evaluate", "--compare", twin_run, "--compare", twin_run, "--ensemble", last)
+    assert compared.returncode == 2 and "--ensemble does not apply" in compared.stderr
 
 
 def test_plot_learning_curves(run_dir, tmp_path):

@@ -63,6 +63,21 @@ def test_health_describes_the_model(client):
     assert body["attention_layers"] == 2 and body["attention_heads"] == 2
 
 
+def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
+    # best.pt and last.pt hold the same weights here: the ensemble must translate as the model alone does.
+    twins = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"},
+                                ensemble=[toy_transformer_run / "checkpoints" / "last.pt"])
+    with TestClient(create_app(twins, Limits(batch_window_s=0.01))) as client:
+        health = client.get("/health").json()
+        assert health["architecture"] == "transformer+transformer" and len(health["ensemble"]) == 2
+        assert health["attention_layers"] == 2 and health["attention_heads"] == 2
+        response = client.post("/translate", json={"sentences": ["I have two cats."], "beam": 3, "attention": True})
+    assert response.status_code == 200, response.text
+    served = response.json()["translations"][0]
+    assert served["text"] == translator.translate(["I have two cats."], beam_size=3)[0].text
+    assert all(abs(sum(row) - 1) < 1e-3 for row in served["attention"])  # the members' mean attention
+
+
 @pytest.mark.parametrize("payload,status,fragment", [
     ({}, 422, "sentences"),
     ({"sentences": []}, 422, "at least 1"),

@@ -49,6 +49,8 @@ class EncoderDecoder(nn.Module):
     # True: `forward` and `encode` also take `src_lengths`, the rows' source lengths on the host, longest first
     # (`Batch.source_lengths`), with which a recurrent encoder packs its input without a host sync.
     takes_source_lengths = False
+    # True: `step` and `forward` return log-probabilities, normalized already (an ensemble's mixture), not logits.
+    gives_log_probs = False
 
     @property
     def attention_layers_heads(self) -> tuple[int, int]:
