@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from nmt.config import Config, DataConfig, DecodeConfig, check_n_best
 from nmt.data.normalizer import Normalizer
@@ -23,7 +23,7 @@ from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
-from nmt.translator import Hypothesis, Translation, encode_source, with_overrides
+from nmt.translator import Hypothesis, Translation, encode_prefixes, encode_source, with_overrides
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
@@ -148,7 +148,8 @@ class CTranslate2Engine:
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
-                  cancelled: Callable[[], bool] | None = None) -> list[Translation]:
+                  cancelled: Callable[[], bool] | None = None,
+                  prefixes: Sequence[str | None] | None = None) -> list[Translation]:
         """As `Translator.translate`; `cancelled` is asked once, before decoding: CTranslate2 decodes a batch in one
         call that cannot be stopped part way."""
         if cancelled is not None and cancelled():
@@ -158,10 +159,14 @@ class CTranslate2Engine:
         pieces = [self._pieces(s) for s in sentences]
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
         todo = [i for i, p in enumerate(pieces) if p]
+        forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences), str)
         if todo:
-            longest = max(len(pieces[i]) for i in todo) + 1
+            options = translate_options(decode, max(len(pieces[i]) for i in todo) + 1)
+            if forced:  # as nmt's search does: room for every prefix and its EOS
+                options["max_decoding_length"] = max(options["max_decoding_length"], max(map(len, forced)) + 1)
             outputs = self.engine.translate_batch([pieces[i] for i in todo], num_hypotheses=n_best,
-                                                  return_scores=True, **translate_options(decode, longest))
+                                                  return_scores=True, target_prefix=[forced[i] for i in todo]
+                                                  if forced else None, **options)
             for i, output in zip(todo, outputs):
                 results[i].target_pieces = output.hypotheses[0]
                 results[i].hypotheses = [self._hypothesis(tokens, score, decode.length_penalty)

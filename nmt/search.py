@@ -44,6 +44,12 @@ def max_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     return (src.ne(PAD_ID).sum(1).float() * a).long() + b
 
 
+def _limits(src: torch.Tensor, a: float, b: int, prefix: torch.Tensor | None) -> torch.Tensor:
+    """Each sentence's most output pieces, EOS included: `max_lengths`, and always room for its prefix and EOS."""
+    limit = max_lengths(src, a, b)
+    return limit if prefix is None else torch.maximum(limit, prefix.ne(PAD_ID).sum(1) + 1)
+
+
 def ban_repeats(log_probs: torch.Tensor, history: torch.Tensor, n: int) -> torch.Tensor:
     """`log_probs` (R, V) with -inf for every piece that would repeat an n-gram already in its row's `history`
     (R, t), the pieces generated so far (fairseq's and CTranslate2's no_repeat_ngram_size); n 0: unchanged."""
@@ -61,12 +67,34 @@ def as_log_probs(model: EncoderDecoder, logits: torch.Tensor) -> torch.Tensor:
     return logits.float() if model.gives_log_probs else torch.log_softmax(logits.float(), dim=-1)
 
 
+def force_prefix(log_probs: torch.Tensor, forced: torch.Tensor | None, raw: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """`log_probs` (R, V) where each row whose `forced` piece (R,) is not PAD may only take that piece, at the price
+    the model (`raw`: before any ban, default `log_probs`) puts on it: a target prefix is followed, not chosen."""
+    if forced is None:
+        return log_probs
+    raw = log_probs if raw is None else raw
+    index = forced.clamp(min=0).unsqueeze(1)
+    only = torch.full_like(log_probs, float("-inf")).scatter_(1, index, raw.gather(1, index))
+    return torch.where(forced.ne(PAD_ID).unsqueeze(1), only, log_probs)
+
+
+def prefix_column(prefix: torch.Tensor | None, rows: torch.Tensor, t: int) -> torch.Tensor | None:
+    """The pieces `prefix` (B, P; PAD past each sentence's own) forces at step t on the rows of sentences `rows`;
+    None once every prefix is behind."""
+    if prefix is None or t >= prefix.shape[1]:
+        return None
+    return prefix[rows, t]
+
+
 def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
-               force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int):
-    """One step's log-probabilities, n-gram repeats of `history` banned (`no_repeat`); rows at their length limit
-    may only end, at the price the model puts on EOS (a free EOS would favour hypotheses that run into the limit)."""
+               force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int, forced: torch.Tensor | None = None):
+    """One step's log-probabilities, n-gram repeats of `history` banned (`no_repeat`), rows with a `forced` piece
+    (a target prefix) held to it; rows at their length limit may only end, at the price the model puts on EOS (a
+    free EOS would favour hypotheses that run into the limit)."""
     logits, state, weights = model.step(tokens, state, attention)
-    log_probs = ban_repeats(as_log_probs(model, logits), history, no_repeat)
+    raw = as_log_probs(model, logits)
+    log_probs = force_prefix(ban_repeats(raw, history, no_repeat), forced, raw)
     if force_eos.any():
         only_eos = torch.full_like(log_probs, float("-inf"))
         only_eos[:, EOS_ID] = log_probs[:, EOS_ID]
@@ -149,14 +177,15 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
                   attention_choice: AttentionChoice | None = None, compact_every: int | None = None,
                   cancelled: Callable[[], bool] | None = None,
                   pick: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] = arg_max,
-                  no_repeat: int = 0) -> Hypotheses:
+                  no_repeat: int = 0, prefix: torch.Tensor | None = None) -> Hypotheses:
     """src (B, S) → one continuation, a piece at a time: the arg-max (or what `pick` draws: a Sampler), never
-    repeating an n-gram of size `no_repeat` (0: off). Finished rows write padding and leave the batch every
-    `compact_every` steps (the only host sync of the loop); the result does not depend on it. `cancelled` is asked
-    at every step: True raises SearchCancelled."""
+    repeating an n-gram of size `no_repeat` (0: off), starting with each sentence's `prefix` pieces (B, P; PAD
+    past its own) when given. Finished rows write padding and leave the batch every `compact_every` steps (the
+    only host sync of the loop); the result does not depend on it. `cancelled` is asked at every step: True raises
+    SearchCancelled."""
     batch, device = src.shape[0], src.device
     compact_every = compact_every or _default_compact_every(device)
-    limit = max_lengths(src, max_len_a, max_len_b)
+    limit = _limits(src, max_len_a, max_len_b, prefix)
     steps = int(limit.max())
     state = model.encode(src)
     active = torch.arange(batch, device=device)  # original index of each row still in the batch
@@ -169,9 +198,10 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
     for t in range(steps):
         _check(cancelled)
         logits, state, weights = model.step(tokens, state, attention_choice)
-        log_probs = as_log_probs(model, logits)
+        log_probs = raw = as_log_probs(model, logits)
         if no_repeat:
             log_probs = ban_repeats(log_probs, output[active, :t], no_repeat)
+        log_probs = force_prefix(log_probs, prefix_column(prefix, active, t), raw)
         best, tokens = pick(log_probs)
         # Rows at their limit may only end, at the price the model puts on EOS: chosen after the arg-max, O(B)
         # and no test of whether any row is there (a host sync).
@@ -280,10 +310,12 @@ class _Ended:
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: LengthNormalization,
                 max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None,
-                n_best: int = 1, cancelled: Callable[[], bool] | None = None, no_repeat: int = 0) -> Hypotheses:
+                n_best: int = 1, cancelled: Callable[[], bool] | None = None, no_repeat: int = 0,
+                prefix: torch.Tensor | None = None) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
     With `n_best` > 1 (at most `beam_size`) the result also ranks each sentence's n best ended hypotheses;
-    `cancelled` is asked at every step: True raises SearchCancelled; `no_repeat` n bans repeated n-grams.
+    `cancelled` is asked at every step: True raises SearchCancelled; `no_repeat` n bans repeated n-grams; every
+    hypothesis of a sentence starts with its `prefix` pieces (B, P; PAD past its own), one beam until they end.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
@@ -292,7 +324,7 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     if not 1 <= n_best <= k:
         raise ValueError(f"n_best must be between 1 and the beam size {k}, not {n_best}")
     need_attention = attention_choice is not None
-    limit = max_lengths(src, max_len_a, max_len_b)
+    limit = _limits(src, max_len_a, max_len_b, prefix)
     steps = int(limit.max())
     state = reorder_state(model.encode(src), torch.arange(batch, device=device).repeat_interleave(k))
     # Per running sentence (n of them) or per beam row (n·K), shrinking as sentences finish.
@@ -308,8 +340,10 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     for t in range(steps):
         _check(cancelled)
         n = len(sent_ids)
+        forced = prefix_column(prefix, sent_ids, t)
         log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit,
-                                               history[:, :t], no_repeat)
+                                               history[:, :t], no_repeat,
+                                               None if forced is None else forced.repeat_interleave(k))
         vocab = log_probs.shape[-1]
         top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k, dim=1)
         top_token = top_index % vocab
@@ -340,34 +374,38 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
 
 def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
            attention_choice: AttentionChoice | None = None, n_best: int = 1,
-           cancelled: Callable[[], bool] | None = None) -> Hypotheses:
+           cancelled: Callable[[], bool] | None = None, prefix: torch.Tensor | None = None) -> Hypotheses:
     """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization
     (ranking `n_best` hypotheses per sentence, at most the beam size); with sampling, `n_best` draws per sentence
-    ranked by their normalized score.
+    ranked by their normalized score. With `prefix` (B, P), each output starts with its sentence's pieces (PAD
+    past them; a row of PAD: none), scored as the model scores them (CTranslate2's target_prefix).
 
     The one entry point for every caller (translation, validation, sweeps): the settings travel whole, so there is
     no second set of defaults below the config.
     """
     if decode.samples:
-        return _sample(model, src, decode, attention_choice, n_best, cancelled)
+        return _sample(model, src, decode, attention_choice, n_best, cancelled, prefix)
     if decode.beam_size == 1:
         if n_best != 1:
             raise ValueError(f"greedy search finds one hypothesis, not {n_best}: n_best needs beam search")
         return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled,
-                             no_repeat=decode.no_repeat_ngram_size)
+                             no_repeat=decode.no_repeat_ngram_size, prefix=prefix)
     return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
-                       decode.max_len_b, attention_choice, n_best, cancelled, decode.no_repeat_ngram_size)
+                       decode.max_len_b, attention_choice, n_best, cancelled, decode.no_repeat_ngram_size, prefix)
 
 
 def _sample(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig, attention_choice: AttentionChoice | None,
-            n_best: int, cancelled: Callable[[], bool] | None) -> Hypotheses:
+            n_best: int, cancelled: Callable[[], bool] | None, prefix: torch.Tensor | None) -> Hypotheses:
     """`n_best` draws per sentence (each sentence's rows side by side), best first by normalized score; the
     result's scores are log-probabilities, as greedy search's are."""
     if decode.beam_size != 1:
         raise ValueError(f"sampling draws one continuation at a time: beam_size must be 1, not {decode.beam_size}")
     rows = src.repeat_interleave(n_best, dim=0) if n_best > 1 else src
+    if prefix is not None and n_best > 1:
+        prefix = prefix.repeat_interleave(n_best, dim=0)
     drawn = greedy_search(model, rows, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled,
-                          pick=Sampler.from_config(decode, src.device), no_repeat=decode.no_repeat_ngram_size)
+                          pick=Sampler.from_config(decode, src.device), no_repeat=decode.no_repeat_ngram_size,
+                          prefix=prefix)
     if n_best == 1:
         return drawn
     norm, scores = LengthNormalization.from_config(decode), drawn.scores.tolist()

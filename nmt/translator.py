@@ -139,12 +139,15 @@ class Translator:
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
-                  cancelled: Callable[[], bool] | None = None) -> list[Translation]:
+                  cancelled: Callable[[], bool] | None = None,
+                  prefixes: Sequence[str | None] | None = None) -> list[Translation]:
         """Translate in length-sorted batches (less padding) and return results in input order.
 
         With `attention`, each result also carries that source attention and the pieces that label its axes; with
         `n_best` (at most the beam size), the n best hypotheses of each sentence and their scores. `cancelled`
         is asked at every decoding step (a server's client may have gone): True raises SearchCancelled.
+        `prefixes` (one per sentence; None or "" for none): the start of each translation, given in the target
+        language and continued by the search (interactive translation; CTranslate2's target_prefix).
         """
         decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
         check_n_best(n_best, decode)
@@ -154,6 +157,7 @@ class Translator:
                 attention = None
             else:
                 self.model.check_attention_choice(attention)
+        forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
         encoded = [self._encode(s) for s in sentences]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
@@ -164,9 +168,10 @@ class Translator:
         self.model.eval()
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
+            prefix = prefix_batch([forced[i] for i in chunk]) if forced else None
             with autocast(self.device, self.autocast_dtype):
                 hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
-                              attention, n_best, cancelled)
+                              attention, n_best, cancelled, None if prefix is None else prefix.to(self.device))
             for j, (i, ranked) in enumerate(zip(chunk, hyps.ranked())):
                 tokens = hyps.tokens[j]
                 hypotheses = [self._hypothesis(pieces, score, norm, greedy=decode.beam_size == 1)
@@ -225,6 +230,17 @@ class Translator:
         return torch.zeros(len(targets), device=self.device).index_add_(0, rows, token_log_probs).cpu()
 
 
+def prefix_batch(prefixes: list[list[int]]) -> torch.Tensor | None:
+    """(B, P) piece ids padded with PAD (search's prefix form), or None when no row has any."""
+    width = max(map(len, prefixes), default=0)
+    if width == 0:
+        return None
+    batch = torch.full((len(prefixes), width), PAD_ID, dtype=torch.long)
+    for row, ids in zip(batch, prefixes):
+        row[:len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return batch
+
+
 def runs_within(lengths: list[int], budget: int) -> list[tuple[int, int]]:
     """(start, end) runs of ascending `lengths` whose padded size, rows × the run's longest, stays within `budget`
     (a single row may pass it)."""
@@ -247,6 +263,18 @@ def encode_source(tokenizers: Tokenizers, normalizer: Normalizer, sentence: str,
             warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
         pieces = pieces[:limit]
     return pieces
+
+
+def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Sequence[str | None] | None,
+                    count: int, out_type: type = int) -> list[list] | None:
+    """Each of `count` sentences' target prefix as pieces (ids, or `out_type` str), normalized as the training
+    targets were; [] for a sentence without one (None or ""); None when no sentence has one. Both engines encode
+    prefixes through here."""
+    if prefixes is None or not any(prefixes):
+        return None
+    if len(prefixes) != count:
+        raise NMTError(f"{len(prefixes)} prefixes for {count} sentences: give one per sentence (none: null or \"\")")
+    return [tokenizers.target.encode(normalizer.target(p), out_type=out_type) if p else [] for p in prefixes]
 
 
 def decode_row_bytes(model_cfg, vocab: int, source_len: int, steps: int) -> int:

@@ -351,3 +351,49 @@ def test_searches_with_no_repeat_ngrams_produce_none_and_score_what_the_model_sa
         row = src[i, :int(src[i].ne(PAD_ID).sum())]
         score = free.scores[i].item() * (norm.penalty(len(tokens) + 1) if beam > 1 else 1.0)
         assert score == pytest.approx(_forced_log_prob(model, row, tokens), rel=1e-5)  # banned, not renormalized
+
+
+def _prefixes(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def test_greedy_search_forced_onto_its_own_start_finds_its_own_output():
+    model, src = make_model("transformer").eval(), random_sources(seed=5)
+    free = greedy_search(model, src, 1.5, 5)
+    prefix = _prefixes([tokens[:2] for tokens in free.tokens])
+    forced = greedy_search(model, src, 1.5, 5, prefix=prefix)
+    assert forced.tokens == free.tokens
+    torch.testing.assert_close(forced.scores, free.scores)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_every_output_starts_with_its_prefix_scored_as_the_model_scores_it(beam):
+    model, src = make_model("transformer").eval().double(), random_sources(lengths=(3, 6, 4), seed=7)
+    wanted = [[9, 9, 9, 12], [], [30]]  # pieces the model would not choose; a row without a prefix
+    prefix = _prefixes(wanted)
+    if beam == 1:
+        result = greedy_search(model, src, 0.0, 2, prefix=prefix)  # a limit below the prefix: room is made
+        log_probs = result.scores.tolist()
+    else:
+        result = beam_search(model, src, beam, NONE, 0.0, 2, n_best=beam, prefix=prefix)
+        log_probs = [score for ranked in result.n_best for _, score in ranked[:1]]
+        assert all(tokens[:len(w)] == w for ranked, w in zip(result.n_best, wanted) for tokens, _ in ranked)
+    alone = greedy_search(model, src[1:2], 0.0, 2) if beam == 1 else beam_search(model, src[1:2], beam, NONE, 0.0, 2)
+    assert result.tokens[1] == alone.tokens[0]  # the row without a prefix decodes as it would alone
+    for i, (tokens, w) in enumerate(zip(result.tokens, wanted)):
+        assert tokens[:len(w)] == w and len(tokens) <= max(len(w), 2)
+        row = src[i, :int(src[i].ne(PAD_ID).sum())]
+        assert log_probs[i] == pytest.approx(_forced_log_prob(model, row, tokens), rel=1e-6)
+
+
+def test_sampled_outputs_start_with_their_prefix():
+    from nmt.config import DecodeConfig
+    from nmt.search import search
+
+    model, src = make_model("transformer").eval(), random_sources(seed=2)
+    decode = DecodeConfig(beam_size=1, sampling_topk=0, sampling_seed=3)
+    result = search(model, src, decode, n_best=3, prefix=_prefixes([[7, 8]] * len(src)))
+    assert all(tokens[:2] == [7, 8] for ranked in result.n_best for tokens, _ in ranked)
