@@ -152,6 +152,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
               model: Optional[Path] = ModelDir, no_repeat_ngram: Optional[int] = NoRepeat,
               ensemble: Optional[List[Path]] = EnsembleMembers,
+              prefix: Optional[str] = typer.Option(None, "--prefix", help="Start every translation with this text "
+                                                   "(target language) and let the model continue it."),
               n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
                                                    help="Print the N best hypotheses of each sentence with their "
                                                         "scores, in the Moses n-best format (needs --beam N or "
@@ -208,13 +210,14 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
         stream = translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None,
-                                  n_best=n_best or 1)
+                                  n_best=n_best or 1, prefix=prefix)
         for index, result in enumerate(stream):
             typer.echo(output(index, result))
         return
     want_attention = (attention is not None or show_attention) and translator.has_attention
-    results = translator.translate([_argument_text(s) for s in sentences],
-                                   attention=choice if want_attention else None, n_best=n_best or 1)
+    texts = [_argument_text(s) for s in sentences]
+    results = translator.translate(texts, attention=choice if want_attention else None, n_best=n_best or 1,
+                                   prefixes=[_argument_text(prefix)] * len(texts) if prefix else None)
     for index, result in enumerate(results):
         typer.echo(output(index, result))
         if show_attention and result.attention is not None:

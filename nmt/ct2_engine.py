@@ -168,11 +168,32 @@ class CTranslate2Engine:
                                                   return_scores=True, target_prefix=[forced[i] for i in todo]
                                                   if forced else None, **options)
             for i, output in zip(todo, outputs):
-                results[i].target_pieces = output.hypotheses[0]
-                results[i].hypotheses = [self._hypothesis(tokens, score, decode.length_penalty)
-                                         for tokens, score in zip(output.hypotheses, output.scores)]
+                if forced and forced[i]:
+                    ranked = self._with_prefix_scored(pieces[i], output.hypotheses, decode.length_penalty)
+                else:
+                    ranked = [(tokens, self._hypothesis(tokens, score, decode.length_penalty))
+                              for tokens, score in zip(output.hypotheses, output.scores)]
+                results[i].target_pieces = ranked[0][0]
+                results[i].hypotheses = [hypothesis for _, hypothesis in ranked]
                 results[i].text = results[i].hypotheses[0].text
         return results
+
+    def _with_prefix_scored(self, source: list[str], outputs: list[list[str]], alpha: float) -> list[tuple]:
+        """(pieces, Hypothesis) of outputs that began with a forced prefix, best first. CTranslate2's scores leave
+        the prefix's pieces out; the model's log-probability of the whole output (what nmt's search and `score`
+        give) comes from `score_batch`, and the ranking follows it."""
+        scored = self._score_pieces([source] * len(outputs), outputs)
+        ranked = [(tokens, Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)),
+                                      sum(r.log_probs) / len(r.log_probs) ** alpha, sum(r.log_probs),
+                                      len(r.log_probs))) for tokens, r in zip(outputs, scored)]
+        return sorted(ranked, key=lambda pair: -pair[1].score)
+
+    def _score_pieces(self, sources: list[list[str]], targets: list[list[str]], positions_per_batch: int = 4096):
+        try:
+            return self.engine.score_batch(sources, targets, max_batch_size=positions_per_batch, batch_type="tokens",
+                                           max_input_length=0)
+        except (RuntimeError, ValueError) as err:
+            raise NMTError(f"CTranslate2 cannot score these pairs: {str(err).splitlines()[0]}") from None
 
     def score(self, sources: list[str], targets: list[str], positions_per_batch: int = 4096) -> list[Hypothesis]:
         """As `Translator.score`: CTranslate2's `score_batch` gives each target piece's log-probability, EOS
@@ -180,12 +201,7 @@ class CTranslate2Engine:
         if len(sources) != len(targets):
             raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
         target_pieces = [self.tokenizers.target.encode(self.normalizer.target(t), out_type=str) for t in targets]
-        try:
-            scored = self.engine.score_batch([self._pieces(s) for s in sources], target_pieces,
-                                             max_batch_size=positions_per_batch, batch_type="tokens",
-                                             max_input_length=0)
-        except (RuntimeError, ValueError) as err:
-            raise NMTError(f"CTranslate2 cannot score these pairs: {str(err).splitlines()[0]}") from None
+        scored = self._score_pieces([self._pieces(s) for s in sources], target_pieces, positions_per_batch)
         alpha = self.decode.length_penalty
         return [Hypothesis(target, sum(result.log_probs) / len(result.log_probs) ** alpha, sum(result.log_probs),
                            len(result.log_probs)) for target, result in zip(targets, scored)]

@@ -1,6 +1,7 @@
 """`nmt serve`: a small HTTP service around an engine (FastAPI + uvicorn, an optional extra).
 
-    POST /translate  {"sentences": [...], "beam": 5, "n_best": 1, "attention": true, "layer": -1, "head": null}
+    POST /translate  {"sentences": [...], "beam": 5, "n_best": 1, "attention": true, "layer": -1, "head": null,
+                      "prefixes": null}
     GET  /health     engine, model, decode settings, attention layers and heads, limits
     GET  /           a page: type a sentence, read the translation, see the cross-attention heatmap
 
@@ -74,7 +75,7 @@ class Limits:
 class _Job:
     """One request: its sentences cut into chunks; results fill in as chunks are decoded."""
 
-    chunks: deque  # of (start index, sentences, cost)
+    chunks: deque  # of (start index, (sentence, prefix or None) pairs, cost)
     beam: int
     n_best: int
     attention: AttentionChoice | None
@@ -83,8 +84,8 @@ class _Job:
     gone: threading.Event = field(default_factory=threading.Event)  # its client hung up (read by the worker)
 
 
-def chunk_sentences(sentences: list[str], costs: list[int], max_chunk_cost: int) -> deque:
-    """Consecutive runs of sentences whose cost stays within `max_chunk_cost` (at least one sentence each)."""
+def chunk_sentences(sentences: list, costs: list[int], max_chunk_cost: int) -> deque:
+    """Consecutive runs of sentences (or any items) whose cost stays within `max_chunk_cost` (at least one each)."""
     chunks, start, total = deque(), 0, 0
     for i, cost in enumerate(costs):
         if i > start and total + cost > max_chunk_cost:
@@ -135,14 +136,16 @@ class Scheduler:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None,
-                     n_best: int = 1, gone: Callable[[], Awaitable[bool]] | None = None):
-        """The request's translations once every chunk is decoded. `gone` says whether the client has hung up: then
-        the request leaves the queue, a batch decoding only for gone clients stops at its next step, and ClientGone
-        is raised."""
+                     n_best: int = 1, gone: Callable[[], Awaitable[bool]] | None = None,
+                     prefixes: list[str | None] | None = None):
+        """The request's translations once every chunk is decoded (each starting with its sentence's prefix, if
+        any). `gone` says whether the client has hung up: then the request leaves the queue, a batch decoding only
+        for gone clients stops at its next step, and ClientGone is raised."""
         backlog = self.backlog_s()
         if backlog > self.limits.max_backlog_s:
             raise Busy(backlog)
-        job = _Job(chunk_sentences(sentences, costs, self.limits.max_chunk_cost), beam, n_best, attention,
+        pairs = list(zip(sentences, prefixes or [None] * len(sentences)))
+        job = _Job(chunk_sentences(pairs, costs, self.limits.max_chunk_cost), beam, n_best, attention,
                    asyncio.get_running_loop().create_future(), [None] * len(sentences))
         self.waiting.append(job)
         self.wakeup.set()
@@ -194,11 +197,11 @@ class Scheduler:
                 await self._decode(loop, members, *setting)
 
     async def _decode(self, loop, members: list, beam: int, n_best: int, attention: AttentionChoice | None) -> None:
-        sentences = [s for _, (_, chunk, _) in members for s in chunk]
+        pairs = [pair for _, (_, chunk, _) in members for pair in chunk]
         started = time.perf_counter()
         jobs = [job for job, _ in members]
         try:
-            results = await loop.run_in_executor(None, self._translate, sentences, beam, n_best, attention,
+            results = await loop.run_in_executor(None, self._translate, pairs, beam, n_best, attention,
                                                  lambda: all(job.gone.is_set() for job in jobs))
             self.recent.append((sum(cost for _, (_, _, cost) in members), time.perf_counter() - started))
         except SearchCancelled:  # every client of the batch hung up while it was decoding: stopped part way
@@ -224,11 +227,12 @@ class Scheduler:
         if not job.future.done():
             job.future.set_exception(err)
 
-    def _translate(self, sentences, beam, n_best, attention, cancelled):
+    def _translate(self, pairs, beam, n_best, attention, cancelled):
+        sentences, prefixes = [s for s, _ in pairs], [p for _, p in pairs]
         with self.lock:
             self.batches_run += 1
             return self.engine.translate(sentences, beam_size=beam, attention=attention, n_best=n_best,
-                                         cancelled=cancelled)
+                                         cancelled=cancelled, prefixes=prefixes if any(prefixes) else None)
 
 
 def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int) -> list[int] | None:
@@ -350,6 +354,8 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         attention: bool = False
         layer: int = -1
         head: int | None = Field(default=None, ge=0)
+        # The start of each translation, in the target language (null: none): the model continues it.
+        prefixes: list[str | None] | None = Field(default=None, max_length=limits.max_sentences)
 
     layers, heads = engine.attention_layers_heads
     scheduler = Scheduler(engine, limits)
@@ -384,13 +390,17 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
 
     @app.post("/translate")
     async def translate(request: TranslateRequest, http: Request):
-        sentences = request.sentences
-        too_long = [i for i, s in enumerate(sentences) if len(s) > limits.max_chars]
-        if too_long:
-            raise HTTPException(status_code=413, detail=f"sentence {too_long[0]} is longer than "
-                                                        f"{limits.max_chars} characters")
-        if any("\n" in s or "\r" in s for s in sentences):
-            raise HTTPException(status_code=422, detail="one sentence per list item: no line breaks inside")
+        sentences, prefixes = request.sentences, request.prefixes
+        if prefixes is not None and len(prefixes) != len(sentences):
+            raise HTTPException(status_code=422, detail=f"{len(prefixes)} prefixes for {len(sentences)} sentences: "
+                                                        "one per sentence (null for none)")
+        for what, texts in (("sentence", sentences), ("prefix", [p or "" for p in prefixes or []])):
+            too_long = [i for i, s in enumerate(texts) if len(s) > limits.max_chars]
+            if too_long:
+                raise HTTPException(status_code=413, detail=f"{what} {too_long[0]} is longer than "
+                                                            f"{limits.max_chars} characters")
+            if any("\n" in s or "\r" in s for s in texts):
+                raise HTTPException(status_code=422, detail=f"one {what} per list item: no line breaks inside")
         choice = None
         if request.attention and engine.has_attention:
             choice = AttentionChoice(request.layer, request.head)
@@ -404,7 +414,8 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
                                                         "pieces × beam; send fewer or shorter sentences or a "
                                                         "smaller beam")
         try:
-            results = await scheduler.submit(sentences, costs, beam, choice, request.n_best, http.is_disconnected)
+            results = await scheduler.submit(sentences, costs, beam, choice, request.n_best, http.is_disconnected,
+                                             prefixes)
         except Busy as busy:
             raise HTTPException(status_code=503, detail=str(busy),
                                 headers={"Retry-After": str(busy.retry_after_s)}) from None

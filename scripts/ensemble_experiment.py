@@ -36,13 +36,14 @@ def main() -> None:
     parser.add_argument("--member", type=Path, action="append", required=True, help="another run (repeatable)")
     parser.add_argument("--split", action="append", help="valid and/or test (default: both)")
     parser.add_argument("--out", type=Path, help="also write the figures as a results/ record")
+    parser.add_argument("--note", default="", help="how the runs were trained (kept in the record)")
     args = parser.parse_args()
     systems = {str(run): Translator.from_run(run, device="cpu") for run in [args.run, *args.member]}
     systems["ensemble"] = Translator.from_run(args.run, device="cpu", ensemble=args.member)
     first = systems[str(args.run)]
     figures = {"runs": list(systems)[:-1], "checkpoints": [str(t.checkpoint) for t in systems.values()][:-1],
                "beam": first.decode.beam_size, "threads": torch.get_num_threads(),
-               "precision": first.describe()["precision"], "splits": {}}
+               "precision": first.describe()["precision"], "note": args.note, "splits": {}}
     for split in args.split or ["valid", "test"]:
         sources, references = load_references(first.trained_on, split)
         outputs = {name: timed_translations(translator, sources) for name, translator in systems.items()}

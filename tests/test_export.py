@@ -66,6 +66,22 @@ def test_export_scores_given_pairs_as_nmt_does(toy_transformer_run, tmp_path):
         assert b.score == pytest.approx(a.score, rel=1e-3, abs=1e-3)
 
 
+def test_export_continues_prefixes_as_nmt_does(toy_transformer_run, tmp_path):
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    exported = CTranslate2Engine(tmp_path / "ct2")
+    sources = toy_sources(40)
+    prefixes = ["Nous avons" if i % 2 else None for i in range(len(sources))]
+    ours = translator.translate(sources, beam_size=1, prefixes=prefixes)
+    theirs = exported.translate(sources, beam_size=1, prefixes=prefixes)
+    assert all(b.text.startswith("Nous avons ") for b, p in zip(theirs, prefixes) if p)
+    same = sum(a.text == b.text for a, b in zip(ours, theirs))
+    assert same >= 0.9 * len(sources), f"{same} of {len(sources)} identical"
+    for a, b in zip(ours, theirs):  # CTranslate2 scores the prefix's pieces too
+        if a.text == b.text:
+            assert b.hypotheses[0].log_prob == pytest.approx(a.hypotheses[0].log_prob, rel=1e-3, abs=1e-3)
+
+
 def _pieces_only():
     from nmt.models.base import AttentionChoice
 

@@ -63,6 +63,20 @@ def test_health_describes_the_model(client):
     assert body["attention_layers"] == 2 and body["attention_heads"] == 2
 
 
+def test_prefixes_start_their_translations_and_are_checked_like_sentences(client, translator):
+    sentences = ["I have two cats.", "She has five keys."]
+    response = client.post("/translate", json={"sentences": sentences, "prefixes": ["Nous avons", None]})
+    assert response.status_code == 200, response.text
+    first, second = (t["text"] for t in response.json()["translations"])
+    expected = translator.translate(sentences, prefixes=["Nous avons", None])
+    assert first.startswith("Nous avons ") and [first, second] == [t.text for t in expected]
+    for prefixes, status, fragment in [(["Nous"], 422, "1 prefixes for 2 sentences"),
+                                       (["x" * 201, None], 413, "prefix 0 is longer than 200"),
+                                       ([None, "a\nb"], 422, "one prefix per list item")]:
+        refused = client.post("/translate", json={"sentences": sentences, "prefixes": prefixes})
+        assert refused.status_code == status and fragment in refused.text, refused.text
+
+
 def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
     # best.pt and last.pt hold the same weights here: the ensemble must translate as the model alone does.
     twins = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"},

@@ -1,0 +1,46 @@
+"""Target prefixes: the start of a translation is given and the model continues it (interactive translation)."""
+
+import pytest
+
+from nmt.errors import NMTError
+from nmt.translator import Translator
+from tests_helpers import nmt
+
+
+@pytest.fixture(scope="module")
+def translator(toy_transformer_run):
+    return Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+
+
+SOURCES = ["I have two cats.", "She has five keys.", "They have three books.", ""]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translations_continue_their_prefix_and_are_scored_whole(translator, beam):
+    free = translator.translate(SOURCES, beam_size=beam)
+    prefixed = translator.translate(SOURCES, beam_size=beam, prefixes=["Nous avons", None, "Elle", "Ils"])
+    assert not free[0].text.startswith("Nous avons")  # so the prefix changed the output
+    assert prefixed[0].text.startswith("Nous avons ") and prefixed[2].text.startswith("Elle ")
+    assert prefixed[1].text == free[1].text  # no prefix: as without any
+    assert prefixed[3].text == ""  # an empty source keeps its empty line, prefix or not
+    # The prefix's pieces count in the score: teacher forcing the whole output gives the search's number.
+    for result in (prefixed[0], prefixed[2]):
+        forced = translator.score([result.source], [result.text])[0]
+        assert forced.log_prob == pytest.approx(result.hypotheses[0].log_prob, rel=1e-4, abs=1e-4)
+
+
+def test_prefixes_one_per_sentence_or_a_one_line_error(translator):
+    with pytest.raises(NMTError, match="2 prefixes for 4 sentences"):
+        translator.translate(SOURCES, prefixes=["Nous", "Elle"])
+
+
+def test_cli_prefix_for_arguments_stdin_and_n_best_lists(toy_transformer_run):
+    args = ["translate", "--run", toy_transformer_run, "--prefix", "Nous avons", "--beam", "3"]
+    given = nmt(*args, *SOURCES[:3])
+    assert given.returncode == 0, given.stderr
+    assert all(line.startswith("Nous avons ") for line in given.stdout.splitlines())
+    piped = nmt(*args, input="\n".join(SOURCES[:3]) + "\n")
+    assert piped.stdout == given.stdout
+    listed = nmt(*args, "--n-best", "3", SOURCES[0])
+    rows = [line.split(" ||| ") for line in listed.stdout.splitlines()]
+    assert len(rows) == 3 and all(row[1].startswith("Nous avons") for row in rows)
