@@ -204,6 +204,13 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
             ".getImageData(110, 90, c.width - 120, c.height - 100).data; let n = 0;"
             "for (let i = 0; i < d.length; i += 4) if (d[i] < 240 || d[i + 1] < 240) n++; return n;")
         assert painted > 500
+        # Interactive translation: a start typed in the target language, which the model continues.
+        driver.find_element(By.ID, "prefix").send_keys("Nous avons")
+        driver.find_element(By.ID, "translate").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "output").text.startswith("Nous avons"))
+        continued = translator.translate(["I have two cats."], beam_size=beam, prefixes=["Nous avons"])[0]
+        assert driver.find_element(By.ID, "output").text == continued.text
+        assert driver.find_element(By.ID, "prefix").get_attribute("lang") == "fr"
         ARTIFACTS.mkdir(exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "serve-page.png"))
     finally:
