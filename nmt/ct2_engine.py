@@ -4,7 +4,10 @@ The export carries the run's whole `DecodeConfig` (nmt_export.json), so the sett
 with travel to this engine too. What CTranslate2 cannot do is said once, at load time, and the settings it actually
 decodes with (`decode`) are what reports and `/health` record:
 - `length_normalization: wu` has no CTranslate2 equivalent (it divides by |Y|^α, fairseq's rule): refused;
-- sampling (`sampling_topk` other than 1): not wired to CTranslate2's sampler (nor its seed): refused;
+- sampling (`sampling_topk` other than 1) uses CTranslate2's sampler with the same top-k, top-p and temperature;
+  its seed (`ctranslate2.set_random_seed`) is set once, at load, and its generators live as long as the process:
+  the same command gives the same draws, but a server draws anew for a repeated request (nmt's engine restarts its
+  generator at every call);
 - `patient_stop`: CTranslate2 closes a sentence once beam_size hypotheses have ended (its patience factor 1), which
   is nmt's rule without the patient stop: decoded as `patient_stop: false`, with a warning.
 """
@@ -70,9 +73,6 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
         raise NMTError(f"this export decodes with decode.length_normalization {decode.length_normalization}; "
                        "CTranslate2 only normalizes by |Y|^alpha (fairseq): re-export a run with "
                        "length_normalization fairseq, or use the nmt engine")
-    if decode.samples:
-        raise NMTError(f"this decodes by sampling (decode.sampling_topk {decode.sampling_topk}), which the ctranslate2 "
-                       "engine does not do here: use the nmt engine (--run), or sampling_topk 1")
     if decode.patient_stop:
         return dataclasses.replace(decode, patient_stop=False), [
             "CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended (decoding with "
@@ -82,11 +82,13 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
 
 def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
     """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch)."""
+    sampling = {"sampling_topk": decode.sampling_topk, "sampling_topp": decode.sampling_topp,
+                "sampling_temperature": decode.sampling_temperature} if decode.samples else {}
     return {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty, "patience": 1.0,
             "no_repeat_ngram_size": decode.no_repeat_ngram_size,
             "max_batch_size": decode.batch_size, "batch_type": "examples",
             "max_input_length": decode.max_input_tokens,
-            "max_decoding_length": int(decode.max_len_a * longest_source) + decode.max_len_b}
+            "max_decoding_length": int(decode.max_len_a * longest_source) + decode.max_len_b, **sampling}
 
 
 class CTranslate2Engine:
@@ -121,6 +123,8 @@ class CTranslate2Engine:
         if device not in ("auto", "cpu", "cuda"):
             raise NMTError(f"unknown device {device!r} for CTranslate2: use auto, cpu or cuda")
         self.device = "cuda" if device == "cuda" or (device == "auto" and gpus) else "cpu"
+        if self.decode.samples:  # before the first draw: each thread's generator starts from it
+            ctranslate2.set_random_seed(self.decode.sampling_seed)
         try:
             self.engine = ctranslate2.Translator(str(self.model_dir), device=self.device,
                                                  compute_type=COMPUTE_TYPES[self.decode.precision],
@@ -168,8 +172,8 @@ class CTranslate2Engine:
                                                   return_scores=True, target_prefix=[forced[i] for i in todo]
                                                   if forced else None, **options)
             for i, output in zip(todo, outputs):
-                if forced and forced[i]:
-                    ranked = self._with_prefix_scored(pieces[i], output.hypotheses, decode.length_penalty)
+                if decode.samples or (forced and forced[i]):
+                    ranked = self._scored_whole(pieces[i], output.hypotheses, decode.length_penalty)
                 else:
                     ranked = [(tokens, self._hypothesis(tokens, score, decode.length_penalty))
                               for tokens, score in zip(output.hypotheses, output.scores)]
@@ -178,10 +182,11 @@ class CTranslate2Engine:
                 results[i].text = results[i].hypotheses[0].text
         return results
 
-    def _with_prefix_scored(self, source: list[str], outputs: list[list[str]], alpha: float) -> list[tuple]:
-        """(pieces, Hypothesis) of outputs that began with a forced prefix, best first. CTranslate2's scores leave
-        the prefix's pieces out; the model's log-probability of the whole output (what nmt's search and `score`
-        give) comes from `score_batch`, and the ranking follows it."""
+    def _scored_whole(self, source: list[str], outputs: list[list[str]], alpha: float) -> list[tuple]:
+        """(pieces, Hypothesis) of outputs that began with a forced prefix or were drawn, best first. CTranslate2's
+        scores leave a prefix's pieces out and follow a sampler's temperature; the model's own log-probability of
+        the whole output (what nmt's search and `score` give) comes from `score_batch`, and the ranking follows
+        it (draws come in no order)."""
         scored = self._score_pieces([source] * len(outputs), outputs)
         ranked = [(tokens, Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)),
                                       sum(r.log_probs) / len(r.log_probs) ** alpha, sum(r.log_probs),

@@ -67,11 +67,12 @@ def test_ctranslate2_options_follow_every_field():
     assert decode.patient_stop is False and "patient stop" in notes[0]
     with pytest.raises(Exception, match="only normalizes by"):
         effective_decode(dataclasses.replace(base, length_normalization="wu"))
-    # Fields CTranslate2 cannot follow are declared by effective_decode; the others change its options.
-    with pytest.raises(Exception, match="does not do here"):
-        effective_decode(dataclasses.replace(base, sampling_topk=0, beam_size=1))
-    declared = {"patient_stop", "length_normalization"} | SAMPLING  # sampling is refused, so its settings moot
+    # Fields CTranslate2 cannot follow are declared by effective_decode; the seed is set at load (the engine's own
+    # test); the others change its options (the sampling ones when sampling).
+    declared = {"patient_stop", "length_normalization", "sampling_seed"}
+    sampling = dataclasses.replace(base, sampling_topk=0, beam_size=1)
     for name in FIELDS - declared:
+        base = sampling if name in SAMPLING else DecodeConfig()
         changed = dataclasses.replace(base, **{name: CHANGED[name]})
         if name == "precision":
             assert COMPUTE_TYPES[changed.precision] != COMPUTE_TYPES[base.precision]

@@ -82,6 +82,35 @@ def test_export_continues_prefixes_as_nmt_does(toy_transformer_run, tmp_path):
             assert b.hypotheses[0].log_prob == pytest.approx(a.hypotheses[0].log_prob, rel=1e-3, abs=1e-3)
 
 
+def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp_path):
+    sampling = {"precision": "fp32", "beam_size": 1, "sampling_topk": 0, "sampling_temperature": 1.5}
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides=sampling)
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    exported = CTranslate2Engine(tmp_path / "ct2", decode_overrides=sampling)
+    sources = toy_sources(30)
+    drawn = exported.translate(sources, n_best=4)
+    assert all(len(t.hypotheses) == 4 for t in drawn)
+    assert len({h.text for t in drawn for h in t.hypotheses}) > 60  # draws, not one search's output four times
+    target, compared = translator.tokenizers.target, 0
+    for t in drawn:
+        scores = [h.score for h in t.hypotheses]
+        assert scores == sorted(scores, reverse=True)
+        # The best draw's log-probability is the model's own, untempered (as nmt's sampler keeps it; CTranslate2's
+        # score is the tempered one): nmt's teacher forcing of the very pieces drawn gives it (where each piece
+        # names its id: a drawn piece that is no piece of the model's vocabulary would be scored as <unk>).
+        ids = [target.piece_to_id(p) for p in t.target_pieces]
+        if [target.id_to_piece(i) for i in ids] == t.target_pieces and not any(target.is_unknown(i) for i in ids):
+            compared += 1
+            forced = translator._forced_log_probs([translator._encode(t.source)], [ids])
+            assert t.hypotheses[0].log_prob == pytest.approx(float(forced[0]), rel=1e-3, abs=1e-3)
+    assert compared >= 20
+    # The seed, set at load, makes the command reproducible; another seed draws otherwise.
+    runs = [nmt("translate", "--engine", "ctranslate2", "--model", tmp_path / "ct2", "--seed", seed,
+                input="\n".join(sources) + "\n") for seed in ("3", "3", "4")]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout != runs[2].stdout
+
+
 def _pieces_only():
     from nmt.models.base import AttentionChoice
 
