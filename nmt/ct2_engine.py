@@ -26,7 +26,8 @@ from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
-from nmt.translator import Hypothesis, Translation, encode_prefixes, encode_source, with_overrides
+from nmt.translator import (Hypothesis, Translation, count_pieces, encode_prefixes, encode_source,
+                            with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
@@ -147,8 +148,8 @@ class CTranslate2Engine:
     def _pieces(self, sentence: str) -> list[str]:
         return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn, str)
 
-    def count_pieces(self, sentence: str) -> int:
-        return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
+    def count_pieces(self, sentence: str, prefix: str | None = None) -> int:
+        return count_pieces(self.tokenizers, self.normalizer, self.decode, sentence, prefix)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,

@@ -235,12 +235,14 @@ class Scheduler:
                                          cancelled=cancelled, prefixes=prefixes if any(prefixes) else None)
 
 
-def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int) -> list[int] | None:
-    """Each sentence's cost (source pieces × beam), or None as soon as the total passes `budget`: a refused request
-    costs the server a few tokenizations, not one per sentence (a client looping on refusals must stay cheap)."""
+def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int,
+                  prefixes: list[str | None] | None = None) -> list[int] | None:
+    """Each sentence's cost ((source + prefix pieces) × beam: a forced prefix is decoded a step a piece), or None as
+    soon as the total passes `budget`: a refused request costs the server a few tokenizations, not one per sentence
+    (a client looping on refusals must stay cheap)."""
     costs, total = [], 0
-    for sentence in sentences:
-        costs.append(engine.count_pieces(sentence) * beam)
+    for sentence, prefix in zip(sentences, prefixes or [None] * len(sentences)):
+        costs.append(engine.count_pieces(sentence, prefix) * beam)
         total += costs[-1]
         if total > budget:
             return None
@@ -407,12 +409,12 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             engine.check_attention_choice(choice)  # NMTError → 400
         beam = request.beam or engine.decode.beam_size
         check_n_best(request.n_best, dataclasses.replace(engine.decode, beam_size=beam))  # ConfigError → 400
-        costs = request_costs(engine, sentences, beam, limits.max_request_cost)
+        costs = request_costs(engine, sentences, beam, limits.max_request_cost, prefixes)
         if costs is None:
             await asyncio.sleep(limits.refusal_delay_s)  # a client looping on refusals waits, instead of flooding
             raise HTTPException(status_code=413, detail=f"request too costly: over {limits.max_request_cost} source "
-                                                        "pieces × beam; send fewer or shorter sentences or a "
-                                                        "smaller beam")
+                                                        "(and prefix) pieces × beam; send fewer or shorter "
+                                                        "sentences or a smaller beam")
         try:
             results = await scheduler.submit(sentences, costs, beam, choice, request.n_best, http.is_disconnected,
                                              prefixes)

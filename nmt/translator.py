@@ -113,9 +113,8 @@ class Translator:
                 "precision": "fp32" if self.autocast_dtype is None else str(self.autocast_dtype).split(".")[-1],
                 **({"ensemble": [str(path) for path, _ in self.members]} if len(self.members) > 1 else {})}
 
-    def count_pieces(self, sentence: str) -> int:
-        """Source pieces the model will read for `sentence` (EOS included, after truncation): its cost unit."""
-        return len(encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens)) + 1
+    def count_pieces(self, sentence: str, prefix: str | None = None) -> int:
+        return count_pieces(self.tokenizers, self.normalizer, self.decode, sentence, prefix)
 
     def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1) -> int:
         """decode.batch_size, or fewer sentences when their rows (beam_size each; n_best draws when sampling) would
@@ -263,6 +262,15 @@ def encode_source(tokenizers: Tokenizers, normalizer: Normalizer, sentence: str,
             warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
         pieces = pieces[:limit]
     return pieces
+
+
+def count_pieces(tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig, sentence: str,
+                 prefix: str | None = None) -> int:
+    """A sentence's cost unit, for both engines: the source pieces the model will read (EOS included, after
+    truncation) and the pieces of the prefix it is held to (a step each)."""
+    source = len(encode_source(tokenizers, normalizer, sentence, decode.max_input_tokens)) + 1
+    forced = encode_prefixes(tokenizers, normalizer, [prefix], 1) if prefix else None
+    return source + (len(forced[0]) if forced else 0)
 
 
 def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Sequence[str | None] | None,

@@ -76,6 +76,13 @@ def test_prefixes_start_their_translations_and_are_checked_like_sentences(client
         refused = client.post("/translate", json={"sentences": sentences, "prefixes": prefixes})
         assert refused.status_code == status and fragment in refused.text, refused.text
 
+    # A prefix is decoded a step a piece: it is priced with its sentence.
+    source_cost = translator.count_pieces(sentences[0])
+    with TestClient(create_app(translator, Limits(max_request_cost=2 * source_cost, batch_window_s=0.01))) as strict:
+        alone = strict.post("/translate", json={"sentences": sentences[:1], "beam": 2})
+        prefixed = strict.post("/translate", json={"sentences": sentences[:1], "beam": 2, "prefixes": ["Nous avons"]})
+    assert alone.status_code == 200 and prefixed.status_code == 413 and "too costly" in prefixed.text
+
 
 def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
     # best.pt and last.pt hold the same weights here: the ensemble must translate as the model alone does.
