@@ -35,6 +35,8 @@ ModelDir = typer.Option(None, "--model", help="CTranslate2 export directory (wit
 EnsembleMembers = typer.Option(None, "--ensemble", help="Another run directory or checkpoint that decodes with "
                                "--run (repeatable): the models' probabilities are averaged at every step. They "
                                "must share the tokenizer (runs trained on the same prepared data).")
+DecodeSets = typer.Option(None, "--set", help="A decode setting for this command only, e.g. --set "
+                          "decode.batch_size=50 or decode.max_len_b=20 (repeatable; the run is unchanged).")
 Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
                    help="Corpus zip: http(s)://, file:// or a local path (default: the d2l.ai copy).")
 
@@ -152,6 +154,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
               model: Optional[Path] = ModelDir, no_repeat_ngram: Optional[int] = NoRepeat,
               ensemble: Optional[List[Path]] = EnsembleMembers,
+              sets: Optional[List[str]] = DecodeSets,
               prefix: Optional[str] = typer.Option(None, "--prefix", help="Start every translation with this text "
                                                    "(target language) and let the model continue it."),
               n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
@@ -181,11 +184,11 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                        "other (--attention PNG works with --n-best)")
     from nmt.config import DecodeConfig, check_n_best
 
-    overrides = {"beam_size": beam, "length_penalty": length_penalty, "no_repeat_ngram_size": no_repeat_ngram,
-                 "sampling_topp": sample_topp,
-                 "sampling_temperature": temperature, "sampling_seed": seed,
-                 **_sampling_overrides(sample_topk, sample_topp, temperature, beam)}
-    if "sampling_topk" in overrides and overrides["beam_size"] is not None:
+    overrides = _decode_settings(sets, {"beam_size": beam, "length_penalty": length_penalty,
+                                        "no_repeat_ngram_size": no_repeat_ngram, "sampling_topp": sample_topp,
+                                        "sampling_temperature": temperature, "sampling_seed": seed,
+                                        **_sampling_overrides(sample_topk, sample_topp, temperature, beam)})
+    if "sampling_topk" in overrides and "beam_size" in overrides:
         # Only where the command line fixes both the beam and whether to sample: else the run's config has a say.
         check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
                                                sampling_topk=overrides["sampling_topk"]))
@@ -226,6 +229,18 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                         for t, s in zip(result.target_pieces, strongest)))
     if attention is not None:
         _save_heatmap(results[0], attention)
+
+
+def _decode_settings(sets: Optional[List[str]], named: dict) -> dict:
+    """The decode overrides of a command: its named options (--beam, ...; None: not given) and its --set
+    decode.KEY=VALUE items, which must not say otherwise than a named option."""
+    from nmt.config import decode_overrides
+
+    settings = decode_overrides(sets or [])
+    for key, value in named.items():
+        if value is not None and key in settings and settings[key] != value:
+            raise NMTError(f"--set decode.{key}={settings[key]} and a named option ({value}) disagree: give one")
+    return {**settings, **{key: value for key, value in named.items() if value is not None}}
 
 
 def _sampling_overrides(topk: Optional[int], topp: Optional[float], temperature: Optional[float],
@@ -299,7 +314,7 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
                                                          "Host header names this host (repeatable); on loopback "
                                                          "only localhost names are accepted otherwise."),
           device: str = Device, engine: str = Engine, model: Optional[Path] = ModelDir,
-          ensemble: Optional[List[Path]] = EnsembleMembers) -> None:
+          ensemble: Optional[List[Path]] = EnsembleMembers, sets: Optional[List[str]] = DecodeSets) -> None:
     """Serve a translation API and a page that shows the attention (FastAPI + uvicorn).
 
     Example: nmt serve --run runs/demo --port 8000   then open http://127.0.0.1:8000/
@@ -309,7 +324,8 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
     from nmt.serve import check_bind_address, run_server
 
     listener = check_bind_address(host, port)  # a busy port or a bad address: one line, before loading a model
-    translator = open_engine(engine, run, checkpoint, model, device, warn=warn, ensemble=ensemble or [])
+    translator = open_engine(engine, run, checkpoint, model, device, _decode_settings(sets, {}), warn=warn,
+                             ensemble=ensemble or [])
     run_server(translator, listener, host, port, allow_host or [], log=_log)
 
 
@@ -319,7 +335,8 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
           src: Optional[Path] = typer.Option(None, "--src", help="Source sentences, one per line (with --tgt)."),
           tgt: Optional[Path] = typer.Option(None, "--tgt", help="Their translations, line by line (with --src)."),
           length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
-          model: Optional[Path] = ModelDir, ensemble: Optional[List[Path]] = EnsembleMembers) -> None:
+          model: Optional[Path] = ModelDir, ensemble: Optional[List[Path]] = EnsembleMembers,
+          sets: Optional[List[str]] = DecodeSets) -> None:
     """Score given translations: the model's log-probability of each target given its source, without search.
 
     Reads source<TAB>target lines from stdin (or --src F --tgt F) and prints `log_prob<TAB>score` per pair (the
@@ -341,9 +358,8 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
     from nmt.scoring import Totals, pairs_of_lines, score_line, score_stream
 
     # No search here: the patient stop is moot (and CTranslate2 would warn that it has none).
-    scorer = open_engine(engine, run, checkpoint, model, device,
-                         {"length_penalty": length_penalty, "patient_stop": False}, warn=warn,
-                         ensemble=ensemble or [])
+    settings = {**_decode_settings(sets, {"length_penalty": length_penalty}), "patient_stop": False}
+    scorer = open_engine(engine, run, checkpoint, model, device, settings, warn=warn, ensemble=ensemble or [])
     if pairs is None:
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         pairs = pairs_of_lines(stdin)
@@ -366,7 +382,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
                                                           "when given)."),
              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
              model: Optional[Path] = ModelDir, data_dir: Path = DataDir, no_repeat_ngram: Optional[int] = NoRepeat,
-             ensemble: Optional[List[Path]] = EnsembleMembers,
+             ensemble: Optional[List[Path]] = EnsembleMembers, sets: Optional[List[str]] = DecodeSets,
              out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
                                                     "(default: RUN/eval, or MODEL/eval with --engine ctranslate2).")
              ) -> None:
@@ -383,7 +399,8 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     from nmt import evaluate as ev
     from nmt.engines import open_engine
 
-    overrides = {"beam_size": beam, "length_penalty": length_penalty, "no_repeat_ngram_size": no_repeat_ngram}
+    overrides = _decode_settings(sets, {"beam_size": beam, "length_penalty": length_penalty,
+                                        "no_repeat_ngram_size": no_repeat_ngram})
     if compare:
         typer.echo(ev.format_comparison(ev.compare_runs(compared, split, src, ref, overrides, device, data_dir)))
         return

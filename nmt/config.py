@@ -413,6 +413,21 @@ def _validate_range(value: Any, rules: Any, path: str) -> None:
             raise ConfigError(f"{path} must be {symbol} {rules[rule]}; got {value!r}")
 
 
+def decode_overrides(items: list[str]) -> dict:
+    """`--set decode.KEY=VALUE` items of the commands that decode, as {field: value}, each checked as a config file's
+    would be; any other section is refused (the model and the data were fixed by training)."""
+    raw = apply_overrides({}, items)
+    others = sorted(set(raw) - {"decode"})
+    if others:
+        raise ConfigError(f"--set {others[0]}.…: only decode settings apply here (--set decode.KEY=VALUE, e.g. "
+                          f"decode.batch_size=50); the {others[0]} section was fixed by training")
+    given = raw.get("decode", {})
+    if not isinstance(given, dict):
+        raise ConfigError("--set decode=…: name a setting, e.g. --set decode.batch_size=50")
+    checked = from_dict(given, DecodeConfig, "decode")
+    return {key: getattr(checked, key) for key in given}
+
+
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply `section.key=value` overrides to a raw mapping; values are parsed as YAML scalars."""
     for item in overrides:

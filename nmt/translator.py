@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from nmt.config import Config, DecodeConfig, ModelConfig, check_n_best
+from nmt.config import Config, DecodeConfig, ModelConfig, check_n_best, from_dict
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
@@ -293,12 +293,18 @@ def decode_row_bytes(model_cfg, vocab: int, source_len: int, steps: int) -> int:
 
 
 def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig:
-    """`decode` with some fields replaced (None values are ignored: "not given on the command line")."""
+    """`decode` with some fields replaced (None values are ignored: "not given on the command line"), checked whole
+    as a config's decode section is (ranges; sampling takes beam 1)."""
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     unknown = set(given) - {f.name for f in dataclasses.fields(DecodeConfig)}
     if unknown:
         raise NMTError(f"unknown decode setting(s): {', '.join(sorted(unknown))}")
-    return dataclasses.replace(decode, **given)
+    if not given:
+        return decode
+    replaced = from_dict(dataclasses.asdict(dataclasses.replace(decode, **given)), DecodeConfig, "decode")
+    if replaced.samples:
+        check_n_best(1, replaced)
+    return replaced
 
 
 @dataclass

@@ -252,6 +252,17 @@ CASES = [
      "export-no-vocabulary", "cannot be loaded by CTranslate2"),
     ("ct2-cuda-missing", ["translate", "--engine", "ctranslate2", "--model", "{T}/ct2", "--device", "cuda", "hi"],
      "export-ok", "no CUDA device"),
+    # --set on the commands that decode: decode settings only, checked as a config's are
+    ("translate-set-train", ["translate", "--run", "{R}", "--set", "train.lr=1", "hi"], None,
+     "only decode settings apply here"),
+    ("evaluate-set-bad-range", ["evaluate", "--run", "{R}", "--set", "decode.batch_size=0"], None,
+     "decode.batch_size must be >= 1"),
+    ("score-set-unknown", ["score", "--run", "{R}", "--set", "decode.beam=3"], None,
+     "unknown key decode.beam; did you mean decode.beam_size?"),
+    ("translate-set-disagrees", ["translate", "--run", "{R}", "--set", "decode.beam_size=3", "--beam", "4", "hi"],
+     None, "--set decode.beam_size=3 and a named option (4) disagree"),
+    ("serve-set-sampling-beam", ["serve", "--run", "{R}", "--set", "decode.sampling_topk=5",
+                                 "--set", "decode.beam_size=4"], None, "it takes beam 1, not 4"),
 ]
 
 
