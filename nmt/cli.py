@@ -433,6 +433,20 @@ def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optio
 
 
 @app.command()
+def runs(root: Path = typer.Option(Path("runs"), "--root", help="Where the run directories are.")) -> None:
+    """List the runs under a folder: model, language pair, steps, best dev BLEU, and the best evaluations.
+
+    Example: nmt runs   or   nmt runs --root /data/experiments
+    """
+    from nmt.inventory import find_runs, format_runs, summarize
+
+    found = find_runs(root)
+    if not found:
+        raise NMTError(f"no runs under {root}/; train one with `nmt train --config configs/demo.yaml`")
+    typer.echo(format_runs([summarize(run) for run in found]))
+
+
+@app.command()
 def average(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
             last: int = typer.Option(5, "--last", min=2, help="How many of the newest step checkpoints."),
             allow_fewer: bool = typer.Option(False, "--allow-fewer",

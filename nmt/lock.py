@@ -38,3 +38,19 @@ class DirectoryLock:
     def __exit__(self, *exc) -> None:
         if self.handle is not None:
             self.handle.close()
+
+
+def is_locked(directory: Path) -> bool:
+    """Whether a process holds `directory/.lock` now (a training of that run), asked without taking it: the file is
+    opened for reading and probed with a shared lock, so nothing is written."""
+    path = Path(directory) / ".lock"
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        with open(path) as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False

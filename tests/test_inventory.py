@@ -1,0 +1,45 @@
+"""`nmt runs`: a row per run under a folder, read from its files alone."""
+
+import json
+import shutil
+
+from nmt.inventory import find_runs, format_runs, summarize
+from nmt.lock import DirectoryLock
+from nmt.run_dir import Run
+from tests_helpers import nmt
+
+
+def test_every_run_gets_its_row_damaged_or_training_ones_too(toy_transformer_run, tmp_path):
+    root = tmp_path / "runs"
+    shutil.copytree(toy_transformer_run, root / "a")
+    shutil.copytree(toy_transformer_run, root / "b")
+    (root / "a" / "eval").mkdir(exist_ok=True)
+    for name, bleu in (("test.beam5", 31.5), ("valid.beam1", 12.25), ("test.ensemble2.beam5", 33.0)):
+        (root / "a" / "eval" / f"{name}.report.json").write_text(json.dumps({"bleu": bleu}))
+    (root / "a" / "eval" / "torn.report.json").write_text("{")  # a report being written is passed over
+    (root / "b" / "config.yaml").write_text("model: [")
+    (root / "not-a-run").mkdir()
+
+    runs = find_runs(root)
+    assert [r.directory.name for r in runs] == ["a", "b"]
+    with DirectoryLock(root / "a"):  # as a training of run a holds it
+        a = summarize(runs[0])
+    b = summarize(runs[1])
+    assert a.training and not b.training and not summarize(runs[0]).training
+    assert a.model == "transformer 2x32" and a.pair == "en→fr"
+    steps = max(r["step"] for r in Run(root / "a").metrics.records())
+    assert a.steps == steps == 150 and a.best_dev_bleu is not None
+    assert a.evaluations == [("test.ensemble2.beam5", 33.0), ("test.beam5", 31.5), ("valid.beam1", 12.25)]
+    assert b.model.startswith("unreadable config") and b.steps == steps
+    table = format_runs([a, b]).splitlines()
+    assert table[0].split() == ["run", "model", "pair", "steps", "dev", "BLEU", "evaluations", "(BLEU)"]
+    assert "(training)" in table[1] and "test.ensemble2.beam5 33.00, test.beam5 31.50 (+1 more)" in table[1]
+
+
+def test_cli_lists_runs_or_says_where_there_are_none(toy_transformer_run, tmp_path):
+    shutil.copytree(toy_transformer_run, tmp_path / "runs" / "toy")
+    listed = nmt("runs", "--root", tmp_path / "runs")
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == 2 and "transformer 2x32" in listed.stdout
+    empty = nmt("runs", "--root", tmp_path / "nothing")
+    assert empty.returncode == 2 and "no runs under" in empty.stderr and len(empty.stderr.splitlines()) == 1
