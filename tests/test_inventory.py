@@ -13,7 +13,8 @@ def test_every_run_gets_its_row_damaged_or_training_ones_too(toy_transformer_run
     root = tmp_path / "runs"
     shutil.copytree(toy_transformer_run, root / "a")
     shutil.copytree(toy_transformer_run, root / "b")
-    (root / "a" / "eval").mkdir(exist_ok=True)
+    shutil.rmtree(root / "a" / "eval", ignore_errors=True)  # the shared toy run may have been evaluated already
+    (root / "a" / "eval").mkdir()
     for name, bleu in (("test.beam5", 31.5), ("valid.beam1", 12.25), ("test.ensemble2.beam5", 33.0)):
         (root / "a" / "eval" / f"{name}.report.json").write_text(json.dumps({"bleu": bleu}))
     (root / "a" / "eval" / "torn.report.json").write_text("{")  # a report being written is passed over
