@@ -92,6 +92,11 @@ def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
             "max_decoding_length": int(decode.max_len_a * longest_source) + decode.max_len_b, **sampling}
 
 
+def _best_first(pairs) -> list[tuple]:
+    """(pieces, Hypothesis) pairs by score, best first (stable: a beam's own order stands among equals)."""
+    return sorted(pairs, key=lambda pair: -pair[1].score)
+
+
 class CTranslate2Engine:
     """An export directory as an engine: the same normalization, SentencePiece and length limits as `Translator`."""
 
@@ -172,27 +177,35 @@ class CTranslate2Engine:
             outputs = self.engine.translate_batch([pieces[i] for i in todo], num_hypotheses=n_best,
                                                   return_scores=True, target_prefix=[forced[i] for i in todo]
                                                   if forced else None, **options)
-            for i, output in zip(todo, outputs):
-                if decode.samples or (forced and forced[i]):
-                    ranked = self._scored_whole(pieces[i], output.hypotheses, decode.length_penalty)
-                else:
-                    ranked = [(tokens, self._hypothesis(tokens, score, decode.length_penalty))
-                              for tokens, score in zip(output.hypotheses, output.scores)]
-                results[i].target_pieces = ranked[0][0]
-                results[i].hypotheses = [hypothesis for _, hypothesis in ranked]
+            by_sentence, limit = dict(zip(todo, outputs)), options["max_decoding_length"]
+            # CTranslate2 scores a prefix's pieces out, and an output cut at the length limit without an EOS (nmt's
+            # search pays EOS's price there): those are scored again, whole.
+            rescored = [i for i in todo if (forced and forced[i])
+                        or any(len(tokens) >= limit for tokens in by_sentence[i].hypotheses)]
+            ranked = dict(zip(rescored, self._scored_whole([(pieces[i], by_sentence[i].hypotheses) for i in rescored],
+                                                           decode.length_penalty)))
+            ranked.update({i: _best_first((tokens, self._hypothesis(tokens, score, decode.length_penalty))
+                                          for tokens, score in zip(by_sentence[i].hypotheses, by_sentence[i].scores))
+                           for i in todo if i not in ranked})  # sampled draws come in no order
+            for i in todo:
+                results[i].target_pieces = ranked[i][0][0]
+                results[i].hypotheses = [hypothesis for _, hypothesis in ranked[i]]
                 results[i].text = results[i].hypotheses[0].text
         return results
 
-    def _scored_whole(self, source: list[str], outputs: list[list[str]], alpha: float) -> list[tuple]:
-        """(pieces, Hypothesis) of outputs that began with a forced prefix or were drawn, best first. CTranslate2's
-        scores leave a prefix's pieces out and follow a sampler's temperature; the model's own log-probability of
-        the whole output (what nmt's search and `score` give) comes from `score_batch`, and the ranking follows
-        it (draws come in no order)."""
-        scored = self._score_pieces([source] * len(outputs), outputs)
-        ranked = [(tokens, Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)),
-                                      sum(r.log_probs) / len(r.log_probs) ** alpha, sum(r.log_probs),
-                                      len(r.log_probs))) for tokens, r in zip(outputs, scored)]
-        return sorted(ranked, key=lambda pair: -pair[1].score)
+    def _scored_whole(self, outputs: list[tuple[list[str], list[list[str]]]], alpha: float) -> list[list[tuple]]:
+        """Per (source pieces, outputs) item: (pieces, Hypothesis) pairs best first, each with the model's own
+        log-probability of the whole output, EOS included (what nmt's search and `score` give), from one
+        `score_batch` over them all; the ranking follows it."""
+        pairs = [(source, tokens) for source, hypotheses in outputs for tokens in hypotheses]
+        scored = iter(self._score_pieces([s for s, _ in pairs], [t for _, t in pairs]) if pairs else [])
+        return [_best_first((tokens, self._whole(tokens, next(scored), alpha)) for tokens in hypotheses)
+                for _, hypotheses in outputs]
+
+    def _whole(self, tokens: list[str], scored, alpha: float) -> Hypothesis:
+        log_prob, pieces = sum(scored.log_probs), len(scored.log_probs)
+        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), log_prob / pieces ** alpha,
+                          log_prob, pieces)
 
     def _score_pieces(self, sources: list[list[str]], targets: list[list[str]], positions_per_batch: int = 4096):
         try:
