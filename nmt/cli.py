@@ -182,12 +182,12 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     if n_best is not None and show_attention:
         raise NMTError("--show-attention adds lines of its own, which an n-best list cannot hold: use one or the "
                        "other (--attention PNG works with --n-best)")
-    from nmt.config import DecodeConfig, check_n_best
+    from nmt.config import DecodeConfig, check_n_best, sampling_overrides
 
     overrides = _decode_settings(sets, {"beam_size": beam, "length_penalty": length_penalty,
                                         "no_repeat_ngram_size": no_repeat_ngram, "sampling_topp": sample_topp,
                                         "sampling_temperature": temperature, "sampling_seed": seed,
-                                        **_sampling_overrides(sample_topk, sample_topp, temperature, beam)})
+                                        **sampling_overrides(sample_topk, sample_topp, temperature, beam)})
     if "sampling_topk" in overrides and "beam_size" in overrides:
         # Only where the command line fixes both the beam and whether to sample: else the run's config has a say.
         check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
@@ -241,20 +241,6 @@ def _decode_settings(sets: Optional[List[str]], named: dict) -> dict:
         if value is not None and key in settings and settings[key] != value:
             raise NMTError(f"--set decode.{key}={settings[key]} and a named option ({value}) disagree: give one")
     return {**settings, **{key: value for key, value in named.items() if value is not None}}
-
-
-def _sampling_overrides(topk: Optional[int], topp: Optional[float], temperature: Optional[float],
-                        beam: Optional[int]) -> dict:
-    """Asking for top-p or a temperature asks for sampling (over the whole vocabulary unless --sample-topk says
-    otherwise), and sampling replaces the run's beam with 1 unless --beam says otherwise (then an error)."""
-    if topp is not None and topp <= 0.0:
-        raise NMTError("--sample-topp must be above 0 (1: no cut)")
-    if temperature is not None and temperature <= 0.0:
-        raise NMTError("--temperature must be above 0")
-    if topk is None and topp is None and temperature is None:
-        return {}
-    topk = 0 if topk is None else topk
-    return {"sampling_topk": topk, **({"beam_size": 1} if beam is None and topk != 1 else {})}
 
 
 def _check_run_first(engine: str, run: Optional[Path], checkpoint: Optional[Path], model: Optional[Path]) -> None:

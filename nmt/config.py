@@ -413,6 +413,21 @@ def _validate_range(value: Any, rules: Any, path: str) -> None:
             raise ConfigError(f"{path} must be {symbol} {rules[rule]}; got {value!r}")
 
 
+def sampling_overrides(topk: int | None, topp: float | None, temperature: float | None,
+                       beam: int | None) -> dict:
+    """What a command line's or a request's sampling options ask of the decode settings: top-p or a temperature asks
+    for sampling (over the whole vocabulary unless top-k says otherwise), and sampling replaces the run's beam with 1
+    unless a beam is given (then check_n_best refuses it)."""
+    if topp is not None and topp <= 0.0:
+        raise ConfigError("top-p must be above 0 (1: no cut)")
+    if temperature is not None and temperature <= 0.0:
+        raise ConfigError("the temperature must be above 0")
+    if topk is None and topp is None and temperature is None:
+        return {}
+    topk = 0 if topk is None else topk
+    return {"sampling_topk": topk, **({"beam_size": 1} if beam is None and topk != 1 else {})}
+
+
 def decode_overrides(items: list[str]) -> dict:
     """`--set decode.KEY=VALUE` items of the commands that decode, as {field: value}, each checked as a config file's
     would be; any other section is refused (the model and the data were fixed by training)."""

@@ -159,12 +159,15 @@ class CTranslate2Engine:
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
                   cancelled: Callable[[], bool] | None = None,
-                  prefixes: Sequence[str | None] | None = None) -> list[Translation]:
+                  prefixes: Sequence[str | None] | None = None, decode: DecodeConfig | None = None
+                  ) -> list[Translation]:
         """As `Translator.translate`; `cancelled` is asked once, before decoding: CTranslate2 decodes a batch in one
-        call that cannot be stopped part way."""
+        call that cannot be stopped part way. `decode` may change what CTranslate2 follows per call (beam, length
+        penalty, no-repeat, the sampler), not what `effective_decode` settled at load."""
         if cancelled is not None and cancelled():
             raise SearchCancelled()
-        decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
+        decode = decode or self.decode
+        decode = decode if beam_size is None else dataclasses.replace(decode, beam_size=beam_size)
         check_n_best(n_best, decode)
         pieces = [self._pieces(s) for s in sentences]
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]

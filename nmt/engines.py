@@ -35,7 +35,8 @@ class Engine(Protocol):
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
                   cancelled: Callable[[], bool] | None = None,
-                  prefixes: Sequence[str | None] | None = None) -> list[Translation]: ...
+                  prefixes: Sequence[str | None] | None = None,
+                  decode: DecodeConfig | None = None) -> list[Translation]: ...
 
     def score(self, sources: list[str], targets: list[str]) -> list[Hypothesis]: ...
 

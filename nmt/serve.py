@@ -1,12 +1,14 @@
 """`nmt serve`: a small HTTP service around an engine (FastAPI + uvicorn, an optional extra).
 
     POST /translate  {"sentences": [...], "beam": 5, "n_best": 1, "attention": true, "layer": -1, "head": null,
-                      "prefixes": null}
+                      "prefixes": null, "length_penalty": null, "no_repeat_ngram": null, "sample_topk": null,
+                      "sample_topp": null, "temperature": null, "seed": null}
     GET  /health     engine, model, decode settings, attention layers and heads, limits
     GET  /           a page: type a sentence, read the translation, see the cross-attention heatmap
 
 What keeps it standing when a client misbehaves:
-- every request is priced before it is queued (source pieces × beam) and refused with 413 past `max_request_cost`;
+- every request is priced before it is queued ((source + prefix pieces) × beam, or × draws when it samples) and
+  refused with 413 past `max_request_cost`;
 - a `Scheduler` cuts requests into chunks of at most `max_chunk_cost` and fills each decoding batch round-robin
   over the waiting requests, so a small request waits for at most one chunk of a big one, never for all of it;
 - a chunk that fails is retried alone, so one bad sentence fails its own request only (and, being text the
@@ -35,12 +37,13 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Awaitable, Callable
 
-from nmt.config import check_n_best
+from nmt.config import DecodeConfig, check_n_best, sampling_overrides
 from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.search import SearchCancelled
+from nmt.translator import with_overrides
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -76,7 +79,7 @@ class _Job:
     """One request: its sentences cut into chunks; results fill in as chunks are decoded."""
 
     chunks: deque  # of (start index, (sentence, prefix or None) pairs, cost)
-    beam: int
+    decode: DecodeConfig  # the engine's, with what the request changed (its beam, sampler, ...)
     n_best: int
     attention: AttentionChoice | None
     future: asyncio.Future
@@ -135,7 +138,8 @@ class Scheduler:
         self.wakeup = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    async def submit(self, sentences: list[str], costs: list[int], beam: int, attention: AttentionChoice | None,
+    async def submit(self, sentences: list[str], costs: list[int], decode: DecodeConfig,
+                     attention: AttentionChoice | None,
                      n_best: int = 1, gone: Callable[[], Awaitable[bool]] | None = None,
                      prefixes: list[str | None] | None = None):
         """The request's translations once every chunk is decoded (each starting with its sentence's prefix, if
@@ -145,7 +149,7 @@ class Scheduler:
         if backlog > self.limits.max_backlog_s:
             raise Busy(backlog)
         pairs = list(zip(sentences, prefixes or [None] * len(sentences)))
-        job = _Job(chunk_sentences(pairs, costs, self.limits.max_chunk_cost), beam, n_best, attention,
+        job = _Job(chunk_sentences(pairs, costs, self.limits.max_chunk_cost), decode, n_best, attention,
                    asyncio.get_running_loop().create_future(), [None] * len(sentences))
         self.waiting.append(job)
         self.wakeup.set()
@@ -192,16 +196,19 @@ class Scheduler:
             batch = self._next_batch()
             groups: dict[tuple, list] = {}
             for job, chunk in batch:  # one translate per decoding setting
-                groups.setdefault((job.beam, job.n_best, job.attention), []).append((job, chunk))
-            for setting, members in groups.items():
-                await self._decode(loop, members, *setting)
+                key = (dataclasses.astuple(job.decode), job.n_best, job.attention)
+                groups.setdefault(key, []).append((job, chunk))
+            for members in groups.values():
+                job = members[0][0]
+                await self._decode(loop, members, job.decode, job.n_best, job.attention)
 
-    async def _decode(self, loop, members: list, beam: int, n_best: int, attention: AttentionChoice | None) -> None:
+    async def _decode(self, loop, members: list, decode: DecodeConfig, n_best: int,
+                      attention: AttentionChoice | None) -> None:
         pairs = [pair for _, (_, chunk, _) in members for pair in chunk]
         started = time.perf_counter()
         jobs = [job for job, _ in members]
         try:
-            results = await loop.run_in_executor(None, self._translate, pairs, beam, n_best, attention,
+            results = await loop.run_in_executor(None, self._translate, pairs, decode, n_best, attention,
                                                  lambda: all(job.gone.is_set() for job in jobs))
             self.recent.append((sum(cost for _, (_, _, cost) in members), time.perf_counter() - started))
         except SearchCancelled:  # every client of the batch hung up while it was decoding: stopped part way
@@ -209,7 +216,7 @@ class Scheduler:
         except Exception as err:  # noqa: BLE001 - isolate: retry each chunk alone, fail only its own request
             if len(members) > 1:
                 for member in members:
-                    await self._decode(loop, [member], beam, n_best, attention)
+                    await self._decode(loop, [member], decode, n_best, attention)
                 return
             job = members[0][0]
             self._fail(job, err)
@@ -227,26 +234,36 @@ class Scheduler:
         if not job.future.done():
             job.future.set_exception(err)
 
-    def _translate(self, pairs, beam, n_best, attention, cancelled):
+    def _translate(self, pairs, decode, n_best, attention, cancelled):
         sentences, prefixes = [s for s, _ in pairs], [p for _, p in pairs]
         with self.lock:
             self.batches_run += 1
-            return self.engine.translate(sentences, beam_size=beam, attention=attention, n_best=n_best,
-                                         cancelled=cancelled, prefixes=prefixes if any(prefixes) else None)
+            return self.engine.translate(sentences, attention=attention, n_best=n_best, cancelled=cancelled,
+                                         prefixes=prefixes if any(prefixes) else None, decode=decode)
 
 
-def request_costs(engine: Engine, sentences: list[str], beam: int, budget: int,
+def request_costs(engine: Engine, sentences: list[str], rows: int, budget: int,
                   prefixes: list[str | None] | None = None) -> list[int] | None:
-    """Each sentence's cost ((source + prefix pieces) × beam: a forced prefix is decoded a step a piece), or None as
-    soon as the total passes `budget`: a refused request costs the server a few tokenizations, not one per sentence
-    (a client looping on refusals must stay cheap)."""
+    """Each sentence's cost ((source + prefix pieces) × its rows: the beam, or the draws when sampling; a forced
+    prefix is decoded a step a piece), or None as soon as the total passes `budget`: a refused request costs the
+    server a few tokenizations, not one per sentence (a client looping on refusals must stay cheap)."""
     costs, total = [], 0
     for sentence, prefix in zip(sentences, prefixes or [None] * len(sentences)):
-        costs.append(engine.count_pieces(sentence, prefix) * beam)
+        costs.append(engine.count_pieces(sentence, prefix) * rows)
         total += costs[-1]
         if total > budget:
             return None
     return costs
+
+
+def request_decode(server: DecodeConfig, request) -> DecodeConfig:
+    """The server's decode settings with a request's own (beam, length penalty, no-repeat, the sampler), checked as
+    `nmt translate`'s options are: top-p or a temperature asks for sampling, which takes beam 1."""
+    overrides = {"beam_size": request.beam, "length_penalty": request.length_penalty,
+                 "no_repeat_ngram_size": request.no_repeat_ngram, "sampling_topp": request.sample_topp,
+                 "sampling_temperature": request.temperature, "sampling_seed": request.seed,
+                 **sampling_overrides(request.sample_topk, request.sample_topp, request.temperature, request.beam)}
+    return with_overrides(server, overrides)
 
 
 def host_of(header: str) -> str:
@@ -358,6 +375,13 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         head: int | None = Field(default=None, ge=0)
         # The start of each translation, in the target language (null: none): the model continues it.
         prefixes: list[str | None] | None = Field(default=None, max_length=limits.max_sentences)
+        # This request's decode settings beside the beam (null: the server's), named as `nmt translate`'s options.
+        length_penalty: float | None = Field(default=None, ge=0.0, le=10.0)
+        no_repeat_ngram: int | None = Field(default=None, ge=0, le=64)
+        sample_topk: int | None = Field(default=None, ge=0, le=1_000_000)
+        sample_topp: float | None = Field(default=None, gt=0.0, le=1.0)
+        temperature: float | None = Field(default=None, gt=0.0, le=100.0)
+        seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
 
     layers, heads = engine.attention_layers_heads
     scheduler = Scheduler(engine, limits)
@@ -407,23 +431,25 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         if request.attention and engine.has_attention:
             choice = AttentionChoice(request.layer, request.head)
             engine.check_attention_choice(choice)  # NMTError → 400
-        beam = request.beam or engine.decode.beam_size
-        check_n_best(request.n_best, dataclasses.replace(engine.decode, beam_size=beam))  # ConfigError → 400
-        costs = request_costs(engine, sentences, beam, limits.max_request_cost, prefixes)
+        decode = request_decode(engine.decode, request)  # ConfigError → 400
+        check_n_best(request.n_best, decode)
+        rows = request.n_best if decode.samples else decode.beam_size
+        costs = request_costs(engine, sentences, rows, limits.max_request_cost, prefixes)
         if costs is None:
             await asyncio.sleep(limits.refusal_delay_s)  # a client looping on refusals waits, instead of flooding
             raise HTTPException(status_code=413, detail=f"request too costly: over {limits.max_request_cost} source "
-                                                        "(and prefix) pieces × beam; send fewer or shorter "
-                                                        "sentences or a smaller beam")
+                                                        "(and prefix) pieces × beam (or draws); send fewer or "
+                                                        "shorter sentences or a smaller beam")
         try:
-            results = await scheduler.submit(sentences, costs, beam, choice, request.n_best, http.is_disconnected,
+            results = await scheduler.submit(sentences, costs, decode, choice, request.n_best, http.is_disconnected,
                                              prefixes)
         except Busy as busy:
             raise HTTPException(status_code=503, detail=str(busy),
                                 headers={"Retry-After": str(busy.retry_after_s)}) from None
         except ClientGone:
             return Response(status_code=499)  # nginx's "client closed request": for the logs, nobody reads it
-        return {"translations": [_as_json(r, choice is not None, request.n_best > 1) for r in results], "beam": beam,
+        return {"translations": [_as_json(r, choice is not None, request.n_best > 1) for r in results],
+                "beam": decode.beam_size,
                 "attention_layer": request.layer if choice else None, "attention_head": request.head}
 
     @app.get("/", response_class=HTMLResponse)

@@ -139,16 +139,19 @@ class Translator:
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
                   cancelled: Callable[[], bool] | None = None,
-                  prefixes: Sequence[str | None] | None = None) -> list[Translation]:
+                  prefixes: Sequence[str | None] | None = None, decode: DecodeConfig | None = None
+                  ) -> list[Translation]:
         """Translate in length-sorted batches (less padding) and return results in input order.
 
         With `attention`, each result also carries that source attention and the pieces that label its axes; with
         `n_best` (at most the beam size), the n best hypotheses of each sentence and their scores. `cancelled`
         is asked at every decoding step (a server's client may have gone): True raises SearchCancelled.
         `prefixes` (one per sentence; None or "" for none): the start of each translation, given in the target
-        language and continued by the search (interactive translation; CTranslate2's target_prefix).
+        language and continued by the search (interactive translation; CTranslate2's target_prefix). `decode`
+        replaces the translator's settings for this call (a server's request of its own), `beam_size` its beam.
         """
-        decode = self.decode if beam_size is None else dataclasses.replace(self.decode, beam_size=beam_size)
+        decode = decode or self.decode
+        decode = decode if beam_size is None else dataclasses.replace(decode, beam_size=beam_size)
         check_n_best(n_best, decode)
         norm = LengthNormalization.from_config(decode)
         if attention is not None:

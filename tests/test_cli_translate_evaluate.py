@@ -119,7 +119,7 @@ def test_translate_and_evaluate_take_no_repeat_ngram(run_dir, real_data_dir):
     (["--n-best", "2", "--show-attention"], "--show-attention adds lines of its own"),
     (["--sample-topk", "5", "--beam", "4"], "sampling (top-k 5) draws one continuation at a time: it takes beam 1"),
     (["--seed", "3"], "--seed seeds the sampler: add --sample-topk K"),
-    (["--sample-topp", "0"], "--sample-topp must be above 0"),
+    (["--sample-topp", "0"], "top-p must be above 0"),
 ])
 def test_translate_n_best_it_cannot_give_is_refused(run_dir, args, fragment):
     result = nmt("translate", "--run", run_dir, *args, "i'm home .")

@@ -1,5 +1,6 @@
 """`nmt serve`: the API through FastAPI's test client, and the page in a real headless Chromium."""
 
+import dataclasses
 import shutil
 import socket
 import threading
@@ -112,7 +113,7 @@ def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
     ({"sentences": "hi"}, 422, "list"),
     ({"sentences": [3]}, 422, "string"),
     ({"sentences": ["hi"], "beam_size": 1}, 422, "Extra inputs are not permitted"),  # a typo is not ignored
-    ({"sentences": ["hi"], "length_penalty": 2.0}, 422, "Extra inputs are not permitted"),  # nor what it lacks
+    ({"sentences": ["hi"], "patient_stop": False}, 422, "Extra inputs are not permitted"),  # nor what it lacks
     ({"sentences": ["hi"], "beam": True}, 422, "valid integer"),
     ({"sentences": ["hi"], "beam": "5"}, 422, "valid integer"),
     ({"sentences": ["hi"], "attention": "yes"}, 422, "valid boolean"),
@@ -223,3 +224,34 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
     finally:
         driver.quit()
     assert (ARTIFACTS / "serve-page.png").stat().st_size > 5000
+
+
+def test_a_request_brings_decode_settings_of_its_own(client, translator):
+    sentence = "I have two cats."
+    sampled = client.post("/translate", json={"sentences": [sentence] * 2, "sample_topk": 0, "temperature": 1.5,
+                                              "seed": 4, "n_best": 3})
+    assert sampled.status_code == 200, sampled.text
+    assert sampled.json()["beam"] == 1  # sampling takes beam 1 unless the request names one
+    expected = translator.translate([sentence] * 2, n_best=3, decode=dataclasses.replace(
+        translator.decode, beam_size=1, sampling_topk=0, sampling_temperature=1.5, sampling_seed=4))
+    assert [[h["text"] for h in t["n_best"]] for t in sampled.json()["translations"]] == \
+        [[h.text for h in t.hypotheses] for t in expected]
+    banned = client.post("/translate", json={"sentences": [sentence], "beam": 3, "no_repeat_ngram": 1})
+    assert banned.status_code == 200, banned.text
+    words = banned.json()["translations"][0]["text"]
+    assert words == translator.translate([sentence], decode=dataclasses.replace(
+        translator.decode, beam_size=3, no_repeat_ngram_size=1))[0].text
+    for payload, status, fragment in [({"sample_topk": 5, "beam": 4}, 400, "it takes beam 1, not 4"),
+                                      ({"temperature": 0}, 422, "greater than 0"),
+                                      ({"length_penalty": "1"}, 422, "length_penalty")]:
+        refused = client.post("/translate", json={"sentences": [sentence], **payload})
+        assert refused.status_code == status and fragment in refused.text, refused.text
+
+
+def test_draws_are_priced_as_rows(translator):
+    # Sampling n draws decodes n rows per sentence, as a beam of n does: a request is priced by them.
+    cost = translator.count_pieces("I have two cats.")
+    with TestClient(create_app(translator, Limits(max_request_cost=4 * cost, batch_window_s=0.01))) as strict:
+        four = strict.post("/translate", json={"sentences": ["I have two cats."], "sample_topk": 0, "n_best": 4})
+        eight = strict.post("/translate", json={"sentences": ["I have two cats."], "sample_topk": 0, "n_best": 8})
+    assert four.status_code == 200 and eight.status_code == 413, (four.text, eight.text)

@@ -116,11 +116,12 @@ def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator
         def __getattr__(self, name):
             return getattr(self.engine, name)
 
-        def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None, prefixes=None):
+        def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None, prefixes=None,
+                      decode=None):
             if any("boom" in s for s in sentences):
                 mixed.append(len(sentences) > 1)
                 raise RuntimeError("engine failure")
-            return self.engine.translate(sentences, beam_size, attention, n_best, cancelled)
+            return self.engine.translate(sentences, beam_size, attention, n_best, cancelled, decode=decode)
 
     mixed = []
     with TestClient(create_app(Fragile(translator), Limits(batch_window_s=0.5)),
@@ -191,14 +192,15 @@ def test_a_request_whose_client_hangs_up_leaves_the_queue_and_stops_decoding(tra
         def __getattr__(self, name):
             return getattr(translator, name)
 
-        def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None, prefixes=None):
+        def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None, prefixes=None,
+                      decode=None):
             calls.append(len(sentences))
             for step in range(100 if "long" in sentences[0] else 4):
                 if cancelled is not None and cancelled():
                     stopped.append(step)
                     raise SearchCancelled()
                 time.sleep(0.05)
-            return translator.translate(sentences, beam_size, attention, n_best)
+            return translator.translate(sentences, beam_size, attention, n_best, decode=decode)
 
     limits = Limits(max_request_cost=10**6, max_chunk_cost=40, batch_window_s=0.0)
     app = create_app(Slow(), limits, hosts=allowed_hosts("127.0.0.1", []))
