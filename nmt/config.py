@@ -211,7 +211,7 @@ class DecodeConfig:
     # the K most probable; 0 = among the whole vocabulary. Then top-p keeps the smallest set of pieces whose
     # probability reaches p, the temperature divides the logits, and the seed fixes the draws (for the same input,
     # batch and settings). Sampling draws one continuation per sentence: beam_size must be 1; an n-best list is that
-    # many draws, ranked. The nmt engine only.
+    # many draws, ranked. CTranslate2 takes the seed once, at load (nmt.ct2_engine).
     sampling_topk: int = field(default=1, metadata=_check(ge=0, le=1_000_000))
     sampling_topp: float = field(default=1.0, metadata=_check(gt=0.0, le=1.0))
     sampling_temperature: float = field(default=1.0, metadata=_check(gt=0.0, le=100.0))

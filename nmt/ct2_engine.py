@@ -92,6 +92,12 @@ def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
             "max_decoding_length": int(decode.max_len_a * longest_source) + decode.max_len_b, **sampling}
 
 
+def _from_scoring(text: str, scored, alpha: float) -> Hypothesis:
+    """A Hypothesis from `score_batch`'s result for it: one log-probability per target piece, EOS included."""
+    log_prob, pieces = sum(scored.log_probs), len(scored.log_probs)
+    return Hypothesis(text, log_prob / pieces ** alpha, log_prob, pieces)
+
+
 def _best_first(pairs) -> list[tuple]:
     """(pieces, Hypothesis) pairs by score, best first (stable: a beam's own order stands among equals)."""
     return sorted(pairs, key=lambda pair: -pair[1].score)
@@ -169,6 +175,9 @@ class CTranslate2Engine:
         decode = decode or self.decode
         decode = decode if beam_size is None else dataclasses.replace(decode, beam_size=beam_size)
         check_n_best(n_best, decode)
+        if decode.samples and decode.sampling_seed != self.decode.sampling_seed:
+            raise NMTError(f"CTranslate2 seeds its sampler once, at load (seed {self.decode.sampling_seed}): a seed of "
+                           "its own for each call is the nmt engine's")
         pieces = [self._pieces(s) for s in sentences]
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
         todo = [i for i, p in enumerate(pieces) if p]
@@ -202,13 +211,8 @@ class CTranslate2Engine:
         `score_batch` over them all; the ranking follows it."""
         pairs = [(source, tokens) for source, hypotheses in outputs for tokens in hypotheses]
         scored = iter(self._score_pieces([s for s, _ in pairs], [t for _, t in pairs]) if pairs else [])
-        return [_best_first((tokens, self._whole(tokens, next(scored), alpha)) for tokens in hypotheses)
+        return [_best_first((tokens, _from_scoring(self._text(tokens), next(scored), alpha)) for tokens in hypotheses)
                 for _, hypotheses in outputs]
-
-    def _whole(self, tokens: list[str], scored, alpha: float) -> Hypothesis:
-        log_prob, pieces = sum(scored.log_probs), len(scored.log_probs)
-        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), log_prob / pieces ** alpha,
-                          log_prob, pieces)
 
     def _score_pieces(self, sources: list[list[str]], targets: list[list[str]], positions_per_batch: int = 4096):
         try:
@@ -224,12 +228,12 @@ class CTranslate2Engine:
             raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
         target_pieces = [self.tokenizers.target.encode(self.normalizer.target(t), out_type=str) for t in targets]
         scored = self._score_pieces([self._pieces(s) for s in sources], target_pieces, positions_per_batch)
-        alpha = self.decode.length_penalty
-        return [Hypothesis(target, sum(result.log_probs) / len(result.log_probs) ** alpha, sum(result.log_probs),
-                           len(result.log_probs)) for target, result in zip(targets, scored)]
+        return [_from_scoring(target, result, self.decode.length_penalty) for target, result in zip(targets, scored)]
 
     def _hypothesis(self, tokens: list[str], score: float, alpha: float) -> Hypothesis:
         """CTranslate2 scores every search (greedy too) as log-probability / (pieces + EOS) ** alpha: nmt's rule
         under `length_normalization: fairseq`, the only one it decodes with."""
-        return Hypothesis(self.normalizer.clean(self.tokenizers.target.decode(tokens)), score,
-                          score * (len(tokens) + 1) ** alpha, len(tokens) + 1)
+        return Hypothesis(self._text(tokens), score, score * (len(tokens) + 1) ** alpha, len(tokens) + 1)
+
+    def _text(self, tokens: list[str]) -> str:
+        return self.normalizer.clean(self.tokenizers.target.decode(tokens))

@@ -40,7 +40,7 @@ from typing import Awaitable, Callable
 from nmt.config import DecodeConfig, check_n_best, sampling_overrides
 from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
-from nmt.errors import NMTError
+from nmt.errors import ConfigError, NMTError
 from nmt.models.base import AttentionChoice
 from nmt.search import SearchCancelled
 from nmt.translator import with_overrides
@@ -263,7 +263,10 @@ def request_decode(server: DecodeConfig, request) -> DecodeConfig:
                  "no_repeat_ngram_size": request.no_repeat_ngram, "sampling_topp": request.sample_topp,
                  "sampling_temperature": request.temperature, "sampling_seed": request.seed,
                  **sampling_overrides(request.sample_topk, request.sample_topp, request.temperature, request.beam)}
-    return with_overrides(server, overrides)
+    decode = with_overrides(server, overrides)
+    if request.seed is not None and not decode.samples:  # as `nmt translate --seed` alone is refused
+        raise ConfigError("seed seeds the sampler: add sample_topk (or sample_topp)")
+    return decode
 
 
 def host_of(header: str) -> str:

@@ -1,5 +1,6 @@
 """`nmt export` to CTranslate2 and translation with the export."""
 
+import dataclasses
 import json
 
 import pytest
@@ -105,6 +106,8 @@ def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp
             forced = translator._forced_log_probs([translator._encode(t.source)], [ids])
             assert t.hypotheses[0].log_prob == pytest.approx(float(forced[0]), rel=1e-3, abs=1e-3)
     assert compared >= 20
+    with pytest.raises(NMTError, match="seeds its sampler once, at load"):  # not silently the load-time seed
+        exported.translate(sources[:2], decode=dataclasses.replace(exported.decode, sampling_seed=9))
     # The seed, set at load, makes the command reproducible; another seed draws otherwise.
     runs = [nmt("translate", "--engine", "ctranslate2", "--model", tmp_path / "ct2", "--seed", seed,
                 input="\n".join(sources) + "\n") for seed in ("3", "3", "4")]

@@ -243,7 +243,8 @@ def test_a_request_brings_decode_settings_of_its_own(client, translator):
         translator.decode, beam_size=3, no_repeat_ngram_size=1))[0].text
     for payload, status, fragment in [({"sample_topk": 5, "beam": 4}, 400, "it takes beam 1, not 4"),
                                       ({"temperature": 0}, 422, "greater than 0"),
-                                      ({"length_penalty": "1"}, 422, "length_penalty")]:
+                                      ({"length_penalty": "1"}, 422, "length_penalty"),
+                                      ({"seed": 3}, 400, "seed seeds the sampler")]:
         refused = client.post("/translate", json={"sentences": [sentence], **payload})
         assert refused.status_code == status and fragment in refused.text, refused.text
 
