@@ -426,10 +426,7 @@ def runs(root: Path = typer.Option(Path("runs"), "--root", help="Where the run d
     """
     from nmt.inventory import find_runs, format_runs, summarize
 
-    found = find_runs(root)
-    if not found:
-        raise NMTError(f"no runs under {root}/; train one with `nmt train --config configs/demo.yaml`")
-    typer.echo(format_runs([summarize(run) for run in found]))
+    typer.echo(format_runs([summarize(run) for run in find_runs(root)]))
 
 
 @app.command()

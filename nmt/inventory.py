@@ -25,11 +25,13 @@ class RunSummary:
 
 
 def find_runs(root: Path) -> list[Run]:
-    """Every run directory (one with a config.yaml) right under `root`, by name."""
-    if not Path(root).is_dir():
-        raise NMTError(f"no runs under {root}/ (not a directory): train one with `nmt train --config "
-                       "configs/demo.yaml`, or name the folder with --root")
-    return [Run(path.parent) for path in sorted(Path(root).glob("*/config.yaml"))]
+    """Every run directory (one with a config.yaml) right under `root`, by name; an error when there is none."""
+    runs = [Run(path.parent) for path in sorted(Path(root).glob("*/config.yaml"))]
+    if not runs:
+        where = "" if Path(root).is_dir() else " (not a directory)"
+        raise NMTError(f"no runs under {root}/{where}: train one with `nmt train --config configs/demo.yaml`, or "
+                       "name the folder with --root")
+    return runs
 
 
 def summarize(run: Run) -> RunSummary:
