@@ -1,7 +1,6 @@
 """An ensemble decodes with the mean of its members' probabilities, through the same search as one model."""
 
 import copy
-import math
 
 import pytest
 import torch
@@ -64,21 +63,6 @@ def test_an_ensemble_of_one_model_twice_decodes_as_that_model(beam):
     torch.testing.assert_close(twice.scores, alone.scores, atol=1e-4, rtol=1e-5)
     for ours, theirs in zip(twice.attention, alone.attention):
         torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-4)
-
-
-def test_an_ensemble_decodes_what_neither_member_alone_prefers():
-    # Two members that disagree: the mixture's arg-max at the first step is the piece both give some mass,
-    # not either member's favourite.
-    a, b = members()
-    src = random_sources((5,))
-    tokens = torch.full((1,), BOS_ID)
-    with torch.no_grad():
-        pa = torch.softmax(a.step(tokens, a.encode(src))[0].float(), -1)[0]
-        pb = torch.softmax(b.step(tokens, b.encode(src))[0].float(), -1)[0]
-        ensemble = Ensemble([a, b]).eval()
-        first = ensemble.step(tokens, ensemble.encode(src))[0][0]
-    assert int(first.argmax()) == int((pa + pb).argmax())
-    assert math.isclose(float(first.max().exp()), float((pa + pb).max() / 2), rel_tol=1e-5)
 
 
 def test_an_ensemble_is_not_trained_and_needs_two_members():
