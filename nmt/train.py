@@ -314,7 +314,7 @@ class Trainer:
         """Updates until a step, epoch, time, patience or stop limit; validation and checkpoints on their cadence.
         The next updates' batches are planned and collated by a background thread meanwhile (`Prefetcher`)."""
         cfg, p = self.cfg.train, self.progress
-        plans = self._plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
+        plans = self.update_plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
         with Prefetcher(plans, lambda plan: self.host_batches(plan.micro_batches)) as updates:
             self.timer.phase("data")  # waiting for the prefetcher counts as data time
             for plan, micro_batches in updates:
@@ -382,7 +382,7 @@ class Trainer:
             return False, False
         return stop_requested, bool(budget) and self.clock.elapsed_s >= budget
 
-    def _plans(self, epoch: int, batch_in_epoch: int, updates: int) -> Iterator[UpdatePlan]:
+    def update_plans(self, epoch: int, batch_in_epoch: int, updates: int) -> Iterator[UpdatePlan]:
         """This rank's micro-batches for the next `updates` updates from (epoch, batch_in_epoch), each with where
         training stands after it. Reads nothing that training changes, so it can run ahead on another thread."""
         cfg, ctx = self.cfg.train, self.ctx

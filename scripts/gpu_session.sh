@@ -89,7 +89,9 @@ if [ "$DEVICE" = cpu ]; then  # the dry run: a model small enough for a CPU, a h
   SET="$SET model.num_layers=1 model.embed_dim=64 model.ff_dim=128 train.max_tokens=1000 train.eval_max_sentences=50"
 else
   slug=$("$PYTHON" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
-  tiny=(); steps=200; warmup=(--warmup-epoch); ab_config=configs/transformer.yaml; ab=(STEPS=200 WARMUP=300)
+  tiny=(); steps=200; warmup=(--warmup-epoch); ab_config=configs/transformer.yaml; ab=(STEPS=100 WARMUP=50)
+  # ^ the BEFORE tree's bench reads one epoch's batches, ~220 of 8,192 on transformer.yaml: 300 + 200 never
+  # reached its timed steps (the 2026-11-26 lease: TypeError in its bench, no A/B)
   wall=150; test_wall=300; rnn_steps=100; rnn_warmup=50  # the old RNN path: ~0.1–0.2 s an update
   greedy=(--sentences 1946 --batch-sizes 128 512 1024 2048)  # the whole valid split, as validation decodes it
   eval_tokens=4096000  # recipe: a validation every ~4M tokens (transformer.yaml's eval_every 500 at 8,192)

@@ -51,7 +51,7 @@ def main() -> None:
         trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
         trainer.setup()
         batches = [trainer.host_batches(plan.micro_batches) for _, plan in zip(range(updates),
-                                                                                 trainer._plans(0, 0, updates))]
+                                                                                 trainer.update_plans(0, 0, updates))]
         for batch in batches[:args.warmup]:
             trainer.train_step(batch)
         blocks = iter(range(args.warmup, updates, args.steps))

@@ -73,7 +73,7 @@ def main() -> None:
 
         trimmer.malloc_trim = tracked_trim
         total = args.warmup + args.updates
-        plans = [plan for _, plan in zip(range(total), trainer._plans(0, 0, total))]
+        plans = [plan for _, plan in zip(range(total), trainer.update_plans(0, 0, total))]
         tokens, began = 0, 0.0
         for i, plan in enumerate(plans):
             if i == args.warmup:

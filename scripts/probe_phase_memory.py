@@ -59,7 +59,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
         phases.run("setup", trainer.setup)
-        plans = trainer._plans(0, 0, args.steps)
+        plans = trainer.update_plans(0, 0, args.steps)
 
         def updates(count: int) -> None:
             for _, plan in zip(range(count), plans):

@@ -150,12 +150,13 @@ def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir, model
     trainer = Trainer(cuda_config(tmp_path, model, precision="bf16", **shapes), Run(tmp_path / "x"), toy_data_dir,
                       log=lambda *_: None)
     trainer.setup()
-    batches = [list(range(i, i + 8)) for i in range(0, 32, 8)]
-    trainer.train_step(trainer.host_batches([batches[0]]))  # the first update may allocate and choose kernels
+    # The trainer's own plans: sentence indices, or packed rows' plans (which sentence goes to which row).
+    plans = [plan.micro_batches for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=4)]
+    trainer.train_step(trainer.host_batches(plans[0]))  # the first update may allocate and choose kernels
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # any synchronizing call below raises
     try:
-        for host in [trainer.host_batches([indices]) for indices in batches[1:]]:  # built before: not the update's
+        for host in [trainer.host_batches(plan) for plan in plans[1:]]:  # built before: not the update's
             result = trainer.train_step(host)
     finally:
         torch.cuda.set_sync_debug_mode("default")
