@@ -236,6 +236,7 @@ class Trainer:
                 self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
         self.train_model = self.model
         self.cuda_graphs = False
+        self.gradients_in_place = False  # see keep_gradients_in_place
         self.compile_guard = contextlib.nullcontext  # compiled: torch's compiler failures as one actionable line
         if self.ctx.enabled:
             self.train_model = DistributedDataParallel(
@@ -247,6 +248,8 @@ class Trainer:
                                             self.log if self.ctx.is_main else None)
             self.train_model, self.cuda_graphs = compiled.model, compiled.cuda_graphs
             self.compile_guard = compiler_failures_explained
+        if self.cuda_graphs and self.cfg.train.accum_steps > 1:
+            self.keep_gradients_in_place()
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
@@ -262,6 +265,17 @@ class Trainer:
             self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
                                       self.device, self.dtype, self.ctx.world_size))
             self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
+
+    def keep_gradients_in_place(self) -> None:
+        """Gradients in buffers of their own, zeroed in place after each update instead of dropped. Under CUDA
+        graphs a backward's gradients are outputs in the graphs' memory pool, and autograd makes a fresh gradient
+        the parameter's `.grad` without a copy; the next micro-batch's replay then overwrites it before it is added
+        to (pytorch#169545: an error, or on some versions silently only the last micro-batch's gradient). With a
+        `.grad` already there, autograd adds into it instead."""
+        self.gradients_in_place = True
+        for parameter in self.model.parameters():
+            if parameter.requires_grad and parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
 
     def _resume(self) -> None:
         # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
@@ -470,7 +484,7 @@ class Trainer:
             self.optimizer.step()
         if scheduler_steps_per_update(self.scheduler):
             self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=not self.gradients_in_place)
         timer.phase(None)
         return StepResult(torch.where(skip, 0.0, loss_sum), src_tokens, tgt_tokens, sentences, padded, ~skip)
 

@@ -49,17 +49,21 @@ def test_bf16_autocast_and_fused_adamw_train_like_fp32(tmp_path, toy_data_dir):
 
 def test_compiled_training_on_cuda_follows_eager(tmp_path, toy_data_dir):
     """Tight batches, dynamic shapes: the eager losses, and no new graph for each batch's count of target tokens."""
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters, guard_failures
 
     losses = {}
     for compiled in (False, True):
         cfg = cuda_config(tmp_path, compile=compiled, max_steps=6, eval_every=100)
         torch._dynamo.reset()
         counters.clear()
+        guard_failures.clear()
         train(cfg, tmp_path / f"c{compiled}", toy_data_dir, log=lambda *_: None)
         losses[compiled] = [r["loss"] for r in Run(tmp_path / f"c{compiled}").metrics.split()[0]]
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
-    assert 1 <= counters["stats"]["unique_graphs"] <= 2
+    # Two frames (the model up to the fused loss, left out of the graph, and the rest), each compiled once. On the
+    # 2026-11-26 H100 lease there were 4, two recompiles costing ~20 s each, reasons unrecorded: the message says.
+    reasons = {getattr(code, "co_name", str(code)): failures for code, failures in guard_failures.items()}
+    assert 1 <= counters["stats"]["unique_graphs"] <= 2, f"recompiled: {reasons}"
 
 
 @pytest.mark.parametrize("shapes", [{"length_multiple": 8}, {"pack_length": 100}], ids=["widths", "packed"])

@@ -16,8 +16,8 @@ from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.errors import NMTError
 from nmt.run_dir import Run
-from nmt.train import steps_within_budget, train
-from tests_helpers import nmt, write_config
+from nmt.train import Trainer, steps_within_budget, train
+from tests_helpers import TOY_RUN, nmt, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -217,6 +217,30 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
     assert losses[True] == pytest.approx(losses[False], rel=1e-3)
     if max_graphs is not None:
         assert 1 <= counters["stats"]["unique_graphs"] <= max_graphs
+
+
+def test_gradients_kept_in_place_train_exactly_as_gradients_dropped(tmp_path, toy_data_dir):
+    """What CUDA graphs with gradient accumulation use (`keep_gradients_in_place`: .grad buffers of their own,
+    zeroed after each update; pytorch#169545) trains bit for bit as the default (.grad dropped, the first
+    micro-batch's gradient taken as it is), here on the CPU in fp32."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"accum_steps": 2, "precision": "fp32"}))
+    weights, losses = {}, {}
+    for in_place in (False, True):
+        trainer = Trainer(cfg, Run(tmp_path / f"run-{in_place}"), toy_data_dir, log=lambda *_: None)
+        trainer.setup()
+        if in_place:
+            trainer.keep_gradients_in_place()
+            buffers = [p.grad for p in trainer.model.parameters()]
+        losses[in_place] = [float(trainer.train_step(trainer.host_batches(plan.micro_batches)).loss_sum)
+                            for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=3)]
+        weights[in_place] = trainer.model.state_dict()
+        if in_place:  # the same buffers throughout, zeroed for the next update
+            assert all(p.grad is b and not p.grad.any() for p, b in zip(trainer.model.parameters(), buffers))
+        else:
+            assert all(p.grad is None for p in trainer.model.parameters())
+    assert losses[True] == losses[False]
+    for key, value in weights[False].items():
+        assert torch.equal(weights[True][key], value), key
 
 
 def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
