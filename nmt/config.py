@@ -174,6 +174,10 @@ class TrainConfig:
     # takes minutes per batch width); cudagraphs generates nothing and replays the traced graph's own kernels as a
     # CUDA graph per batch shape (static shapes; on a CPU the traced graph runs eagerly, as aot_eager).
     compile_backend: str = field(default="inductor", metadata=_check(choices=("inductor", "cudagraphs")))
+    # The whole update (forward, backward, clipping, AdamW) captured once as one CUDA graph and replayed: the host
+    # launches one graph, not ~1,700 kernels (nmt/graphed_update.py). Needs packed rows (train.pack_length), one
+    # shape; on a CPU, or under torchrun, training runs eagerly (said in the log).
+    cuda_graph: bool = False
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
     # How many kernels oneDNN (bf16 matmuls on a CPU) keeps, one per matmul shape, as ONEDNN_PRIMITIVE_CACHE_CAPACITY
@@ -307,6 +311,14 @@ def check_consistency(cfg: Config) -> list[str]:
         raise ConfigError(f"{graphs} records a CUDA graph per batch shape: set "
                           "train.pack_length (e.g. 128) or train.length_multiple (e.g. 8) so that batches come in "
                           "static shapes")
+    if t.cuda_graph:
+        if not t.pack_length:
+            raise ConfigError("train.cuda_graph captures one update for one batch shape: set train.pack_length "
+                              "(e.g. 128)")
+        if t.compile:
+            raise ConfigError("train.cuda_graph and train.compile are two ways to CUDA graphs: set one")
+        if t.precision == "fp16":
+            raise ConfigError("train.cuda_graph takes precision bf16 or fp32 (fp16's loss scaler decides on the host)")
     if t.pack_length:
         if m.arch != "transformer":
             raise ConfigError(f"train.pack_length packs several sentences into a row, which only the Transformer "

@@ -49,11 +49,12 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    """The autocast context for `dtype` (None: full precision, no autocast)."""
+def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True):
+    """The autocast context for `dtype` (None: full precision, no autocast). `cache` False: weights cast anew at
+    every use, as CUDA graph capture needs (a cached cast would outlive the graph's memory)."""
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
 
 
 def training_attention_kernels(device: torch.device, dtype: torch.dtype | None):

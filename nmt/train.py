@@ -26,6 +26,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
+from nmt.graphed_update import GraphedUpdate
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
@@ -174,14 +175,17 @@ class Trainer:
         self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
         self.progress = Progress()
         self.timer = StepTimer(self.device)
+        self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
         self.trim_heap = heap_trimmer_for(self.device)
         self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
             if cfg.train.length_multiple else None
-        # Packed rows are one shape already; compiled, every position also goes to the loss (fixed-size targets).
-        self.packed_rows = PackedRows(cfg.train.pack_length, cfg.train.max_tokens, static=cfg.train.compile) \
+        # Packed rows are one shape already; compiled or captured, every position also goes to the loss (fixed-size
+        # targets).
+        self.packed_rows = PackedRows(cfg.train.pack_length, cfg.train.max_tokens,
+                                      static=cfg.train.compile or cfg.train.cuda_graph) \
             if cfg.train.pack_length else None
         if self.packed_rows:
             check_pack_length(self.train_data, cfg.train.pack_length)
@@ -250,6 +254,12 @@ class Trainer:
             self.compile_guard = compiler_failures_explained
         if self.cuda_graphs and self.cfg.train.accum_steps > 1:
             self.keep_gradients_in_place()
+        if self.cfg.train.cuda_graph:
+            if self.device.type == "cuda" and not self.ctx.enabled:
+                self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
+            elif self.ctx.is_main:
+                where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
+                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
@@ -287,6 +297,8 @@ class Trainer:
         try:
             self.model.load_state_dict(upgrade_state_dict(state.model))
             self.optimizer.load_state_dict(state.optimizer)
+            for group in self.optimizer.param_groups:  # saved by a train.cuda_graph run: a tensor (see GraphedUpdate)
+                group["lr"] = float(group["lr"])
             self.scheduler.load_state_dict(state.scheduler)
             self.scaler.load_state_dict(state.scaler)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
@@ -438,7 +450,8 @@ class Trainer:
         inputs = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
         if batch.source_lengths is not None:  # the recurrent models' (see sources_longest_first)
             inputs["src_lengths"] = batch.source_lengths
-        with autocast(self.device, self.dtype), training_attention_kernels(self.device, self.dtype):
+        with autocast(self.device, self.dtype, cache=self.graphed_update is None), \
+                training_attention_kernels(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **inputs)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:
@@ -446,34 +459,53 @@ class Trainer:
         without waiting for the device: the loss and the non-finite check stay there (read every log_every updates,
         see `_check_nonfinite`), and an update with non-finite gradients is skipped by the fused AdamW itself (its
         `found_inf`), as GradScaler does.
-        With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm."""
+        With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm.
+        Under train.cuda_graph the update is one replayed graph, timed as the forward phase."""
         self.train_model.train()
-        timer = self.timer
+        step_number = self.progress.step + 1
+        if self.graphed_update is not None:
+            self.timer.phase("forward")
+            loss_sum, skip = self.graphed_update(micro_batches, step_number)
+        else:
+            loss_sum, skip = self.device_update(micro_batches, [b.tgt_tokens for b in micro_batches], step_number,
+                                                self.timer.phase)
+        if scheduler_steps_per_update(self.scheduler):
+            self.scheduler.step()
+        if self.graphed_update is None:  # a replayed graph writes its gradients anew: they must stay where they are
+            self.optimizer.zero_grad(set_to_none=not self.gradients_in_place)
+        self.timer.phase(None)
+        return StepResult(torch.where(skip, 0.0, loss_sum), sum(b.src_tokens for b in micro_batches),
+                          sum(b.tgt_tokens for b in micro_batches), sum(b.sentences for b in micro_batches),
+                          sum(b.src.numel() + b.tgt_in.numel() for b in micro_batches), ~skip)
+
+    def device_update(self, micro_batches: list[Batch], token_counts: list[int] | list[torch.Tensor],
+                      step_number: int | torch.Tensor, phase: Callable[[str], None] = lambda _: None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The device's side of an update: (loss sum, skipped). Each micro-batch's loss is divided by its target
+        tokens (`token_counts`: ints, or device tensors when captured in a CUDA graph, as is `step_number`, the step
+        this update makes); `phase` marks the step split."""
         loss_sum = torch.zeros((), device=self.device)
-        src_tokens = tgt_tokens = sentences = padded = 0
         for j, host_batch in enumerate(micro_batches):
-            timer.phase("data")
+            phase("data")
             batch = host_batch.to(self.device)
             last = j == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else self.train_model.no_sync()
             with sync, self.compile_guard():
-                timer.phase("forward")
+                phase("forward")
                 if self.cuda_graphs:  # the previous micro-batch's graph outputs are consumed: they may be overwritten
                     torch.compiler.cudagraph_mark_step_begin()
                 loss = self.token_loss(self.train_model, batch, self.cfg.train.label_smoothing)
-                timer.phase("backward")
-                self.scaler.scale(loss / batch.tgt_tokens / len(micro_batches)).backward()
+                phase("backward")
+                self.scaler.scale(loss / token_counts[j] / len(micro_batches)).backward()
             loss_sum += loss.detach()
-            src_tokens, tgt_tokens = src_tokens + batch.src_tokens, tgt_tokens + batch.tgt_tokens
-            padded += batch.src.numel() + batch.tgt_in.numel()
-            sentences += batch.sentences
-        timer.phase("optimizer")
+        phase("optimizer")
         self.scaler.unscale_(self.optimizer)
         # The norm is needed for the non-finite check even without clipping (an infinite max_norm scales by 1).
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm or math.inf)
         nonfinite = ~(torch.isfinite(norm) & torch.isfinite(loss_sum))
-        self.first_nonfinite = torch.where(nonfinite & self.first_nonfinite.eq(0), self.progress.step + 1,
-                                           self.first_nonfinite)
+        # In place: a captured graph reads and writes this very tensor at every replay.
+        self.first_nonfinite.copy_(torch.where(nonfinite & self.first_nonfinite.eq(0), step_number,
+                                               self.first_nonfinite))
         # Policy stop: nothing after the first non-finite update is applied until training stops at the next read.
         skip = nonfinite if self.cfg.train.nonfinite_loss == "skip" else self.first_nonfinite.ne(0)
         if self.scaler.is_enabled():
@@ -482,11 +514,7 @@ class Trainer:
         else:
             self.optimizer.grad_scale, self.optimizer.found_inf = None, skip.float()
             self.optimizer.step()
-        if scheduler_steps_per_update(self.scheduler):
-            self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=not self.gradients_in_place)
-        timer.phase(None)
-        return StepResult(torch.where(skip, 0.0, loss_sum), src_tokens, tgt_tokens, sentences, padded, ~skip)
+        return loss_sum, skip
 
     def _check_nonfinite(self) -> None:
         """Read the device's non-finite record (a host sync: at log lines, validation and checkpoints only);
@@ -543,7 +571,7 @@ class Trainer:
     def _log_train(self, bar, window: ThroughputWindow) -> None:
         with self.timer.blocked():  # reads the window's loss sum
             figures, p = window.report(self.ctx.world_size), self.progress
-        lr = self.optimizer.param_groups[0]["lr"]
+        lr = float(self.optimizer.param_groups[0]["lr"])  # a device tensor under train.cuda_graph
         bar.set_postfix(loss=f"{figures['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{figures['tokens_per_s']:,.0f}",
                         mfu=f"{figures['mfu']:.1%}")
         if self.cfg.train.time_budget_s:  # the bar ends where the budget will, not at a max_steps never reached

@@ -9,11 +9,12 @@
 #
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
-#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: warm tokens/s + MFU (eager and packed rows
-#                                         #   as CUDA graphs, two ways), the eager host floor, the quickest to train
-#                                         #   (compile included) trained to dev BLEU 50 (seed 1), old vs new (one
-#                                         #   round), the CUDA tests; at once a second call, LIMIT_S=<what the lease
-#                                         #   has left>, runs what it skipped
+#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the whole update as one CUDA graph
+#                                         #   tested, then its warm tokens/s + MFU at 8k and 32k tokens beside
+#                                         #   inductor's CUDA graphs, the quickest trained to dev BLEU 50 (seed 1),
+#                                         #   its greedy validation per batch size, old vs new (one round), the CUDA
+#                                         #   tests; at once a second call, LIMIT_S=<what the lease has left>, runs
+#                                         #   what it skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
 #
@@ -121,21 +122,22 @@ winner_overrides() {  # winner_overrides throughput|time-to-target RECORD...: th
 case $phase in
 lease)
   # A whole lease of device time (15 minutes, a start of a minute or more included) in one call: issue 15's figures
-  # in order of value. The eager update and the two likeliest winners (packed rows as CUDA graphs: torch's
-  # `cudagraphs` backend, seconds to trace; inductor's `reduce-overhead`, minutes of code generation), each warmed
-  # over an epoch, median of 3 windows, the eager host floor between them; then the one of the three with the least
-  # compile time plus training time to the tokens dev BLEU 50 took before, trained from process start to dev BLEU 50
-  # (seed 1, its training log's windows give MFU as training sees it); the old vs new path,
-  # one round; the CUDA tests last. A second call at once (warm, no new start), with LIMIT_S set to what the lease
-  # has left, runs what this one skipped.
-  bench eager
-  bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
-  step host-overhead 30 "$PYTHON" scripts/bench_host_overhead.py --config configs/transformer.yaml --device "$DEVICE" \
-    --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
-  # inductor's code generation, not yet timed on these machines: stopped at 3 minutes so that it cannot take the
+  # in order of value. Since the 2026-11-26 lease (eager 3.2% MFU, packed rows under inductor's CUDA graphs 15.0%,
+  # the host busy throughout, ~5 ms an update in the optimizer phase alone; time to BLEU spent 96 of 164 s
+  # validating): first the whole update as one CUDA graph (train.cuda_graph, new, never run on a GPU) tested, then
+  # measured at 8,192 and 32,768 tokens an update, with inductor's reduce-overhead again beside it (a ratio on one
+  # machine); the quickest to train (compile included) trained to dev BLEU 50 (seed 1); validation's greedy
+  # decoding of that model per decode batch size; old vs new (one round); the CUDA tests last. A second call at
+  # once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
+  step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "cuda_graph or never_waits"
+  bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true
+  # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase), so it is no candidate below
+  bench packed128-graph-32k --set train.pack_length=128 --set train.cuda_graph=true --set train.max_tokens=32768
+  # inductor's code generation (~60 s on the 2026-11-26 H100): stopped at 3 minutes so that it cannot take the
   # training's time
-  NEEDS=120:180 bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
-  measured=(); for name in eager packed128-cudagraphs packed128-graphs; do  # this lease's records, not older ones
+  NEEDS=120:180 bench packed128-graphs --set train.pack_length=128 --set train.compile=true \
+    --set train.compile_mode=reduce-overhead
+  measured=(); for name in packed128-graph packed128-graphs; do  # this lease's records, not older ones
     [ -e "$logs/bench-$name.$slug.done" ] && measured+=("$RESULTS/gpu-bench-transformer-$name-$slug.json"); done
   fastest=$([ ${#measured[@]} -gt 0 ] && winner_overrides throughput "${measured[@]}" || true)
   winner=$([ ${#measured[@]} -gt 0 ] && winner_overrides time-to-target "${measured[@]}" || true)
@@ -146,6 +148,11 @@ lease)
   step time-to-dev-bleu-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml \
     --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" --set train.eval_every=250 --set "train.device=$DEVICE" \
     "${winner_sets[@]}" "${sets[@]}" --out "$RESULTS/gpu-time-to-dev-bleu50-winner-seed1-$slug.json"
+  # The model just trained, decoded as validation decodes it (greedy, the whole valid split) per batch size: the
+  # evidence for a GPU's validation batch (decode.batch_size 128 was chosen on a CPU)
+  [ -d runs/time-to-bleu/seed1/checkpoints ] && step greedy-batch-sizes 60 "$PYTHON" scripts/bench_greedy.py \
+    --run runs/time-to-bleu/seed1 --device "$DEVICE" "${greedy[@]}" --compact-every 8 --repeats 1 \
+    --out "$RESULTS/gpu-greedy-batch-sizes-transformer-$slug.json"
   step ab-transformer-1-round 150 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-1-round-$slug.json" \
     scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 1
   step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py

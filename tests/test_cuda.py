@@ -98,6 +98,50 @@ def test_the_cudagraphs_backend_follows_eager(tmp_path, toy_data_dir, model, sha
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
+@pytest.mark.parametrize("accum_steps", [1, 2])
+def test_a_whole_update_replayed_as_one_cuda_graph_trains_like_eager(tmp_path, toy_data_dir, accum_steps):
+    """train.cuda_graph: a few eager updates, then the update captured once and replayed, the scheduler's lr read on
+    the device; the replays ask the host for nothing, and the losses are eager's."""
+    from nmt.graphed_update import WARMUP_UPDATES
+
+    losses = {}
+    for graph in (False, True):
+        cfg = cuda_config(tmp_path, pack_length=100, cuda_graph=graph, accum_steps=accum_steps, precision="bf16",
+                          warmup_steps=3)
+        trainer = Trainer(cfg, Run(tmp_path / f"g{graph}-{accum_steps}"), toy_data_dir, log=lambda *_: None)
+        trainer.setup()
+        plans = [plan.micro_batches for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=8)]
+        losses[graph] = []
+        for i, plan in enumerate(plans):
+            host = trainer.host_batches(plan)
+            if graph and i == WARMUP_UPDATES + 1:  # captured at the previous update: replays from here on
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            result = trainer.train_step(host)
+            losses[graph].append(result.loss_sum)
+            trainer.progress.step += 1
+        torch.cuda.set_sync_debug_mode("default")
+        losses[graph] = [float(loss) for loss in losses[graph]]
+        if graph:
+            assert trainer.graphed_update.graph is not None
+    assert losses[True] == pytest.approx(losses[False], rel=2e-2)
+
+
+def test_a_cuda_graph_run_resumes_like_the_uninterrupted_run(tmp_path, toy_data_dir):
+    """A resumed train.cuda_graph run (its saved lr a tensor, AdamW's state reloaded before the new capture) ends
+    where the uninterrupted one does."""
+    settings = {"pack_length": 100, "cuda_graph": True, "eval_every": 100}
+    cfg = cuda_config(tmp_path, max_steps=12, save_every=6, **settings)
+    train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)
+    train(cuda_config(tmp_path, max_steps=6, save_every=6, **settings), tmp_path / "resumed", toy_data_dir,
+          log=lambda *_: None)
+    train(cfg, tmp_path / "resumed", toy_data_dir, log=lambda *_: None)
+    a = Run(tmp_path / "straight").load(Run(tmp_path / "straight").checkpoint_path("last"))["model"]
+    b = Run(tmp_path / "resumed").load(Run(tmp_path / "resumed").checkpoint_path("last"))["model"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-3, rtol=1e-2, msg=key)
+
+
 def test_resume_on_cuda_follows_the_uninterrupted_run(tmp_path, toy_data_dir):
     cfg = cuda_config(tmp_path, max_steps=12, save_every=6, eval_every=100)
     train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)

@@ -243,6 +243,21 @@ def test_gradients_kept_in_place_train_exactly_as_gradients_dropped(tmp_path, to
         assert torch.equal(weights[True][key], value), key
 
 
+def test_cuda_graph_on_a_cpu_trains_eagerly_and_says_so(tmp_path, toy_data_dir):
+    """train.cuda_graph is a GPU's: on the CPU the log says the updates run eagerly, and they train as packed rows
+    of one static shape do without it."""
+    losses, said = {}, []
+    for graph in (False, True):
+        cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
+            "pack_length": 100, "cuda_graph": graph, "compile": not graph, "compile_backend": "cudagraphs",
+            "max_steps": 4, "eval_every": 100, "log_every": 1, "precision": "fp32"}), warn=lambda *_: None)
+        torch._dynamo.reset()
+        train(cfg, tmp_path / f"run-{graph}", toy_data_dir, log=said.append)
+        losses[graph] = [r["loss"] for r in Run(tmp_path / f"run-{graph}").metrics.split()[0]]
+    assert len(losses[True]) == 4 and losses[True] == pytest.approx(losses[False], rel=1e-4)
+    assert "train.cuda_graph: no CUDA graph on the CPU: updates run eagerly" in said
+
+
 def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
     """torch's compiler failing at the first compiled update (torch 2.4's inductor on a CPU builds C++ that does not
     compile) is an NMTError naming the way out, not an internal error; here a backend that fails as that one did."""

@@ -53,6 +53,20 @@ class Batch:
                      move(self.targets), self.sentences, self.packing.map(move) if self.packing else None,
                      self.source_lengths)
 
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the batch, in a fixed order (what `copy_into` copies)."""
+        found: list[torch.Tensor] = []
+        self._map(lambda t: found.append(t) or t)
+        return found
+
+    def copy_into(self, static: "Batch") -> None:
+        """Copy these tensors into `static`'s, of the same shapes (a CUDA graph's inputs), without a host sync from
+        pinned memory."""
+        for target, source in zip(static.tensors(), self.tensors(), strict=True):
+            if target.shape != source.shape:
+                raise ValueError(f"a batch of shape {tuple(source.shape)} for a static one of {tuple(target.shape)}")
+            target.copy_(source, non_blocking=True)
+
     def pin_memory(self) -> "Batch":
         """In page-locked memory, so that the copy to a GPU really runs asynchronously (non_blocking from pageable
         memory is a synchronous copy in disguise). Done by the prefetch thread, off the training loop; the pinned
