@@ -39,7 +39,7 @@ class GraphedUpdate:
         self.update, self.optimizer, self.device = update, optimizer, device
         self.lrs = [torch.tensor(float(group["lr"]), device=device) for group in optimizer.param_groups]
         for group, lr in zip(optimizer.param_groups, self.lrs):  # the lr read on the device at every replay
-            group["lr"], group["capturable"] = lr, True
+            group["lr"] = lr
         self.static: list[Batch] | None = None  # the graph's inputs
         self.token_counts: list[torch.Tensor] = []
         self.step_number = torch.zeros((), dtype=torch.long, device=device)
@@ -87,6 +87,9 @@ class GraphedUpdate:
         # Gradients None before the capture: its backward allocates them in the graph's memory, and every replay
         # writes them there again (the optimizer's kernels read them at those addresses).
         self.optimizer.zero_grad(set_to_none=True)
+        for group in self.optimizer.param_groups:  # set only now: AdamW warns when a capturable step runs eagerly
+            group["capturable"] = True
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: the prefetch thread pins the next batches meanwhile, which "global" capture would refuse.
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.outputs = self.update(self.static, self.token_counts, self.step_number)

@@ -297,8 +297,8 @@ class Trainer:
         try:
             self.model.load_state_dict(upgrade_state_dict(state.model))
             self.optimizer.load_state_dict(state.optimizer)
-            for group in self.optimizer.param_groups:  # saved by a train.cuda_graph run: a tensor (see GraphedUpdate)
-                group["lr"] = float(group["lr"])
+            for group in self.optimizer.param_groups:  # as a train.cuda_graph run saves them (see GraphedUpdate)
+                group["lr"], group["capturable"] = float(group["lr"]), False
             self.scheduler.load_state_dict(state.scheduler)
             self.scaler.load_state_dict(state.scaler)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:

@@ -125,13 +125,14 @@ class MultiHeadAttention(nn.Module):
 
     def attend(self, q, k, v, key_padding_mask=None, is_causal=False, need_weights=False, allowed=None):
         """q (B, H, T, Dh), k/v (B, H, S, Dh) → context (B, T, D), weights (B, H, T, S) or None.
-        `allowed` (B, 1, T, S), True where a query may see a key, replaces key_padding_mask (packed rows)."""
+        `allowed` (B, 1, T, S), True where a query may see a key, or an additive float mask (0 or -inf, in q's
+        dtype), replaces key_padding_mask (packed rows; decoding's `attention_bias`)."""
         mask = allowed if allowed is not None else \
             None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         if need_weights:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
             if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
+                scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
             if is_causal:
                 causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
                 scores = scores.masked_fill(~causal, float("-inf"))

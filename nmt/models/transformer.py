@@ -78,9 +78,10 @@ class DecoderLayer(nn.Module):
         self.res_self, self.res_cross, self.res_ff = (Residual(dim, dropout, pre_norm) for _ in range(3))
 
     def forward(self, x, cross_k, cross_v, src_mask, cache: tuple | None = None, need_weights: bool = False,
-                masks: PackedMasks | None = None):
+                masks: PackedMasks | None = None, cross_bias: torch.Tensor | None = None):
         """x (B, T, D); cross_k/v (B, H, S, Dh). With `cache` (past k, v), x holds only the new token(s).
-        With `masks` (packed rows), they decide what each query sees, causality included."""
+        With `masks` (packed rows), they decide what each query sees, causality included. `cross_bias` (B, 1, 1, S),
+        `attention_bias` of the source padding, replaces `src_mask` (decoding: made once per batch)."""
         new_cache, weights = None, None
 
         def self_attention(h):
@@ -99,12 +100,20 @@ class DecoderLayer(nn.Module):
             nonlocal weights
             context, weights = self.cross_attn.attend(self.cross_attn.project_query(h), cross_k, cross_v, src_mask,
                                                       need_weights=need_weights,
-                                                      allowed=None if masks is None else masks.cross)
+                                                      allowed=cross_bias if masks is None else masks.cross)
             return context
 
         x = self.res_self(x, self_attention)
         x = self.res_cross(x, cross_attention)
         return self.res_ff(x, self.ff), new_cache, weights
+
+
+def attention_bias(padding: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, S) source padding → (B, 1, 1, S) additive mask: 0 where a key may be seen, -inf at padding. Made once per
+    decoded batch: given a boolean mask, SDPA would invert and convert it in every layer at every step (4 of a
+    decoding step's ~140 kernels per layer)."""
+    bias = torch.zeros(padding.shape, dtype=dtype, device=padding.device).masked_fill_(padding, float("-inf"))
+    return bias[:, None, None, :]
 
 
 @dataclass
@@ -167,13 +176,15 @@ class Transformer(EncoderDecoder):
 
     def encode(self, src: torch.Tensor) -> State:
         memory, mask = self.encode_memory(src)
-        state: State = {"src_mask": mask}
+        state: State = {}
         batch, heads = src.shape[0], self.decoder_layers[0].self_attn.num_heads
         for i, layer in enumerate(self.decoder_layers):
             # Cross-attention keys/values once per sentence; an empty self-attention cache that grows per step.
             state[f"cross_k{i}"], state[f"cross_v{i}"] = layer.cross_attn.project_keys_values(memory)
             empty = memory.new_zeros(batch, heads, 0, layer.self_attn.head_dim)
             state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty
+        # In the keys' dtype (autocast's, when on): the one SDPA wants a float mask in.
+        state["cross_bias"] = attention_bias(mask, state["cross_k0"].dtype)
         return state
 
     def step(self, prev_tokens, state, attention: AttentionChoice | None = None):
@@ -183,8 +194,9 @@ class Transformer(EncoderDecoder):
         chosen = attention.layer % len(self.decoder_layers) if attention is not None else -1
         returned = None
         for i, layer in enumerate(self.decoder_layers):
-            x, (k, v), weights = layer(x, state[f"cross_k{i}"], state[f"cross_v{i}"], state["src_mask"],
-                                       cache=(state[f"self_k{i}"], state[f"self_v{i}"]), need_weights=i == chosen)
+            x, (k, v), weights = layer(x, state[f"cross_k{i}"], state[f"cross_v{i}"], None,
+                                       cache=(state[f"self_k{i}"], state[f"self_v{i}"]), need_weights=i == chosen,
+                                       cross_bias=state["cross_bias"])
             new_state[f"self_k{i}"], new_state[f"self_v{i}"] = k, v
             if weights is not None:  # (B, H, 1, S)
                 returned = (weights.mean(1) if attention.head is None else weights[:, attention.head]).squeeze(1)
