@@ -111,9 +111,9 @@ def test_a_whole_update_replayed_as_one_cuda_graph_trains_like_eager(tmp_path, t
         trainer = Trainer(cfg, Run(tmp_path / f"g{graph}-{accum_steps}"), toy_data_dir, log=lambda *_: None)
         trainer.setup()
         plans = [plan.micro_batches for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=8)]
+        hosts = [trainer.host_batches(plan) for plan in plans]  # pinned before: not the update's work
         losses[graph] = []
-        for i, plan in enumerate(plans):
-            host = trainer.host_batches(plan)
+        for i, host in enumerate(hosts):
             if graph and i == WARMUP_UPDATES + 1:  # captured at the previous update: replays from here on
                 torch.cuda.synchronize()
                 torch.cuda.set_sync_debug_mode("error")
