@@ -129,7 +129,7 @@ lease)
   # machine); the quickest to train (compile included) trained to dev BLEU 50 (seed 1); validation's greedy
   # decoding of that model per decode batch size; old vs new (one round); the CUDA tests last. A second call at
   # once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
-  step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "cuda_graph or never_waits"
+  step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "whole_update or cuda_graph_run or never_waits"
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true
   # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase), so it is no candidate below
   bench packed128-graph-32k --set train.pack_length=128 --set train.cuda_graph=true --set train.max_tokens=32768
