@@ -105,6 +105,9 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
               # what the wall clock spent outside training: the knobs of a faster time-to-target (eval_every,
               # decode.batch_size, save_every)
               "validation_s": round(sum(r.get("seconds", 0.0) for r in records), 1),
+              # ...of which the dev loss, the greedy decoding of the valid split, and sacrebleu's scoring
+              **{f"validation_{part}_s": round(sum(r.get(f"{part}_s", 0.0) for r in records), 1)
+                 for part in ("loss", "decode", "score")},
               "checkpoint_wait_s": round(sum(r.get("seconds", 0.0) for r in logged["checkpoint"]), 1),
               **window_medians(logged["train"])}
     if args.test:

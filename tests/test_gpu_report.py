@@ -87,3 +87,12 @@ def test_the_lease_trains_the_bench_with_the_least_compile_plus_training_time(tm
                                         "train.compile=true"]
     assert winner("time-to-target", given="train.pack_length=128") == ["train.compile_backend=cudagraphs",
                                                                        "train.compile=true"]
+
+
+def test_a_time_to_bleu_row_says_how_much_of_validation_was_decoding(tmp_path):
+    record = seeds(None)
+    record["seeds"][0].update(validation_s=96.1, validation_decode_s=80.4)
+    write(tmp_path, "gpu-time-to-dev-bleu50-winner-seed1-h100.json", **record)
+    write(tmp_path, "gpu-time-to-dev-bleu50-older-h100.json", **seeds(None))  # a record from before the split
+    text = summary(tmp_path)
+    assert "| 96 (decoding 80) |" in text and "| 6 |" in text

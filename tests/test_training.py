@@ -45,6 +45,9 @@ def test_train_writes_self_contained_run(tmp_path, real_data_dir, prepared):
     train_losses = [r["loss"] for r in records if r["type"] == "train"]
     assert len(train_losses) == 24 and train_losses[-1] < train_losses[0]
     assert [r["step"] for r in records if r["type"] == "valid"] == [8, 16, 24]
+    for valid in (r for r in records if r["type"] == "valid"):  # where a validation's seconds went
+        parts = [valid["loss_s"], valid["decode_s"], valid["score_s"]]
+        assert min(parts) > 0 and sum(parts) <= valid["seconds"] + 0.01
     assert all(r["tokens_per_s"] > 0 for r in records if r["type"] == "train")
     checkpoint = load_checkpoint(Run(run).checkpoint_path("last"))
     assert checkpoint["progress"]["step"] == 24 and checkpoint["config"]["model"]["embed_dim"] == 32
