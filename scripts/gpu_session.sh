@@ -125,14 +125,12 @@ lease)
   # in order of value. Since the 2026-11-26 lease (eager 3.2% MFU, packed rows under inductor's CUDA graphs 15.0%,
   # the host busy throughout, ~5 ms an update in the optimizer phase alone; time to BLEU spent 96 of 164 s
   # validating): first the whole update as one CUDA graph (train.cuda_graph, new, never run on a GPU) tested, then
-  # measured at 8,192 and 32,768 tokens an update, with inductor's reduce-overhead again beside it (a ratio on one
-  # machine); the quickest to train (compile included) trained to dev BLEU 50 (seed 1); validation's greedy
-  # decoding of that model per decode batch size; old vs new (one round); the CUDA tests last. A second call at
-  # once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
+  # measured, with inductor's reduce-overhead again beside it (a ratio on one machine); the quicker to train
+  # (compile included) trained to dev BLEU 50 (seed 1); validation's greedy decoding of that model per decode batch
+  # size; the graph at 32,768 tokens an update; old vs new (one round); the CUDA tests last. A second call at once
+  # (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
   step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "whole_update or cuda_graph_run or never_waits"
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true
-  # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase), so it is no candidate below
-  bench packed128-graph-32k --set train.pack_length=128 --set train.cuda_graph=true --set train.max_tokens=32768
   # inductor's code generation (~60 s on the 2026-11-26 H100): stopped at 3 minutes so that it cannot take the
   # training's time
   NEEDS=120:180 bench packed128-graphs --set train.pack_length=128 --set train.compile=true \
@@ -153,6 +151,8 @@ lease)
   [ -d runs/time-to-bleu/seed1/checkpoints ] && step greedy-batch-sizes 60 "$PYTHON" scripts/bench_greedy.py \
     --run runs/time-to-bleu/seed1 --device "$DEVICE" "${greedy[@]}" --compact-every 8 --repeats 1 \
     --out "$RESULTS/gpu-greedy-batch-sizes-transformer-$slug.json"
+  # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase), so it was no candidate above
+  bench packed128-graph-32k --set train.pack_length=128 --set train.cuda_graph=true --set train.max_tokens=32768
   step ab-transformer-1-round 150 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-1-round-$slug.json" \
     scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 1
   step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
