@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from nmt.data.batching import Batch
+from nmt.errors import NMTError
 
 # Eager updates before the capture (PyTorch's recipe uses a few): the first allocates AdamW's state and picks kernels.
 WARMUP_UPDATES = 3
@@ -89,7 +90,13 @@ class GraphedUpdate:
         self.optimizer.zero_grad(set_to_none=True)
         for group in self.optimizer.param_groups:  # set only now: AdamW warns when a capturable step runs eagerly
             group["capturable"] = True
-        self.graph = torch.cuda.CUDAGraph()
-        # thread_local: the prefetch thread pins the next batches meanwhile, which "global" capture would refuse.
-        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-            self.outputs = self.update(self.static, self.token_counts, self.step_number)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            # thread_local: the prefetch thread pins the next batches meanwhile, which "global" capture would refuse.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self.outputs = self.update(self.static, self.token_counts, self.step_number)
+        except RuntimeError as err:  # an operation CUDA cannot capture (a host sync, a new allocation mode...)
+            first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+            raise NMTError(f"train.cuda_graph: torch {torch.__version__} could not capture this model's update "
+                           f"({first[:160]}); train without it (train.cuda_graph: false)") from err
+        self.graph = graph
