@@ -26,7 +26,7 @@ from tqdm import tqdm
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
-from nmt.graphed_update import GraphedUpdate
+from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
@@ -257,6 +257,8 @@ class Trainer:
         if self.cfg.train.cuda_graph:
             if self.device.type == "cuda" and not self.ctx.enabled:
                 self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
+                self.log(f"train.cuda_graph: {WARMUP_UPDATES} eager updates, then every update one replayed "
+                         "CUDA graph")
             elif self.ctx.is_main:
                 where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
                 self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")
