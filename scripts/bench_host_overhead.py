@@ -113,7 +113,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=Path("configs/transformer.yaml"))
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
-    parser.add_argument("--embed-dim", type=int, default=8)
+    parser.add_argument("--embed-dim", type=int, help="default: 8 per attention head for a Transformer (a GPU's "
+                        "fused attention kernels want head sizes in multiples of 8: at 1 a GPU ran SDPA's math path, "
+                        "bmm and padding the real model never runs), 8 for the recurrent models")
     parser.add_argument("--ff-dim", type=int, default=16, help="the Transformer's")
     parser.add_argument("--hidden-size", type=int, default=8, help="the recurrent models'")
     parser.add_argument("--max-tokens", type=int, default=32)
@@ -128,9 +130,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     full = load_config(args.config)
-    width = f"model.ff_dim={args.ff_dim}" if full.model.arch == "transformer" \
-        else f"model.hidden_size={args.hidden_size}"
-    overrides = [f"model.embed_dim={args.embed_dim}", width, f"train.max_tokens={args.max_tokens}",
+    transformer = full.model.arch == "transformer"
+    width = f"model.ff_dim={args.ff_dim}" if transformer else f"model.hidden_size={args.hidden_size}"
+    embed_dim = args.embed_dim or (8 * full.model.num_heads if transformer else 8)
+    overrides = [f"model.embed_dim={embed_dim}", width, f"train.max_tokens={args.max_tokens}",
                  f"train.precision={args.precision}", f"train.device={args.device}", *args.set]
     flops, real_batch = real_update_flops(full, args.data_dir)
     seconds, count, device, widths = time_updates(load_config(args.config, overrides), args.data_dir, args.warmup,
