@@ -160,7 +160,11 @@ class TrainConfig:
     # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
     keep_last: int = field(default=0, metadata=_check(ge=0, le=100))
     log_every: int = field(default=50, metadata=_check(ge=1))
-    patience: int = field(default=10, metadata=_check(ge=1))  # evaluations without dev-BLEU gain before stopping
+    patience: int = field(default=10, metadata=_check(ge=1))  # evaluations without a gain in best_metric: stop
+    # What picks best.pt, counts patience and drives the plateau schedule: dev BLEU (greedy decoding of the valid
+    # split), dev chrF, or dev loss (token NLL, lower is better; on a small or noisy dev set the smoothest). JoeyNMT's
+    # early_stopping_metric, fairseq's --best-checkpoint-metric.
+    best_metric: str = field(default="bleu", metadata=_check(choices=("bleu", "chrf", "loss")))
     # Stop (validated and saved) once training has run this many seconds over all sessions; 0: no limit.
     time_budget_s: float = field(default=0.0, metadata=_check(ge=0.0))
     device: str = field(default="auto", metadata=_check(choices=("auto", "cpu", "cuda")))

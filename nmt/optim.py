@@ -56,11 +56,11 @@ def linear_decay(warmup_steps: int, max_steps: int, time_budget_s: float = 0.0, 
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, clock: TrainingClock | None = None):
-    """`inverse_sqrt`, `linear` and `constant` step per update; `plateau` halves the lr when dev BLEU stops rising.
-    `linear` under `train.time_budget_s` reads `clock`."""
+    """`inverse_sqrt`, `linear` and `constant` step per update; `plateau` multiplies the lr by plateau_factor when
+    `train.best_metric` stops improving. `linear` under `train.time_budget_s` reads `clock`."""
     if cfg.schedule == "plateau":
-        return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=cfg.plateau_factor,
-                                                          patience=max(1, cfg.patience // 3))
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min" if cfg.best_metric == "loss" else "max",
+                                                          factor=cfg.plateau_factor, patience=max(1, cfg.patience // 3))
     if cfg.schedule == "constant":
         warmup = max(1, cfg.warmup_steps)
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))

@@ -69,6 +69,7 @@ class Weights:
     nmt_version: str | None = None
     step: int | None = None
     dev_bleu: float | None = None
+    dev_metric: dict | None = None  # best.pt: {train.best_metric: its value} when it was saved
     averaged_from: list | None = None
 
     def payload(self) -> dict:

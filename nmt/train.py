@@ -50,6 +50,14 @@ from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
 from nmt.translator import Translator
 
 
+METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "loss": "loss"}  # train.best_metric as the log says it
+
+
+def improves(value: float, best: float | None, metric: str) -> bool:
+    """Whether a validation's `value` of `metric` beats `best` (lower is better for the loss)."""
+    return best is None or (value < best if metric == "loss" else value > best)
+
+
 @dataclass
 class Progress:
     """Where training stands; with the RNG states this is all exact resume needs besides tensors."""
@@ -57,7 +65,9 @@ class Progress:
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0  # batches of this epoch consumed so far, by all ranks together
-    best_bleu: float = -1.0
+    best_bleu: float = -1.0  # the best dev BLEU seen, whatever train.best_metric is
+    best_metric: str = "bleu"  # what best_score and evals_without_gain count (train.best_metric when they were set)
+    best_score: float | None = None  # its best value so far (None: no validation yet, or from before this field)
     evals_without_gain: int = 0
     finished: bool = False
     elapsed_s: float = 0.0  # training wall-clock up to the last checkpoint, over every resumed session
@@ -125,7 +135,8 @@ def finished_reason(p: Progress, cfg: TrainConfig, out_of_time: bool) -> str | N
     if p.epoch >= cfg.max_epochs:
         return f"train.max_epochs {cfg.max_epochs} reached"
     if p.finished:
-        return f"no dev-BLEU gain in the last {p.evals_without_gain} validations (train.patience {cfg.patience})"
+        return (f"no dev-{METRIC_NAMES[cfg.best_metric]} gain in the last {p.evals_without_gain} validations "
+                f"(train.patience {cfg.patience})")
     if out_of_time:
         return f"train.time_budget_s {cfg.time_budget_s:g} spent"
     return None
@@ -173,7 +184,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
         self.train_data: ParallelArrays = load_arrays(self.prepared, "train")
         self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
-        self.progress = Progress()
+        self.progress = Progress(best_metric=cfg.train.best_metric)
         self.timer = StepTimer(self.device)
         self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
@@ -315,6 +326,22 @@ class Trainer:
         fields = {f.name for f in dataclasses.fields(Progress)}
         self.progress = Progress(**{k: v for k, v in state.progress.items() if k in fields})
         say(f"resuming {self.run.directory} from step {self.progress.step}")
+        self._carry_best_metric(say)
+
+    def _carry_best_metric(self, say: Callable[[str], None]) -> None:
+        """A resumed run's best score and patience count stand for the metric they were kept in: a checkpoint from
+        before train.best_metric kept dev BLEU; another metric now starts both afresh (best.pt is replaced at the
+        next validation)."""
+        p, metric = self.progress, self.cfg.train.best_metric
+        if p.best_score is None and p.best_metric == "bleu" and p.best_bleu >= 0:
+            p.best_score = p.best_bleu
+        if p.best_metric != metric:
+            if not scheduler_steps_per_update(self.scheduler):  # its saved state compares values of the old metric
+                raise NMTError(f"this run's plateau schedule follows dev {METRIC_NAMES[p.best_metric]}: resume it "
+                               f"with train.best_metric {p.best_metric}, or start a new run for {metric}")
+            say(f"train.best_metric is {metric} now, {p.best_metric} before: best.pt and train.patience count "
+                f"from the next validation")
+            p.best_metric, p.best_score, p.evals_without_gain = metric, None, 0
 
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:
@@ -558,24 +585,28 @@ class Trainer:
         stop = False
         if self.ctx.is_main:
             started = time.perf_counter()
-            scores, p = self.validate(), self.progress
-            if scores["bleu"] > p.best_bleu:
-                p.best_bleu, p.evals_without_gain = scores["bleu"], 0
-                best = self._weights(step=p.step, dev_bleu=scores["bleu"])
+            scores, p, metric = self.validate(), self.progress, self.cfg.train.best_metric
+            value = scores["dev_loss" if metric == "loss" else metric]
+            p.best_bleu = max(p.best_bleu, scores["bleu"])
+            if improves(value, p.best_score, metric):
+                p.best_score, p.evals_without_gain = value, 0
+                best = self._weights(step=p.step, dev_bleu=scores["bleu"], dev_metric={metric: value})
                 self.writer.submit(lambda: self.run.save(CheckpointKind.BEST, best))
             else:
                 p.evals_without_gain += 1
             stop = p.evals_without_gain >= self.cfg.train.patience
             if not scheduler_steps_per_update(self.scheduler):
-                self.scheduler.step(scores["bleu"])
+                self.scheduler.step(value)
             self.run.metrics.append({"type": "valid", "step": p.step, "epoch": p.epoch,
                                      "time_s": round(p.elapsed_s, 3), "dev_loss": scores["dev_loss"],
                                      "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
                                      "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
+                                     "best_metric": metric, "best_score": p.best_score,
                                      "seconds": round(time.perf_counter() - started, 3),
                                      **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
+            best = "" if metric == "bleu" else f"; best dev {METRIC_NAMES[metric]} {p.best_score:.4g}"
             self.log(f"step {p.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
-                     f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}")
+                     f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{best}")
         return self.ctx.broadcast_flag(stop)
 
     def _log_train(self, bar, window: ThroughputWindow) -> None:

@@ -261,6 +261,39 @@ def test_cuda_graph_on_a_cpu_trains_eagerly_and_says_so(tmp_path, toy_data_dir):
     assert "train.cuda_graph: no CUDA graph on the CPU: updates run eagerly" in said
 
 
+@pytest.mark.parametrize("metric, better", [("loss", min), ("chrf", max)])
+def test_best_metric_picks_best_pt_and_counts_patience(tmp_path, toy_data_dir, metric, better):
+    """train.best_metric: best.pt is the validation with the best dev loss (lowest) or chrF (highest), not BLEU's."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
+        "best_metric": metric, "max_steps": 30, "eval_every": 5, "patience": 100}))
+    train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    run = Run(tmp_path / "run")
+    valid = [r for r in run.metrics.records() if r["type"] == "valid"]
+    key = "dev_loss" if metric == "loss" else "dev_chrf"
+    best = better(valid, key=lambda r: r[key])  # the first of equals, as only a strict gain replaces best.pt
+    saved = run.load(run.checkpoint_path("best"))
+    assert saved["step"] == best["step"] and saved["dev_metric"] == {metric: best[key]}
+    assert valid[-1]["best_metric"] == metric and valid[-1]["best_score"] == best[key]
+    assert valid[-1]["best_bleu"] == max(r["dev_bleu"] for r in valid)  # still reported
+
+
+def test_a_resumed_run_with_another_best_metric_counts_afresh(tmp_path, toy_data_dir):
+    said = []
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train={"max_steps": 10, "eval_every": 5})),
+          tmp_path / "run", toy_data_dir, log=said.append)
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train={
+        "max_steps": 20, "eval_every": 5, "best_metric": "loss"})), tmp_path / "run", toy_data_dir, log=said.append)
+    assert "train.best_metric is loss now, bleu before: best.pt and train.patience count from the next validation" \
+        in said
+    valid = [r for r in Run(tmp_path / "run").metrics.records() if r["type"] == "valid"]
+    assert [r["best_metric"] for r in valid] == ["bleu", "bleu", "loss", "loss"]
+    assert valid[2]["best_score"] == valid[2]["dev_loss"]  # the first validation after the switch sets it
+    plateau = {"max_steps": 30, "eval_every": 5, "schedule": "plateau"}
+    with pytest.raises(NMTError, match="plateau schedule follows dev loss: resume it with train.best_metric loss"):
+        train(load_config(write_config(tmp_path, base=TOY_RUN, train={**plateau, "best_metric": "chrf"})),
+              tmp_path / "run", toy_data_dir, log=said.append)
+
+
 def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
     """torch's compiler failing at the first compiled update (torch 2.4's inductor on a CPU builds C++ that does not
     compile) is an NMTError naming the way out, not an internal error; here a backend that fails as that one did."""
