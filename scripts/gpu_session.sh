@@ -163,6 +163,7 @@ measure)
   # The likeliest MFU winners before the long A/B, so that a call cut short still has them: packed rows (one shape,
   # one graph) as inductor's CUDA graph, then as CUDA graphs of the traced graph's own kernels (no inductor code
   # generation: seconds to compile, not minutes). A later call of this phase runs what this one skipped.
+  bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true  # the whole update, one graph
   bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
   bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
   # The eager host floor: transformer.yaml's operators at tiny widths, so that an update's time is the host's
