@@ -665,7 +665,9 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
         if run_log:
             run_log.record(f"error: {err}")
         raise
-    (run_log or log)(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}")
+    chosen = "" if progress.best_metric == "bleu" or progress.best_score is None else \
+        f"; best.pt by dev {METRIC_NAMES[progress.best_metric]}: {progress.best_score:.4g}"
+    (run_log or log)(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}{chosen}")
     return progress
 
 

@@ -266,10 +266,13 @@ def test_best_metric_picks_best_pt_and_counts_patience(tmp_path, toy_data_dir, m
     """train.best_metric: best.pt is the validation with the best dev loss (lowest) or chrF (highest), not BLEU's."""
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
         "best_metric": metric, "max_steps": 30, "eval_every": 5, "patience": 100}))
-    train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    said = []
+    train(cfg, tmp_path / "run", toy_data_dir, log=said.append)
     run = Run(tmp_path / "run")
     valid = [r for r in run.metrics.records() if r["type"] == "valid"]
     key = "dev_loss" if metric == "loss" else "dev_chrf"
+    name = {"loss": "loss", "chrf": "chrF"}[metric]
+    assert f"; best.pt by dev {name}: {better(r[key] for r in valid):.4g}" in said[-1]
     best = better(valid, key=lambda r: r[key])  # the first of equals, as only a strict gain replaces best.pt
     saved = run.load(run.checkpoint_path("best"))
     assert saved["step"] == best["step"] and saved["dev_metric"] == {metric: best[key]}
