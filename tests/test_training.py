@@ -291,10 +291,13 @@ def test_a_resumed_run_with_another_best_metric_counts_afresh(tmp_path, toy_data
     valid = [r for r in Run(tmp_path / "run").metrics.records() if r["type"] == "valid"]
     assert [r["best_metric"] for r in valid] == ["bleu", "bleu", "loss", "loss"]
     assert valid[2]["best_score"] == valid[2]["dev_loss"]  # the first validation after the switch sets it
-    plateau = {"max_steps": 30, "eval_every": 5, "schedule": "plateau"}
-    with pytest.raises(NMTError, match="plateau schedule follows dev loss: resume it with train.best_metric loss"):
-        train(load_config(write_config(tmp_path, base=TOY_RUN, train={**plateau, "best_metric": "chrf"})),
-              tmp_path / "run", toy_data_dir, log=said.append)
+    plateau = {"eval_every": 5, "schedule": "plateau"}
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train={**plateau, "max_steps": 5})), tmp_path / "plateau",
+          toy_data_dir, log=said.append)
+    with pytest.raises(NMTError, match="plateau schedule follows dev BLEU: resume it with train.best_metric bleu"):
+        train(load_config(write_config(tmp_path, base=TOY_RUN, train={**plateau, "max_steps": 10,
+                                                                       "best_metric": "chrf"})),
+              tmp_path / "plateau", toy_data_dir, log=said.append)
 
 
 def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
