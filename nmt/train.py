@@ -72,6 +72,12 @@ class Progress:
     finished: bool = False
     elapsed_s: float = 0.0  # training wall-clock up to the last checkpoint, over every resumed session
 
+    def chosen_best(self) -> str:
+        """What picked best.pt, for a log line, when it is not dev BLEU (which the line names anyway)."""
+        if self.best_metric == "bleu" or self.best_score is None:
+            return ""
+        return f"; best.pt by dev {METRIC_NAMES[self.best_metric]}: {self.best_score:.4g}"
+
 
 @dataclass
 class StepResult:
@@ -591,7 +597,8 @@ class Trainer:
             if improves(value, p.best_score, metric):
                 p.best_score, p.evals_without_gain = value, 0
                 best = self._weights(step=p.step, dev_bleu=scores["bleu"], dev_metric={metric: value})
-                self.writer.submit(lambda: self.run.save(CheckpointKind.BEST, best))
+                # Bound now: the writer thread runs later, when `best` may name something else.
+                self.writer.submit(lambda weights=best: self.run.save(CheckpointKind.BEST, weights))
             else:
                 p.evals_without_gain += 1
             stop = p.evals_without_gain >= self.cfg.train.patience
@@ -604,9 +611,8 @@ class Trainer:
                                      "best_metric": metric, "best_score": p.best_score,
                                      "seconds": round(time.perf_counter() - started, 3),
                                      **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
-            best = "" if metric == "bleu" else f"; best dev {METRIC_NAMES[metric]} {p.best_score:.4g}"
             self.log(f"step {p.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
-                     f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{best}")
+                     f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{p.chosen_best()}")
         return self.ctx.broadcast_flag(stop)
 
     def _log_train(self, bar, window: ThroughputWindow) -> None:
@@ -665,9 +671,7 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
         if run_log:
             run_log.record(f"error: {err}")
         raise
-    chosen = "" if progress.best_metric == "bleu" or progress.best_score is None else \
-        f"; best.pt by dev {METRIC_NAMES[progress.best_metric]}: {progress.best_score:.4g}"
-    (run_log or log)(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}{chosen}")
+    (run_log or log)(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}{progress.chosen_best()}")
     return progress
 
 

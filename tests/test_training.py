@@ -262,8 +262,14 @@ def test_cuda_graph_on_a_cpu_trains_eagerly_and_says_so(tmp_path, toy_data_dir):
 
 
 @pytest.mark.parametrize("metric, better", [("loss", min), ("chrf", max)])
-def test_best_metric_picks_best_pt_and_counts_patience(tmp_path, toy_data_dir, metric, better):
-    """train.best_metric: best.pt is the validation with the best dev loss (lowest) or chrF (highest), not BLEU's."""
+def test_best_metric_picks_best_pt_and_counts_patience(tmp_path, toy_data_dir, monkeypatch, metric, better):
+    """train.best_metric: best.pt is the validation with the best dev loss (lowest) or chrF (highest), not BLEU's.
+    The checkpoint writer is slowed, so that best.pt is written well after the validation that chose it."""
+    from nmt.checkpoint import BackgroundWriter
+
+    submit = BackgroundWriter.submit
+    monkeypatch.setattr(BackgroundWriter, "submit", lambda self, write: submit(self, lambda: (time.sleep(0.2),
+                                                                                           write())))
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
         "best_metric": metric, "max_steps": 30, "eval_every": 5, "patience": 100}))
     said = []
