@@ -178,9 +178,10 @@ class TrainConfig:
     # takes minutes per batch width); cudagraphs generates nothing and replays the traced graph's own kernels as a
     # CUDA graph per batch shape (static shapes; on a CPU the traced graph runs eagerly, as aot_eager).
     compile_backend: str = field(default="inductor", metadata=_check(choices=("inductor", "cudagraphs")))
-    # The whole update (forward, backward, clipping, AdamW) captured once as one CUDA graph and replayed: the host
-    # launches one graph, not ~1,700 kernels (nmt/graphed_update.py). Needs packed rows (train.pack_length), one
-    # shape; on a CPU, or under torchrun, training runs eagerly (said in the log).
+    # The whole update (forward, backward, clipping, AdamW) captured as one CUDA graph per batch shape and replayed:
+    # the host launches one graph, not ~1,700 kernels (nmt/graphed_update.py). Needs static shapes: packed rows
+    # (train.pack_length, one shape) or train.length_multiple (a graph per width, any architecture); on a CPU, or
+    # under torchrun, training runs eagerly (said in the log).
     cuda_graph: bool = False
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
@@ -316,9 +317,10 @@ def check_consistency(cfg: Config) -> list[str]:
                           "train.pack_length (e.g. 128) or train.length_multiple (e.g. 8) so that batches come in "
                           "static shapes")
     if t.cuda_graph:
-        if not t.pack_length:
-            raise ConfigError("train.cuda_graph captures one update for one batch shape: set train.pack_length "
-                              "(e.g. 128)")
+        if not (t.pack_length or t.length_multiple):
+            raise ConfigError("train.cuda_graph captures an update per batch shape: set train.pack_length (e.g. "
+                              "128, the Transformer's one shape) or train.length_multiple (e.g. 8, a shape per "
+                              "width)")
         if t.compile:
             raise ConfigError("train.cuda_graph and train.compile are two ways to CUDA graphs: set one")
         if t.precision == "fp16":

@@ -43,6 +43,7 @@ from nmt.finetune import load_parent_weights, starting_from, with_borrowed_token
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
+from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
@@ -193,6 +194,9 @@ class Trainer:
         self.progress = Progress(best_metric=cfg.train.best_metric)
         self.timer = StepTimer(self.device)
         self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)
+        # Captured updates need one GPU outside torchrun (its collectives are not captured); elsewhere
+        # train.cuda_graph trains eagerly.
+        self.captures_updates = cfg.train.cuda_graph and self.device.type == "cuda" and not self.ctx.enabled
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
@@ -207,9 +211,11 @@ class Trainer:
         if self.packed_rows:
             check_pack_length(self.train_data, cfg.train.pack_length)
         # A recurrent encoder packs its input: batches come longest source first with their lengths on the host, so
-        # that packing needs no host sync. Not under compile, which traces the masked recurrence on static shapes
-        # (a host array in a graph would be a graph input, or a recompile per batch).
-        self.sources_longest_first = self.model.takes_source_lengths and not cfg.train.compile
+        # that packing needs no host sync. Not under compile or in a captured update, which run the masked
+        # recurrence on static shapes (a host array in a graph would be a graph input, or a recompile per batch; a
+        # CUDA graph would keep the captured batch's layout).
+        self.sources_longest_first = self.model.takes_source_lengths and not (cfg.train.compile or
+                                                                               self.captures_updates)
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -272,10 +278,15 @@ class Trainer:
         if self.cuda_graphs and self.cfg.train.accum_steps > 1:
             self.keep_gradients_in_place()
         if self.cfg.train.cuda_graph:
-            if self.device.type == "cuda" and not self.ctx.enabled:
+            if self.captures_updates:
+                self.keep_gradients_in_place()  # every graph adds into the same buffers
+                capture_recurrences(self.model)
                 self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
-                self.log(f"train.cuda_graph: {WARMUP_UPDATES} eager updates, then every update one replayed "
-                         "CUDA graph")
+                shapes = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
+                    if self.static_shapes else 1
+                self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
+                         f"eagerly, then that shape's update is one replayed CUDA graph ({shapes} shape"
+                         f"{'s' if shapes > 1 else ''})")
             elif self.ctx.is_main:
                 where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
                 self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")
@@ -296,11 +307,12 @@ class Trainer:
             self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
 
     def keep_gradients_in_place(self) -> None:
-        """Gradients in buffers of their own, zeroed in place after each update instead of dropped. Under CUDA
+        """Gradients in buffers of their own, zeroed in place at each update instead of dropped. Under CUDA
         graphs a backward's gradients are outputs in the graphs' memory pool, and autograd makes a fresh gradient
         the parameter's `.grad` without a copy; the next micro-batch's replay then overwrites it before it is added
         to (pytorch#169545: an error, or on some versions silently only the last micro-batch's gradient). With a
-        `.grad` already there, autograd adds into it instead."""
+        `.grad` already there, autograd adds into it instead; train.cuda_graph's graphs, one per batch shape, then
+        share these buffers too."""
         self.gradients_in_place = True
         for parameter in self.model.parameters():
             if parameter.requires_grad and parameter.grad is None:

@@ -25,7 +25,8 @@
 #   bash scripts/gpu_session.sh bleu      # wall clock to dev BLEU 50, seeds 1 2 3 (SET="..." = measure's winner)
 #   bash scripts/gpu_session.sh test      # test BLEU within 5 minutes from process start, seed 1
 #   bash scripts/gpu_session.sh rnn       # RNN configs, old (606d490) vs new path
-#   bash scripts/gpu_session.sh rnn-graphs  # Bahdanau compiled whole: CUDA graphs against eager cuDNN
+#   bash scripts/gpu_session.sh rnn-graphs  # Bahdanau's and Luong's updates captured (train.cuda_graph), then
+#                                         #   compiled whole: CUDA graphs against eager cuDNN
 #   bash scripts/gpu_session.sh recipe    # large batches: tokens per update x lr, time to dev BLEU 50 each (seed 1)
 #   bash scripts/gpu_session.sh decode    # greedy decoding as validation runs it: batch size x compaction cadence
 #
@@ -204,29 +205,36 @@ rnn)
   done
   ;;
 rnn-graphs)
-  # One batch width of bahdanau.yaml's model compiled whole (masked encoder, decoder steps traced) against eager
-  # cuDNN, compile seconds from an empty cache: `cudagraphs` replays the traced kernels; inductor's code generation
-  # for the unrolled time loops takes minutes on a CPU, so it goes last.
+  # The RNNs' updates as CUDA graphs: first captured whole per width (train.cuda_graph: the masked encoder, cuDNN's
+  # decoders, no compile); then one batch width of bahdanau.yaml's model compiled whole (masked encoder, decoder
+  # steps traced) against eager cuDNN, compile seconds from an empty cache: `cudagraphs` replays the traced kernels;
+  # inductor's code generation for the unrolled time loops takes minutes on a CPU, so it goes last.
   compile_rnn() {
     step "compile-rnn-$1" 90 "$PYTHON" scripts/bench_compile_rnn.py --arch bahdanau --width 16 \
       --tokens "$([ "$DEVICE" = cpu ] && echo 256 || echo 6144)" --hidden-size "$([ "$DEVICE" = cpu ] && echo 64 || echo 512)" \
       --device "$DEVICE" --backends "$@" --record "$RESULTS/gpu-compile-rnn-bahdanau-$1-$slug.json"
   }
-  static16() {  # ARCH: the real training step of configs/ARCH.yaml on lengths rounded to 16, eager and as CUDA
-    # graphs, warmed over every width
-    for variant in eager cudagraphs; do
-      step "bench-$1-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config "configs/$1.yaml" \
-        --archs "$1" --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
+  static16() {  # ARCH VARIANT...: the real training step of configs/ARCH.yaml on lengths rounded to 16, warmed over
+    # every width: eager; `graph`, each width's whole update captured (train.cuda_graph: no compile); `cudagraphs`,
+    # the compiled forward and backward replayed
+    local arch=$1; shift
+    for variant in "$@"; do
+      step "bench-$arch-static16-$variant" 150 "$PYTHON" scripts/bench_train.py --config "configs/$arch.yaml" \
+        --archs "$arch" --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" --set train.length_multiple=16 \
         $([ "$variant" = cudagraphs ] && echo "--compile --set train.compile_backend=cudagraphs") \
-        --record "$RESULTS/gpu-bench-$1-static16-$variant-$slug.json"
+        $([ "$variant" = graph ] && echo "--set train.cuda_graph=true") \
+        --record "$RESULTS/gpu-bench-$arch-static16-$variant-$slug.json"
     done
   }
+  # First the captured updates (no compile: seconds to set up), the likeliest way to the RNNs' 3x.
+  static16 bahdanau eager graph
+  static16 luong graph
   compile_rnn cudagraphs
-  static16 bahdanau
+  static16 bahdanau cudagraphs
   compile_rnn inductor --mode reduce-overhead
   # Luong with input feeding: one graph on torch 2.11 too since its decoder step is written out
   # (masked_rnn.rnn_step); last, so that it never displaces Bahdanau's steps.
-  static16 luong
+  static16 luong eager cudagraphs
   ;;
 recipe)
   # Issue 15's large-batch recipe, chosen on valid: each TOKENS:LR trained from process start until dev BLEU 50

@@ -30,6 +30,7 @@ class RNNEncoder(nn.Module):
         self.rnn = stacked_rnn(cell, embedding.embedding_dim, hidden_size, num_layers, dropout, bidirectional)
         self.bidirectional = bidirectional
         self.traced_when_compiled = False  # see trace_recurrences
+        self.masked_in_training = False  # see capture_recurrences
 
     def forward(self, src: torch.Tensor, lengths: np.ndarray | None = None):
         """`lengths`: the rows' source lengths on the host, longest first (`Batch.source_lengths`), when the caller
@@ -37,8 +38,9 @@ class RNNEncoder(nn.Module):
         mask = padding_mask(src)
         embedded = self.dropout(self.embedding(src))
         # Padding never changes a sentence's outputs or final state: packed sequences (cuDNN's and the CPU's fast
-        # path), or in a compiled graph the recurrence written out with pads masked (packing cannot be traced).
-        if self.traced_when_compiled and torch.compiler.is_compiling():
+        # path), or in a compiled graph or a captured update the recurrence written out with pads masked (packing
+        # can be neither traced nor captured).
+        if (self.traced_when_compiled and torch.compiler.is_compiling()) or (self.masked_in_training and self.training):
             outputs, final = masked_rnn(self.rnn, embedded, ~mask)
         else:
             # Rows in any order are sorted by packing, which moves the order to the device and reads its inverse
@@ -70,3 +72,13 @@ def trace_recurrences(model: nn.Module) -> None:
     for module in model.modules():
         if hasattr(module, "traced_when_compiled"):
             module.traced_when_compiled = True
+
+
+def capture_recurrences(model: nn.Module) -> None:
+    """For a training update captured as a CUDA graph (train.cuda_graph): RNN encoders run the masked recurrence in
+    training mode. Packing reads the lengths on the host and lays the batch out by them, which a graph would fix to
+    the captured batch's. Calls in eval mode (validation, translation) keep packing; the decoders keep cuDNN's
+    modules, which CUDA graphs capture (their dropout state included, since pytorch#57373)."""
+    for module in model.modules():
+        if isinstance(module, RNNEncoder):
+            module.masked_in_training = True
