@@ -165,6 +165,10 @@ class TrainConfig:
     # split), dev chrF, or dev loss (token NLL, lower is better; on a small or noisy dev set the smoothest). JoeyNMT's
     # early_stopping_metric, fairseq's --best-checkpoint-metric.
     best_metric: str = field(default="bleu", metadata=_check(choices=("bleu", "chrf", "loss")))
+    # Validate a copy of the weights on a thread of its own while training goes on (nmt/background_validation.py):
+    # for a GPU that waits on the host; a validation's outcome stops training (patience) at the next validation
+    # point, one eval_every later than inline. Not with the plateau schedule, whose lr would wait on it too.
+    eval_in_background: bool = False
     # Stop (validated and saved) once training has run this many seconds over all sessions; 0: no limit.
     time_budget_s: float = field(default=0.0, metadata=_check(ge=0.0))
     device: str = field(default="auto", metadata=_check(choices=("auto", "cpu", "cuda")))
@@ -316,6 +320,10 @@ def check_consistency(cfg: Config) -> list[str]:
         raise ConfigError(f"{graphs} records a CUDA graph per batch shape: set "
                           "train.pack_length (e.g. 128) or train.length_multiple (e.g. 8) so that batches come in "
                           "static shapes")
+    if t.eval_in_background and t.schedule == "plateau":
+        raise ConfigError("train.eval_in_background: the plateau schedule changes the lr at each validation's "
+                          "outcome, which training would have to wait for; use another train.schedule, or validate "
+                          "inline (train.eval_in_background: false)")
     if t.cuda_graph:
         if not (t.pack_length or t.length_multiple):
             raise ConfigError("train.cuda_graph captures an update per batch shape: set train.pack_length (e.g. "

@@ -20,12 +20,14 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nmt import __version__
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
+from nmt.background_validation import BackgroundValidation, Validated
 from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
@@ -72,6 +74,9 @@ class Progress:
     evals_without_gain: int = 0
     finished: bool = False
     elapsed_s: float = 0.0  # training wall-clock up to the last checkpoint, over every resumed session
+    # train.eval_in_background: this step's validation was handed over, its outcome not yet taken (a checkpoint
+    # saved then is validated again when resumed: nmt.background_validation)
+    validation_pending: bool = False
 
     def chosen_best(self) -> str:
         """What picked best.pt, for a log line, when it is not dev BLEU (which the line names anyway)."""
@@ -171,8 +176,8 @@ class Trainer:
         self.tokenizers = Tokenizers.from_dir(self.prepared)
         if self.resuming:
             self._check_same_vocabulary()
-        vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
-                 self.tokenizers.joint)
+        vocab = self.vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
+                              self.tokenizers.joint)
         self.model_args = checkpoint_model_args(cfg.model, *vocab)
         parameters = self.parameter_count = count_parameters(lambda: build_model(cfg.model, *vocab))
         check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
@@ -194,6 +199,7 @@ class Trainer:
         self.progress = Progress(best_metric=cfg.train.best_metric)
         self.timer = StepTimer(self.device)
         self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)
+        self.background: BackgroundValidation | None = None  # train.eval_in_background, on rank 0 (made in setup)
         # Captured updates need one GPU outside torchrun (its collectives are not captured); elsewhere
         # train.cuda_graph trains eagerly.
         self.captures_updates = cfg.train.cuda_graph and self.device.type == "cuda" and not self.ctx.enabled
@@ -296,7 +302,15 @@ class Trainer:
         # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
         # make that choice a matter of chance.
         validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1)
-        self.translator = Translator(self.model, self.tokenizers, resolve_normalizer(self.cfg.data),
+        # What validation scores: the model itself, or (train.eval_in_background) a copy that a thread validates
+        # while training goes on.
+        validated = self.model
+        if self.cfg.train.eval_in_background and self.ctx.is_main:
+            validated = build_model(self.cfg.model, *self.vocab).to(self.device).eval()
+            self.background = BackgroundValidation(self.model, validated, self.validate, self.device)
+            self.log("train.eval_in_background: each validation scores a copy of the weights while training goes "
+                     "on; its outcome counts at the next validation or checkpoint")
+        self.translator = Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),
                                      validation_decode, self.device, self.dtype, config=self.cfg)  # its languages too
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.peak_flops = peak * 1e12
@@ -387,6 +401,8 @@ class Trainer:
         """Updates until a step, epoch, time, patience or stop limit; validation and checkpoints on their cadence.
         The next updates' batches are planned and collated by a background thread meanwhile (`Prefetcher`)."""
         cfg, p = self.cfg.train, self.progress
+        if p.validation_pending and self.ctx.is_main:  # saved as its own step's validation began: validate again
+            self._revalidate_checkpoint()
         plans = self.update_plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
         with Prefetcher(plans, lambda plan: self.host_batches(plan.micro_batches)) as updates:
             self.timer.phase("data")  # waiting for the prefetcher counts as data time
@@ -408,14 +424,17 @@ class Trainer:
                         self._check_nonfinite()
                     self._log_train(bar, window)
                 pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
+                if self.background is not None and self.background.ready():  # recorded at once, acted on below
+                    self.take_validation(self.background.take(), waited_s=0.0)
                 evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
                 save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
                         or interrupted or out_of_time)
                 if evaluate or save:
                     self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
+                    self.wait_for_validation()
                 if evaluate:  # decoding starts from a trimmed heap and meets shapes of its own
                     self.trim_heap(force=True)
-                    p.finished = self.evaluate_and_maybe_stop()
+                    p.finished = self.evaluate_and_maybe_stop(final=p.step >= cfg.max_steps or out_of_time)
                     self.trim_heap(force=True)
                 if save or p.finished:
                     saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
@@ -491,14 +510,17 @@ class Trainer:
         per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)
 
-    def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
+    def token_loss(self, model, batch, label_smoothing: float, kernels: bool = True) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
-        only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
+        only there, a block of rows at a time, fused with the loss (nmt.models.loss). `kernels`: under the SDPA
+        kernels training chooses for its backward (`training_attention_kernels`); validation, forward only, leaves
+        SDPA its own choice, as decoding does, and leaves alone a process-wide setting that training may be
+        changing on another thread meanwhile (train.eval_in_background)."""
         inputs = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
         if batch.source_lengths is not None:  # the recurrent models' (see sources_longest_first)
             inputs["src_lengths"] = batch.source_lengths
-        with autocast(self.device, self.dtype, cache=self.graphed_update is None), \
-                training_attention_kernels(self.device, self.dtype):
+        attention_kernels = training_attention_kernels(self.device, self.dtype) if kernels else contextlib.nullcontext()
+        with autocast(self.device, self.dtype, cache=self.graphed_update is None), attention_kernels:
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **inputs)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:
@@ -574,19 +596,21 @@ class Trainer:
     # --- validation, logging, checkpoints -------------------------------------------------------------------------
     @torch.no_grad()
     def validate(self) -> dict:
-        """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator."""
-        self.model.eval()
+        """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator, of the
+        translator's model: the model itself, or the copy train.eval_in_background validates on its own thread."""
+        model = self.translator.model
+        model.eval()
         started = time.perf_counter()
         nll, tokens = torch.zeros((), dtype=torch.float64, device=self.device), 0  # summed on the device
         # train.eval_max_sentences bounds the loss as well as the BLEU: the first N pairs (fairseq's max_valid_steps).
         pairs = self.cfg.train.eval_max_sentences or None  # None: the whole split
         for indices in token_batches(self.valid_data.src_lengths[:pairs], self.valid_data.tgt_lengths[:pairs],
                                      self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
-            batch = collate(self.valid_data, indices, longest_source_first=self.model.takes_source_lengths
+            batch = collate(self.valid_data, indices, longest_source_first=model.takes_source_lengths
                             ).to(self.device)
-            nll += self.token_loss(self.model, batch, 0.0)
+            nll += self.token_loss(model, batch, 0.0, kernels=False)
             tokens += batch.tgt_tokens
-            self.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
+            self.translator.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
         nll = float(nll)  # a host read: the loss's seconds end here on a GPU too
         loss_done = time.perf_counter()
         hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
@@ -598,34 +622,77 @@ class Trainer:
         return {"dev_loss": round(nll / tokens, 4), "dev_ppl": round(math.exp(min(nll / tokens, 50)), 2), **scores,
                 **{key: round(value, 3) for key, value in split.items()}}
 
-    def evaluate_and_maybe_stop(self) -> bool:
-        """Validate on rank 0, keep the best checkpoint, update patience; every rank learns whether to stop."""
+    def evaluate_and_maybe_stop(self, final: bool = False) -> bool:
+        """Validate on rank 0 (or, under train.eval_in_background and unless `final`, hand this step's weights to
+        the validation thread), keep the best checkpoint, update patience; every rank learns whether to stop, by
+        the validations whose outcomes have been taken."""
         stop = False
         if self.ctx.is_main:
-            started = time.perf_counter()
-            scores, p, metric = self.validate(), self.progress, self.cfg.train.best_metric
-            value = scores["dev_loss" if metric == "loss" else metric]
-            p.best_bleu = max(p.best_bleu, scores["bleu"])
-            if improves(value, p.best_score, metric):
-                p.best_score, p.evals_without_gain = value, 0
-                best = self._weights(step=p.step, dev_bleu=scores["bleu"], dev_metric={metric: value})
-                # Bound now: the writer thread runs later, when `best` may name something else.
-                self.writer.submit(lambda weights=best: self.run.save(CheckpointKind.BEST, weights))
-            else:
-                p.evals_without_gain += 1
-            stop = p.evals_without_gain >= self.cfg.train.patience
-            if not scheduler_steps_per_update(self.scheduler):
-                self.scheduler.step(value)
-            self.run.metrics.append({"type": "valid", "step": p.step, "epoch": p.epoch,
-                                     "time_s": round(p.elapsed_s, 3), "dev_loss": scores["dev_loss"],
-                                     "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
-                                     "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
-                                     "best_metric": metric, "best_score": p.best_score,
-                                     "seconds": round(time.perf_counter() - started, 3),
-                                     **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
-            self.log(f"step {p.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
-                     f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{p.chosen_best()}")
+            background = self.background is not None and not final
+            if not background:
+                self._validate_inline()
+            stop = self.progress.evals_without_gain >= self.cfg.train.patience
+            if background and not stop:
+                self.background.submit(self.progress.step, self.progress.epoch, self.progress.elapsed_s)
+                self.progress.validation_pending = True
         return self.ctx.broadcast_flag(stop)
+
+    def _revalidate_checkpoint(self) -> None:
+        """The resumed checkpoint's own step was being validated in the background when it was saved, and the
+        outcome was lost with the process: validate these weights, which are that step's, again (in the background
+        still, or inline when this run validates inline)."""
+        p = self.progress
+        if self.background is not None:
+            self.background.submit(p.step, p.epoch, p.elapsed_s)
+        else:
+            self._validate_inline()
+
+    def _validate_inline(self) -> None:
+        """Validate the weights of this step now, and record the outcome."""
+        p, started = self.progress, time.perf_counter()
+        if self.background is not None:  # the translator's model is the copy: this step's weights first
+            self.background.copy_weights()
+        self.take_validation(Validated(p.step, p.epoch, p.elapsed_s, self.validate(), 0.0), started)
+
+    def wait_for_validation(self) -> None:
+        """Take the pending background validation's outcome, waiting for it if need be: what a checkpoint or the
+        next validation point must know (and so where training stops) then never depends on timing."""
+        if self.background is not None and self.background.pending:
+            waiting = time.perf_counter()
+            outcome = self.background.take()
+            self.take_validation(outcome, waited_s=time.perf_counter() - waiting)
+
+    def take_validation(self, outcome: Validated, started: float | None = None, waited_s: float | None = None
+                        ) -> None:
+        """Record a validation's outcome (rank 0): best dev BLEU, best.pt from the weights it scored (the
+        translator's model), patience, a plateau schedule's step, the metrics record and the log line. `started`:
+        when an inline validation began (its record's seconds count its best.pt snapshot too); `waited_s`: how
+        long training waited for a background one."""
+        scores, p, metric = outcome.scores, self.progress, self.cfg.train.best_metric
+        value = scores["dev_loss" if metric == "loss" else metric]
+        p.best_bleu = max(p.best_bleu, scores["bleu"])
+        p.validation_pending = False
+        if improves(value, p.best_score, metric):
+            p.best_score, p.evals_without_gain = value, 0
+            best = self._weights(self.translator.model, step=outcome.step, dev_bleu=scores["bleu"],
+                                 dev_metric={metric: value})
+            # Bound now: the writer thread runs later, when `best` may name something else.
+            self.writer.submit(lambda weights=best: self.run.save(CheckpointKind.BEST, weights))
+        else:
+            p.evals_without_gain += 1
+        if not scheduler_steps_per_update(self.scheduler):
+            self.scheduler.step(value)
+        timing = {"seconds": round(time.perf_counter() - started, 3)} if started is not None else \
+            {"seconds": round(outcome.seconds, 3), "background": True, "taken_at_step": p.step,
+             "taken_time_s": round(p.elapsed_s, 3), "waited_s": round(waited_s or 0.0, 3)}
+        self.run.metrics.append({"type": "valid", "step": outcome.step, "epoch": outcome.epoch,
+                                 "time_s": round(outcome.time_s, 3), "dev_loss": scores["dev_loss"],
+                                 "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
+                                 "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
+                                 "best_metric": metric, "best_score": p.best_score, **timing,
+                                 **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
+        self.log(f"step {outcome.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
+                 f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{p.chosen_best()}")
 
     def _log_train(self, bar, window: ThroughputWindow) -> None:
         with self.timer.blocked():  # reads the window's loss sum
@@ -644,10 +711,11 @@ class Trainer:
                                      **self.timer.report(),
                                      "mfu": round(figures["mfu"], 5)})
 
-    def _weights(self, **extra) -> Weights:
-        """The weights as they are now, copied (a background writer saves them while training changes them)."""
-        return Weights(model=snapshot(self.model.state_dict()), config=to_dict(self.cfg), model_args=self.model_args,
-                       nmt_version=__version__, **extra)
+    def _weights(self, model: nn.Module | None = None, **extra) -> Weights:
+        """The weights of `model` (the model's own by default) as they are now, copied (a background writer saves
+        them while training changes them)."""
+        return Weights(model=snapshot((model or self.model).state_dict()), config=to_dict(self.cfg),
+                       model_args=self.model_args, nmt_version=__version__, **extra)
 
     def save_checkpoint(self) -> None:
         """Every rank's RNG state goes to rank 0, which snapshots the training state at this update boundary and
