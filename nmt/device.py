@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import torch
@@ -21,9 +22,31 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
         raise NMTError(f"device {requested} was requested but no CUDA device is available (use auto or cpu)")
     if requested == "cpu" or not torch.cuda.is_available():
         return torch.device("cpu")
-    if requested.startswith("cuda:"):
-        return torch.device(requested)
-    return torch.device("cuda", local_rank)
+    device = torch.device(requested) if requested.startswith("cuda:") else torch.device("cuda", local_rank)
+    avoid_cudnn_attention()
+    return device
+
+
+# Set NMT_CUDNN_ATTENTION=1 to leave torch's SDPA its cuDNN kernels (for an A/B: scripts/bench_greedy.py).
+CUDNN_ATTENTION_ENV = "NMT_CUDNN_ATTENTION"
+
+
+def avoid_cudnn_attention() -> bool:
+    """Keep SDPA off its cuDNN kernels in this process (unless NMT_CUDNN_ATTENTION=1); True when it did.
+
+    Why: since torch 2.9 SDPA prefers cuDNN's attention on an H100 (pytorch#162073; with the cuDNN that torch 2.11
+    bundles, the GPU image's), and cuDNN attention builds an execution graph for every new shape before its first
+    run (torch's MHAGraphCache; a few hundred ms a build, sglang#4650). Training on packed rows meets one shape, but
+    decoding meets a new one at every step (the cache one piece longer, the batch smaller as sentences end), and
+    validation, translation and serving decode: on the 2026-11-26 H100 lease a validation took 13.7 s, where its
+    greedy steps (at most 436 a validation, ~140 operators each at the ~32 µs an operator measured there) explain a
+    few seconds at most. The likeliest cause, to be confirmed by the next lease's A/B (`greedy-batch-sizes`).
+    Flash and memory-efficient attention need no build. Process-wide, decided once: SDPA's choice is a global
+    setting, which threads must not toggle (a background validation beside training)."""
+    if os.environ.get(CUDNN_ATTENTION_ENV) == "1" or not hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        return False
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    return True
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:

@@ -2,14 +2,17 @@
 steps finished rows stay in the batch between host syncs; `nmt.search._default_compact_every` picks it per device).
 
     python scripts/bench_greedy.py --run runs/demo [--device cuda] [--batch-sizes 128 1024] [--compact-every 1 8]
-        [--sentences 600] [--repeats 3] [--out results/greedy-....json]
+        [--cudnn-attention off on] [--sentences 600] [--repeats 3] [--out results/greedy-....json]
     python scripts/bench_greedy.py --run runs/demo --old <checkout>   # this tree's search vs an older one's,
                                                                        # greedy and beam 5, default settings
 
 Settings alternate within each repeat (one process, one machine), so the ratios hold even on a busy machine; the
 figure is the median. Each setting's share of translations identical to the first setting's is reported (1.0
 expected; see `identical_share`). On a GPU the host syncs of one pass are counted too
-(torch.cuda.set_sync_debug_mode("warn")).
+(torch.cuda.set_sync_debug_mode("warn")), and SDPA's cuDNN kernels can be switched on for a setting
+(`--cudnn-attention off on`; nmt keeps them off: nmt.device.avoid_cudnn_attention): cuDNN builds a graph for every
+new shape, so each setting's first pass, cold, is reported beside the warm median, and validation, whose model and
+so whose shapes change every time, pays what the cold pass pays.
 """
 
 from __future__ import annotations
@@ -89,6 +92,15 @@ def old_against_this(args, translator: Translator, sources: list[str]) -> list[d
     return rows
 
 
+def timed(translate, device: str) -> tuple[list[str], float]:
+    """One pass's translations and its seconds (the GPU's work included)."""
+    started = time.perf_counter()
+    texts = translate()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return texts, time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", required=True)
@@ -98,6 +110,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=600)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128])
     parser.add_argument("--compact-every", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--cudnn-attention", nargs="+", choices=("off", "on"), default=["off"],
+                        help="SDPA's cuDNN kernels off (nmt's choice) and/or on, per setting")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--old", type=Path, help="a checkout of older code: its search against this tree's")
     parser.add_argument("--out", type=Path)
@@ -117,32 +131,35 @@ def main() -> None:
     some = next(iter(translators.values()))
     prepared = find_prepared(some.config.data, args.data_dir, some.trained_on)
     sources = load_references(prepared, args.split)[0][:args.sentences]
-    settings = [(size, every) for size in args.batch_sizes for every in args.compact_every]
-    speeds: dict[tuple[int, int], list[float]] = {s: [] for s in settings}
-    outputs, syncs = {}, {}
+    settings = [(size, every, cudnn) for cudnn in args.cudnn_attention for size in args.batch_sizes
+                for every in args.compact_every]
+    speeds: dict[tuple, list[float]] = {s: [] for s in settings}
+    outputs, syncs, cold = {}, {}, {}
     for repeat in range(args.repeats):
-        for size, every in settings:
+        for setting in settings:
+            size, every, cudnn = setting
             nmt.search._default_compact_every = lambda device, every=every: every  # the setting under test
+            if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+                torch.backends.cuda.enable_cudnn_sdp(cudnn == "on")
             translate = lambda t=translators[size]: [r.text for r in t.translate(sources, beam_size=1)]  # noqa: E731
-            if repeat == 0:
-                translate()  # warm-up: kernels chosen, caches allocated
-                syncs[(size, every)] = host_syncs(translate)
-            started = time.perf_counter()
-            outputs[(size, every)] = translate()
-            if args.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            speeds[(size, every)].append(len(sources) / (time.perf_counter() - started))
+            if repeat == 0:  # the warm-up, timed: kernels chosen (cuDNN's graphs built), caches allocated
+                cold[setting] = timed(translate, args.device)[1]
+                syncs[setting] = host_syncs(translate)
+            outputs[setting], seconds = timed(translate, args.device)
+            speeds[setting].append(len(sources) / seconds)
     reference = outputs[settings[0]]
-    rows = [{"batch_size": size, "compact_every": every, "sentences_per_s": round(statistics.median(speeds[s]), 1),
-             "runs": [round(v, 1) for v in speeds[s]], "host_syncs_per_pass": syncs[s],
+    rows = [{"batch_size": size, "compact_every": every, "cudnn_attention": cudnn,
+             "sentences_per_s": round(statistics.median(speeds[s]), 1), "runs": [round(v, 1) for v in speeds[s]],
+             "first_pass_s": round(cold[s], 3), "host_syncs_per_pass": syncs[s],
              "same_as_first_setting": round(identical_share(outputs[s], reference), 4)}
-            for s in settings for size, every in [s]]
-    print(f"| batch | compact every | sentences/s ({len(sources)} {args.split}, {args.device}) | host syncs "
-          "| same translations as the first row |")
-    print("|---|---|---|---|---|")
+            for s in settings for size, every, cudnn in [s]]
+    print(f"| batch | compact every | cuDNN attention | sentences/s ({len(sources)} {args.split}, {args.device}) "
+          "| first pass s | host syncs | same translations as the first row |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['batch_size']} | {row['compact_every']} | {row['sentences_per_s']:,.1f} | "
-              f"{row['host_syncs_per_pass']} | {row['same_as_first_setting']:.2%} |")
+        print(f"| {row['batch_size']} | {row['compact_every']} | {row['cudnn_attention']} | "
+              f"{row['sentences_per_s']:,.1f} | {row['first_pass_s']:.2f} | {row['host_syncs_per_pass']} | "
+              f"{row['same_as_first_setting']:.2%} |")
     if args.out:
         write_record(args.out, device_used=str(some.device), sentences=len(sources), split=args.split,
                      identical_translations=all(row["same_as_first_setting"] == 1.0 for row in rows), figures=rows)

@@ -68,11 +68,15 @@ def bench_rows(records: dict[str, dict]) -> list[str]:
 
 
 def validation_seconds(seeds: list[dict]) -> str:
-    """The seeds' validation seconds, and the greedy decoding's share where the record has it (since 2026-11-26)."""
+    """The seeds' validation seconds, the greedy decoding's share where the record has it (since 2026-11-26), and
+    what training waited of them where validations ran beside it (train.eval_in_background)."""
     total = f"{sum(s.get('validation_s', 0) for s in seeds):.0f}"
-    if not any("validation_decode_s" in s for s in seeds):
-        return total
-    return f"{total} (decoding {sum(s.get('validation_decode_s', 0) for s in seeds):.0f})"
+    parts = []
+    if any("validation_decode_s" in s for s in seeds):
+        parts.append(f"decoding {sum(s.get('validation_decode_s', 0) for s in seeds):.0f}")
+    if any(s.get("background_validations") for s in seeds):
+        parts.append(f"in the background; training waited {sum(s['validation_waited_s'] for s in seeds):.0f}")
+    return f"{total} ({'; '.join(parts)})" if parts else total
 
 
 def time_to_bleu_rows(records: dict[str, dict]) -> list[str]:

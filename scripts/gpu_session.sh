@@ -10,9 +10,10 @@
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
 #   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the whole update as one CUDA graph
-#                                         #   tested, then its warm tokens/s + MFU at 8k and 32k tokens beside
-#                                         #   inductor's CUDA graphs, the quickest trained to dev BLEU 50 (seed 1),
-#                                         #   its greedy validation per batch size, old vs new (one round), the CUDA
+#                                         #   and background validation tested, then the graph's warm tokens/s +
+#                                         #   MFU at 8k and 32k tokens beside inductor's CUDA graphs, the quickest
+#                                         #   trained to dev BLEU 50 (seed 1), its greedy validation per batch size
+#                                         #   with cuDNN attention off and on, old vs new (one round), the CUDA
 #                                         #   tests; at once a second call, LIMIT_S=<what the lease has left>, runs
 #                                         #   what it skipped
 #
@@ -87,7 +88,7 @@ if [ "$DEVICE" = cpu ]; then  # the dry run: a model small enough for a CPU, a h
   slug=cpu; tiny=(--set model.num_layers=1 --set model.embed_dim=64 --set model.ff_dim=128 --set train.max_tokens=1000)
   steps=3; warmup=(--warmup 1); ab_config=configs/demo.yaml; ab=(STEPS=2 WARMUP=1); wall=40; test_wall=40
   rnn_steps=2; rnn_warmup=1; RECIPES=${RECIPES_CPU:-2000:1e-3 4000:2e-3}; eval_tokens=20000
-  greedy=(--sentences 100 --batch-sizes 32 64)
+  greedy=(--sentences 100 --batch-sizes 32 64 --cudnn-attention off on)
   SET="$SET model.num_layers=1 model.embed_dim=64 model.ff_dim=128 train.max_tokens=1000 train.eval_max_sentences=50"
 else
   slug=$("$PYTHON" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
@@ -95,7 +96,9 @@ else
   # ^ the BEFORE tree's bench reads one epoch's batches, ~220 of 8,192 on transformer.yaml: 300 + 200 never
   # reached its timed steps (the 2026-11-26 lease: TypeError in its bench, no A/B)
   wall=150; test_wall=300; rnn_steps=100; rnn_warmup=50  # the old RNN path: ~0.1–0.2 s an update
-  greedy=(--sentences 1946 --batch-sizes 128 512 1024 2048)  # the whole valid split, as validation decodes it
+  # the whole valid split, as validation decodes it; SDPA's cuDNN kernels off (nmt's choice since the twenty-fourth
+  # session) and on (torch 2.11's own on an H100), each setting's first pass cold
+  greedy=(--sentences 1946 --batch-sizes 128 1024 2048 --cudnn-attention off on)
   eval_tokens=4096000  # recipe: a validation every ~4M tokens (transformer.yaml's eval_every 500 at 8,192)
 fi
 sets=(); for kv in $SET; do sets+=(--set "$kv"); done
@@ -125,12 +128,16 @@ lease)
   # A whole lease of device time (15 minutes, a start of a minute or more included) in one call: issue 15's figures
   # in order of value. Since the 2026-11-26 lease (eager 3.2% MFU, packed rows under inductor's CUDA graphs 15.0%,
   # the host busy throughout, ~5 ms an update in the optimizer phase alone; time to BLEU spent 96 of 164 s
-  # validating): first the whole update as one CUDA graph (train.cuda_graph, new, never run on a GPU) tested, then
-  # measured, with inductor's reduce-overhead again beside it (a ratio on one machine); the quicker to train
-  # (compile included) trained to dev BLEU 50 (seed 1); validation's greedy decoding of that model per decode batch
-  # size; the graph at 32,768 tokens an update; old vs new (one round); the CUDA tests last. A second call at once
-  # (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
+  # validating): first the whole update as one CUDA graph (train.cuda_graph, new, never run on a GPU) tested, and
+  # validation beside training (train.eval_in_background, new); the graph measured, with inductor's reduce-overhead
+  # again beside it (a ratio on one machine); the quicker to train (compile included) trained to dev BLEU 50 (seed
+  # 1), validating beside training if its test passed, and with SDPA's cuDNN kernels off (new: the likeliest cause
+  # of the 13.7-s validations); validation's greedy decoding of that model per decode batch size, cuDNN attention
+  # off and on; the graph at 32,768 tokens an update; old vs new (one round); the CUDA tests last. A second call at
+  # once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
   step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "whole_update or cuda_graph_run or never_waits"
+  # validation beside training (train.eval_in_background, new): the time-to-BLEU run below uses it if this passes
+  step background-validation-test 40 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k background_validation
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true
   # inductor's code generation (~60 s on the 2026-11-26 H100): stopped at 3 minutes so that it cannot take the
   # training's time
@@ -144,12 +151,14 @@ lease)
     echo "== least compile + training time to ~59M tokens: ${winner:-eager} (trained to dev BLEU 50 below)"
   } | tee "$logs/winner.txt"
   winner_sets=(); for kv in $winner; do winner_sets+=(--set "$kv"); done
+  [ -e "$logs/background-validation-test.$slug.done" ] && winner_sets+=(--set train.eval_in_background=true)
   step time-to-dev-bleu-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml \
     --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" --set train.eval_every=250 --set "train.device=$DEVICE" \
     "${winner_sets[@]}" "${sets[@]}" --out "$RESULTS/gpu-time-to-dev-bleu50-winner-seed1-$slug.json"
-  # The model just trained, decoded as validation decodes it (greedy, the whole valid split) per batch size: the
-  # evidence for a GPU's validation batch (decode.batch_size 128 was chosen on a CPU)
-  [ -d runs/time-to-bleu/seed1/checkpoints ] && step greedy-batch-sizes 60 "$PYTHON" scripts/bench_greedy.py \
+  # The model just trained, decoded as validation decodes it (greedy, the whole valid split) per batch size, SDPA's
+  # cuDNN kernels off and on: the evidence for a GPU's validation batch (decode.batch_size 128 was chosen on a CPU)
+  # and for nmt.device.avoid_cudnn_attention (13.7 s a validation on the 2026-11-26 lease, cause unmeasured)
+  [ -d runs/time-to-bleu/seed1/checkpoints ] && step greedy-batch-sizes 90 "$PYTHON" scripts/bench_greedy.py \
     --run runs/time-to-bleu/seed1 --device "$DEVICE" "${greedy[@]}" --compact-every 8 --repeats 1 \
     --out "$RESULTS/gpu-greedy-batch-sizes-transformer-$slug.json"
   # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase), so it was no candidate above

@@ -105,6 +105,10 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
               # what the wall clock spent outside training: the knobs of a faster time-to-target (eval_every,
               # decode.batch_size, save_every)
               "validation_s": round(sum(r.get("seconds", 0.0) for r in records), 1),
+              # ...and of those seconds, what training waited for (all of an inline validation's; of one run beside
+              # training, train.eval_in_background, only the wait at the point that needed its outcome)
+              "validation_waited_s": round(sum(r.get("waited_s", r.get("seconds", 0.0)) for r in records), 1),
+              "background_validations": sum(bool(r.get("background")) for r in records),
               # ...of which the dev loss, the greedy decoding of the valid split, and sacrebleu's scoring
               **{f"validation_{part}_s": round(sum(r.get(f"{part}_s", 0.0) for r in records), 1)
                  for part in ("loss", "decode", "score")},

@@ -136,6 +136,21 @@ def test_a_whole_update_replayed_as_one_cuda_graph_trains_like_eager(tmp_path, t
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
+def test_background_validation_on_its_own_stream_scores_as_inline(tmp_path, toy_data_dir):
+    """train.eval_in_background on a GPU: a thread validates a copy of the weights on a CUDA stream of its own while
+    training goes on (with the whole update captured, the likeliest pairing); the validations score as inline's."""
+    records = {}
+    for background in (False, True):
+        cfg = cuda_config(tmp_path, max_steps=24, eval_every=6, save_every=12, eval_in_background=background,
+                          pack_length=100, cuda_graph=True, precision="bf16")
+        train(cfg, tmp_path / f"bg{background}", toy_data_dir, log=lambda *_: None)
+        records[background] = [r for r in Run(tmp_path / f"bg{background}").metrics.records() if r["type"] == "valid"]
+    assert [r["step"] for r in records[True]] == [r["step"] for r in records[False]] == [6, 12, 18, 24]
+    assert sum(bool(r.get("background")) for r in records[True]) == 3
+    for ours, inline in zip(records[True], records[False]):
+        assert ours["dev_loss"] == pytest.approx(inline["dev_loss"], rel=2e-2)
+
+
 def test_a_cuda_graph_run_resumes_like_the_uninterrupted_run(tmp_path, toy_data_dir):
     """A resumed train.cuda_graph run (its saved lr a tensor, AdamW's state reloaded before the new capture) ends
     where the uninterrupted one does."""

@@ -28,6 +28,24 @@ def test_unknown_or_missing_devices_are_clear_errors():
             pick_device("cuda")
 
 
+def test_a_gpu_process_keeps_sdpa_off_cudnn_unless_asked(monkeypatch):
+    """cuDNN attention builds a graph per new shape, and decoding meets a new shape every step (nmt.device); the
+    choice is SDPA's global setting, so the test puts it back."""
+    enabled = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        monkeypatch.setenv(device.CUDNN_ATTENTION_ENV, "1")
+        assert not device.avoid_cudnn_attention() and torch.backends.cuda.cudnn_sdp_enabled()
+        monkeypatch.delenv(device.CUDNN_ATTENTION_ENV)
+        assert device.avoid_cudnn_attention() and not torch.backends.cuda.cudnn_sdp_enabled()
+        if torch.cuda.is_available():  # what every GPU path goes through
+            torch.backends.cuda.enable_cudnn_sdp(True)
+            pick_device("auto")
+            assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(enabled)
+
+
 def attention_ops(dtype: torch.dtype | None) -> set[str]:
     """The ops one attention forward and backward on the CPU ran under `training_attention_kernels`."""
     cpu = torch.device("cpu")
