@@ -306,10 +306,16 @@ class Trainer:
         # while training goes on.
         validated = self.model
         if self.cfg.train.eval_in_background and self.ctx.is_main:
-            validated = build_model(self.cfg.model, *self.vocab).to(self.device).eval()
-            self.background = BackgroundValidation(self.model, validated, self.validate, self.device)
-            self.log("train.eval_in_background: each validation scores a copy of the weights while training goes "
-                     "on; its outcome counts at the next validation or checkpoint")
+            if self.device.type == "cpu" and self.dtype == torch.bfloat16:
+                # Training switches SDPA's kernels at every update there (training_attention_kernels), a process-wide
+                # setting that a validation thread would see half the time.
+                self.log("train.eval_in_background: not on a CPU under bf16 autocast (training switches attention "
+                         "kernels process-wide at every update); validating inline")
+            else:
+                validated = build_model(self.cfg.model, *self.vocab).to(self.device).eval()
+                self.background = BackgroundValidation(self.model, validated, self.validate, self.device)
+                self.log("train.eval_in_background: each validation scores a copy of the weights while training "
+                         "goes on; its outcome counts at the next validation or checkpoint")
         self.translator = Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),
                                      validation_decode, self.device, self.dtype, config=self.cfg)  # its languages too
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)

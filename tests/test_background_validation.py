@@ -14,7 +14,8 @@ from nmt.run_dir import Run
 from nmt.train import Trainer, train
 from tests_helpers import TOY_RUN, write_config
 
-SETTINGS = {"max_steps": 24, "eval_every": 6, "save_every": 12, "patience": 100}
+# fp32: under bf16 autocast a CPU validates inline (see the last test), and a numeric comparison pins its precision.
+SETTINGS = {"max_steps": 24, "eval_every": 6, "save_every": 12, "patience": 100, "precision": "fp32"}
 SCORED = ("step", "epoch", "dev_loss", "dev_bleu", "dev_chrf", "best_bleu", "best_score")
 
 
@@ -119,3 +120,13 @@ def test_a_failed_background_validation_stops_training_with_its_error(tmp_path, 
 def test_the_plateau_schedule_refuses_background_validation(tmp_path):
     with pytest.raises(ConfigError, match="train.eval_in_background: the plateau schedule"):
         load_config(write_config(tmp_path, base=TOY_RUN, train={"schedule": "plateau", "eval_in_background": True}))
+
+
+def test_a_cpu_under_bf16_autocast_validates_inline_and_says_why(tmp_path, toy_data_dir):
+    """Training switches SDPA's kernels process-wide at every bf16 update on a CPU: a thread would see them."""
+    said = []
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
+        **SETTINGS, "precision": "bf16", "max_steps": 12, "eval_in_background": True}))
+    train(cfg, tmp_path / "run", toy_data_dir, log=said.append)
+    assert any("not on a CPU under bf16 autocast" in line for line in said)
+    assert [r.get("background", False) for r in valid_records(tmp_path / "run")] == [False, False]
