@@ -757,7 +757,8 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
         if run_log:
             run_log.record(f"error: {err}")
         raise
-    (run_log or log)(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}{progress.chosen_best()}")
+    if run_log:  # rank 0's: the others never validate (their best dev BLEU would read -1)
+        run_log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}{progress.chosen_best()}")
     return progress
 
 

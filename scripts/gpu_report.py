@@ -7,7 +7,8 @@
 `scripts/gpu_session.sh lease` prints it at its end, so that the reply of a device-tool call already says what was
 measured and what is missing while the machine is still warm (it goes back 30 s after a call). It reads records
 only: benches (tokens/s and MFU as the median of their windows, the host's blocked share of the timed windows on a
-GPU), the eager host floor, time-to-BLEU runs, and the old vs new A/Bs; then the issue's two GPU goals, met or not.
+GPU), the eager host floor, time-to-BLEU runs, validation's greedy decoding per batch size (cuDNN attention off
+and on), and the old vs new A/Bs; then the issue's two GPU goals, met or not.
 """
 
 from __future__ import annotations
@@ -95,6 +96,21 @@ def time_to_bleu_rows(records: dict[str, dict]) -> list[str]:
     return rows
 
 
+def greedy_rows(records: dict[str, dict]) -> list[str]:
+    """Validation's greedy decoding of a trained model (scripts/bench_greedy.py): warm sentences/s and the cold
+    first pass per batch size, with SDPA's cuDNN kernels off (nmt's choice) or on, where the record says."""
+    rows = ["| record | batch | cuDNN attention | sentences/s, warm | first pass s (cold) | host syncs |",
+            "|---|---|---|---|---|---|"]
+    for name, record in sorted(records.items()):
+        for row in record.get("figures", []):
+            if "batch_size" not in row:  # an old-against-new record
+                continue
+            rows.append(f"| {name} | {row['batch_size']} | {row.get('cudnn_attention', 'torch’s choice')} | "
+                        f"{row['sentences_per_s']:,.1f} | {row.get('first_pass_s', '–')} | "
+                        f"{row.get('host_syncs_per_pass', '–')} |")
+    return rows
+
+
 def goals(benches: dict[str, dict], runs: dict[str, dict], device: str) -> list[str]:
     transformer = [r for r in benches.values() if r["figures"][0].get("architecture") == "transformer"]
     best = max((r["figures"][0]["mfu"] for r in transformer), default=None)
@@ -123,7 +139,7 @@ def report(results: Path, slug: str) -> str:
                 for p in sorted(results.glob(f"{prefix}*-{slug}.json"))}
     benches, floors = records("gpu-bench-"), records("gpu-host-overhead-")
     runs = {**records("gpu-time-to-"), **{f"recipe-{k}": v for k, v in records("gpu-recipe-").items()}}
-    abs_ = records("gpu-train-ab-")
+    abs_, greedy = records("gpu-train-ab-"), records("gpu-greedy-")
     device = next((r["device"] for group in (benches, runs, abs_, floors) for r in group.values()), "no records")
     lines = [f"# GPU records in {results} ({slug}): {device}", ""]
     if benches:
@@ -135,6 +151,8 @@ def report(results: Path, slug: str) -> str:
                      f"{f['eager_mfu_ceiling']:.1%}")
     if runs:
         lines += ["", "## Time to BLEU (wall clock from process start)", "", *time_to_bleu_rows(runs), ""]
+    if greedy:
+        lines += ["## Validation's greedy decoding (scripts/bench_greedy.py)", "", *greedy_rows(greedy), ""]
     for name, record in abs_.items():
         f = record["figures"]
         lines.append(f"- old vs new ({name}, {f['before_commit']}, {f['rounds_done']} of {f['rounds_planned']} "

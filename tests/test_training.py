@@ -165,6 +165,7 @@ def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepar
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     said = resumed.stderr.splitlines()
     assert sum(line == f"resuming {ddp} from step 6" for line in said) == 1, resumed.stderr[-4000:]
+    assert sum(line.startswith("done at step 7, best dev BLEU") for line in said) == 1  # rank 0's alone
     assert sum(line.endswith("thread × 2 processes, fp32") or line.endswith("thread × 2 processes, bf16 autocast")
                for line in said) == 1
 
