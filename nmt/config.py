@@ -185,7 +185,8 @@ class TrainConfig:
     # The whole update (forward, backward, clipping, AdamW) captured as one CUDA graph per batch shape and replayed:
     # the host launches one graph, not ~1,700 kernels (nmt/graphed_update.py). Needs static shapes: packed rows
     # (train.pack_length, one shape) or train.length_multiple (a graph per width, any architecture); on a CPU, or
-    # under torchrun, training runs eagerly (said in the log).
+    # under torchrun, training runs eagerly (said in the log). With train.compile (inductor, a mode without CUDA
+    # graphs of its own) the graph replays inductor's fused kernels.
     cuda_graph: bool = False
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
     threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
@@ -329,8 +330,10 @@ def check_consistency(cfg: Config) -> list[str]:
             raise ConfigError("train.cuda_graph captures an update per batch shape: set train.pack_length (e.g. "
                               "128, the Transformer's one shape) or train.length_multiple (e.g. 8, a shape per "
                               "width)")
-        if t.compile:
-            raise ConfigError("train.cuda_graph and train.compile are two ways to CUDA graphs: set one")
+        if t.compile and graphs:  # inductor's kernels without its own graphs are what a captured update wants
+            raise ConfigError(f"train.cuda_graph and {graphs} are two ways to CUDA graphs: set one (train.compile "
+                              "with compile_mode default or max-autotune-no-cudagraphs and the inductor backend "
+                              "fuses the kernels that train.cuda_graph then captures)")
         if t.precision == "fp16":
             raise ConfigError("train.cuda_graph takes precision bf16 or fp32 (fp16's loss scaler decides on the host)")
     if t.pack_length:

@@ -120,8 +120,9 @@ def main() -> None:
         f"model.embed_dim={args.embed_dim}", f"model.hidden_size={args.hidden_size}",
         f"model.num_layers={args.num_layers}", f"model.ff_dim={4 * args.embed_dim}",
         f"train.max_tokens={args.max_tokens}"], warn=lambda *_: None)
-    train_cfg = dataclasses.replace(base.train, device=args.device, precision=args.precision, compile=args.compile,
-                                    eval_max_sentences=1)
+    # --compile or --set train.compile=true alike (the lease's steps once set it the second way, and benched eager)
+    train_cfg = dataclasses.replace(base.train, device=args.device, precision=args.precision,
+                                    compile=args.compile or base.train.compile, eval_max_sentences=1)
     print("| architecture | parameters | tokens/s | achieved TFLOP/s | MFU | device, threads, max_tokens |")
     print("|---|---|---|---|---|---|")
     rows = []

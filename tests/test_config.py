@@ -130,7 +130,10 @@ def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, 
     ("train:\n  compile_mode: graphs\n", "train.compile_mode must be one of"),
     ("train:\n  best_metric: ppl\n", "train.best_metric must be one of"),
     ("train:\n  cuda_graph: true\n", "train.cuda_graph captures an update per batch shape: set train.pack_length"),
-    ("train:\n  cuda_graph: true\n  pack_length: 128\n  compile: true\n", "two ways to CUDA graphs: set one"),
+    ("train:\n  cuda_graph: true\n  pack_length: 128\n  compile: true\n  compile_mode: reduce-overhead\n",
+     "train.cuda_graph and train.compile_mode reduce-overhead are two ways to CUDA graphs: set one"),
+    ("train:\n  cuda_graph: true\n  pack_length: 128\n  compile: true\n  compile_backend: cudagraphs\n",
+     "train.cuda_graph and train.compile_backend cudagraphs are two ways to CUDA graphs: set one"),
     ("train:\n  cuda_graph: true\n  pack_length: 128\n  precision: fp16\n", "takes precision bf16 or fp32"),
 ])
 def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):

@@ -136,6 +136,20 @@ def test_a_whole_update_replayed_as_one_cuda_graph_trains_like_eager(tmp_path, t
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
+def test_a_compiled_update_captured_as_a_cuda_graph_trains_like_eager(tmp_path, toy_data_dir):
+    """train.compile (inductor, its default mode: no graphs of its own) with train.cuda_graph: each update replays
+    inductor's fused kernels; it compiles in the eager runs, captures without a host sync, trains as eager does."""
+    losses = {}
+    for compiled in (False, True):
+        cfg = cuda_config(tmp_path, pack_length=100, cuda_graph=compiled, compile=compiled, precision="bf16",
+                          max_steps=10, eval_every=100, log_every=1)
+        torch._dynamo.reset()
+        train(cfg, tmp_path / f"c{compiled}", toy_data_dir, log=lambda *_: None)
+        losses[compiled] = [r["loss"] for r in Run(tmp_path / f"c{compiled}").metrics.split()[0]]
+    assert len(losses[False]) == 10
+    assert losses[True] == pytest.approx(losses[False], rel=2e-2)
+
+
 def test_background_validation_on_its_own_stream_scores_as_inline(tmp_path, toy_data_dir):
     """train.eval_in_background on a GPU: a thread validates a copy of the weights on a CUDA stream of its own while
     training goes on (with the whole update captured, the likeliest pairing); the validations score as inline's."""

@@ -148,6 +148,42 @@ def test_a_graph_per_batch_width_each_captured_after_one_eager_run(tmp_path, toy
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
 
 
+def test_a_compiled_model_compiles_in_the_eager_runs_and_never_while_captured(tmp_path, toy_data_dir, fake_cuda,
+                                                                             monkeypatch):
+    """train.compile with train.cuda_graph: the graphs replay the compiled model's kernels. Every width compiles in
+    its eager first run (forward and backward), so that a capture records kernels and never compiles (a compiler
+    that launches and synchronizes inside a capture would fail it). aot_eager stands in for inductor (seconds)."""
+    from torch._dynamo.utils import counters
+
+    import nmt.compile_model
+
+    compile_ = torch.compile
+    monkeypatch.setattr(nmt.compile_model.torch, "compile",
+                        lambda model, **kwargs: compile_(model, **{**kwargs, "backend": "aot_eager"}))
+    compiled_while_capturing = []
+    enter, exit_ = FakeCapture.__enter__, FakeCapture.__exit__
+
+    def entering(self):
+        self.graphs_before = counters["stats"]["unique_graphs"]
+        return enter(self)
+
+    def exiting(self, *exc):
+        compiled_while_capturing.append(counters["stats"]["unique_graphs"] - self.graphs_before)
+        return exit_(self, *exc)
+
+    monkeypatch.setattr(FakeCapture, "__enter__", entering)
+    monkeypatch.setattr(FakeCapture, "__exit__", exiting)
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
+        "length_multiple": 4, "cuda_graph": True, "compile": True, "precision": "fp32", "max_tokens": 300}))
+    torch._dynamo.reset()
+    counters.clear()
+    trainer = make_trainer(cfg, tmp_path / "run", toy_data_dir, captured=True)
+    assert trainer.train_model is not trainer.model  # the compiled module is what the update calls
+    train_updates(trainer, 12)
+    assert trainer.graphed_update.graphs > 1 and counters["stats"]["unique_graphs"] >= trainer.graphed_update.graphs
+    assert compiled_while_capturing == [0] * trainer.graphed_update.graphs
+
+
 # Operators that make the host wait for the device (a value read back, or an output whose size depends on values):
 # what a CUDA graph cannot capture, and what stalls an eager update's queue.
 HOST_READS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
