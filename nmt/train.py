@@ -25,9 +25,9 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from nmt import __version__
+from nmt.background_validation import BackgroundValidation, Validated
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
-from nmt.background_validation import BackgroundValidation, Validated
 from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
 from nmt.config import Config, TrainConfig, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
