@@ -308,7 +308,7 @@ class Trainer:
         if self.cfg.train.eval_in_background and self.ctx.is_main:
             if self.device.type == "cpu" and self.dtype == torch.bfloat16:
                 # Training switches SDPA's kernels at every update there (training_attention_kernels), a process-wide
-                # setting that a validation thread would see half the time.
+                # setting that a validation thread would see half the time. Elsewhere it switches nothing.
                 self.log("train.eval_in_background: not on a CPU under bf16 autocast (training switches attention "
                          "kernels process-wide at every update); validating inline")
             else:
@@ -516,17 +516,14 @@ class Trainer:
         per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)
 
-    def token_loss(self, model, batch, label_smoothing: float, kernels: bool = True) -> torch.Tensor:
+    def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
-        only there, a block of rows at a time, fused with the loss (nmt.models.loss). `kernels`: under the SDPA
-        kernels training chooses for its backward (`training_attention_kernels`); validation, forward only, leaves
-        SDPA its own choice, as decoding does, and leaves alone a process-wide setting that training may be
-        changing on another thread meanwhile (train.eval_in_background)."""
+        only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
         inputs = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
         if batch.source_lengths is not None:  # the recurrent models' (see sources_longest_first)
             inputs["src_lengths"] = batch.source_lengths
-        attention_kernels = training_attention_kernels(self.device, self.dtype) if kernels else contextlib.nullcontext()
-        with autocast(self.device, self.dtype, cache=self.graphed_update is None), attention_kernels:
+        with autocast(self.device, self.dtype, cache=self.graphed_update is None), \
+                training_attention_kernels(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **inputs)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:
@@ -614,9 +611,9 @@ class Trainer:
                                      self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
             batch = collate(self.valid_data, indices, longest_source_first=model.takes_source_lengths
                             ).to(self.device)
-            nll += self.token_loss(model, batch, 0.0, kernels=False)
+            nll += self.token_loss(model, batch, 0.0)
             tokens += batch.tgt_tokens
-            self.translator.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
+            self.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
         nll = float(nll)  # a host read: the loss's seconds end here on a GPU too
         loss_done = time.perf_counter()
         hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
