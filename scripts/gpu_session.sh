@@ -129,27 +129,26 @@ lease)
   # in order of value. Since the 2026-11-26 lease (eager 3.2% MFU, packed rows under inductor's CUDA graphs 15.0%,
   # the host busy throughout, ~5 ms an update in the optimizer phase alone; time to BLEU spent 96 of 164 s
   # validating): first the whole update as one CUDA graph (train.cuda_graph, new, never run on a GPU) tested, and
-  # validation beside training (train.eval_in_background, new); the graph measured, replaying eager kernels and
-  # inductor's fused ones (a ratio on one machine); the quicker to train (compile included) trained to dev BLEU 50 (seed
-  # 1), validating beside training if its test passed, and with SDPA's cuDNN kernels off (new: the likeliest cause
-  # of the 13.7-s validations); validation's greedy decoding of that model per decode batch size, cuDNN attention
-  # off and on; the faster graph at 32,768 tokens an update; old vs new (one round); the CUDA tests last. A second call at
-  # once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
+  # validation beside training (train.eval_in_background, new); the graph measured (eager kernels: no compile, so
+  # the likeliest to reach dev BLEU 50 quickest); trained to dev BLEU 50 (seed 1), validating beside training if its
+  # test passed, SDPA's cuDNN kernels off (new: the likeliest cause of the 13.7-s validations); that model's greedy
+  # validation per decode batch size, cuDNN attention off and on; then the graph replaying inductor's fused kernels;
+  # the faster graph at 32,768 tokens an update; old vs new (one round); the CUDA tests last. A second call at once
+  # (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
   step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "whole_update or cuda_graph_run or never_waits"
   # validation beside training (train.eval_in_background, new): the time-to-BLEU run below uses it if this passes
   step background-validation-test 40 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k background_validation
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true
-  # The same graph replaying inductor's fused kernels (compile_mode default: no graphs of inductor's own), where the
-  # 2026-11-26 lease measured inductor's reduce-overhead at 15.0% MFU (the measure phase measures it again).
-  # Inductor's code generation (~60 s on that H100): stopped at 3 minutes so that it cannot take the training's time.
-  NEEDS=120:180 bench packed128-graph-compiled --set train.pack_length=128 --set train.cuda_graph=true --compile
-  measured=(); for name in packed128-graph packed128-graph-compiled; do  # this lease's records, not older ones
-    [ -e "$logs/bench-$name.$slug.done" ] && measured+=("$RESULTS/gpu-bench-transformer-$name-$slug.json"); done
-  fastest=$([ ${#measured[@]} -gt 0 ] && winner_overrides throughput "${measured[@]}" || true)
-  winner=$([ ${#measured[@]} -gt 0 ] && winner_overrides time-to-target "${measured[@]}" || true)
-  { echo "== highest warm tokens/s: ${fastest:-eager} (of ${#measured[@]} bench records)"
-    echo "== least compile + training time to ~59M tokens: ${winner:-eager} (trained to dev BLEU 50 below)"
-  } | tee "$logs/winner.txt"
+  measured() {  # this lease's bench records among NAME... (not older ones)
+    for name in "$@"; do
+      [ -e "$logs/bench-$name.$slug.done" ] && echo "$RESULTS/gpu-bench-transformer-$name-$slug.json"; done; true
+  }
+  best() {  # best CRITERION NAME...: the overrides of the best of this lease's records among NAME... (none: eager)
+    local records; records=$(measured "${@:2}")
+    [ -n "$records" ] && winner_overrides "$1" $records || true
+  }
+  winner=$(best time-to-target packed128-graph)
+  echo "== trained to dev BLEU 50 below: ${winner:-eager}" | tee "$logs/winner.txt"
   winner_sets=(); for kv in $winner; do winner_sets+=(--set "$kv"); done
   [ -e "$logs/background-validation-test.$slug.done" ] && winner_sets+=(--set train.eval_in_background=true)
   step time-to-dev-bleu-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml \
@@ -161,7 +160,13 @@ lease)
   [ -d runs/time-to-bleu/seed1/checkpoints ] && step greedy-batch-sizes 90 "$PYTHON" scripts/bench_greedy.py \
     --run runs/time-to-bleu/seed1 --device "$DEVICE" "${greedy[@]}" --compact-every 8 --repeats 1 \
     --out "$RESULTS/gpu-greedy-batch-sizes-transformer-$slug.json"
-  # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase), so it was no candidate above
+  # The same graph replaying inductor's fused kernels (compile_mode default: no graphs of inductor's own), where the
+  # 2026-11-26 lease measured inductor's reduce-overhead at 15.0% MFU (the measure phase measures it again).
+  # Inductor's code generation (~60 s on that H100): stopped at 3 minutes so that it cannot take the rest's time.
+  NEEDS=120:180 bench packed128-graph-compiled --set train.pack_length=128 --set train.cuda_graph=true --compile
+  fastest=$(best throughput packed128-graph packed128-graph-compiled)
+  echo "== highest warm tokens/s: ${fastest:-eager}" | tee -a "$logs/winner.txt"
+  # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase)
   fastest_sets=(); for kv in ${fastest:-train.pack_length=128 train.cuda_graph=true}; do fastest_sets+=(--set "$kv"); done
   bench fastest-32k "${fastest_sets[@]}" --set train.max_tokens=32768
   step ab-transformer-1-round 150 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-1-round-$slug.json" \
