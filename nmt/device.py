@@ -34,9 +34,10 @@ CUDNN_ATTENTION_ENV = "NMT_CUDNN_ATTENTION"
 def avoid_cudnn_attention() -> bool:
     """Keep SDPA off its cuDNN kernels in this process (unless NMT_CUDNN_ATTENTION=1); True when it did.
 
-    Why: since torch 2.9 SDPA prefers cuDNN's attention on an H100 (pytorch#162073; with the cuDNN that torch 2.11
-    bundles, the GPU image's), and cuDNN attention builds an execution graph for every new shape before its first
-    run (torch's MHAGraphCache; a few hundred ms a build, sglang#4650). Training on packed rows meets one shape, but
+    Why: recent torch prefers cuDNN's attention on an H100 (pytorch#162073; from torch 2.10 when its cuDNN is past
+    9.15, as the one torch 2.11 bundles is: the GPU image's; huggingface/transformers#48163's review), and cuDNN
+    attention builds an execution graph for every new shape before its first run (torch's MHAGraphCache; a few
+    hundred ms a build, sglang#4650). Training on packed rows meets one shape, but
     decoding meets a new one at every step (the cache one piece longer, the batch smaller as sentences end), and
     validation, translation and serving decode: on the 2026-11-26 H100 lease a validation took 13.7 s, where its
     greedy steps (at most 436 a validation, ~140 operators each at the ~32 µs an operator measured there) explain a
