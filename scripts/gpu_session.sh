@@ -194,6 +194,7 @@ measure)
   bench packed128-compile --set train.pack_length=128 --compile
   bench compile --compile  # tight batches, dynamic shapes: since 0d12bc0 no recompile per batch (no CUDA graphs)
   bench static8 --set train.length_multiple=8
+  bench static8-graph --set train.length_multiple=8 --set train.cuda_graph=true  # a captured update per width
   bench static8-graphs --set train.length_multiple=8 --compile --set train.compile_mode=reduce-overhead
   ;;
 bleu)
