@@ -603,6 +603,9 @@ class Trainer:
         translator's model: the model itself, or the copy train.eval_in_background validates on its own thread."""
         model = self.translator.model
         model.eval()
+        # The training thread's trimmer is not to be shared: on a thread of its own, validation trims with the
+        # translator's (nmt.cpu_memory).
+        trim_heap = self.trim_heap if self.background is None else self.translator.trim_heap
         started = time.perf_counter()
         nll, tokens = torch.zeros((), dtype=torch.float64, device=self.device), 0  # summed on the device
         # train.eval_max_sentences bounds the loss as well as the BLEU: the first N pairs (fairseq's max_valid_steps).
@@ -613,7 +616,7 @@ class Trainer:
                             ).to(self.device)
             nll += self.token_loss(model, batch, 0.0)
             tokens += batch.tgt_tokens
-            self.trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
+            trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
         nll = float(nll)  # a host read: the loss's seconds end here on a GPU too
         loss_done = time.perf_counter()
         hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]

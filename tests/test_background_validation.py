@@ -130,3 +130,18 @@ def test_a_cpu_under_bf16_autocast_validates_inline_and_says_why(tmp_path, toy_d
     train(cfg, tmp_path / "run", toy_data_dir, log=said.append)
     assert any("not on a CPU under bf16 autocast" in line for line in said)
     assert [r.get("background", False) for r in valid_records(tmp_path / "run")] == [False, False]
+
+
+def test_the_training_threads_heap_trimmer_stays_on_the_training_thread(tmp_path, toy_data_dir, monkeypatch,
+                                                                          slow_validation):
+    """A HeapTrimmer is not thread-safe (a trim between another call's two reads of its baseline fails it): the
+    validation thread trims with its translator's own."""
+    from nmt import train as train_module
+
+    threads = []
+    monkeypatch.setattr(train_module, "heap_trimmer_for", lambda device: lambda force=False: threads.append(
+        threading.current_thread() is threading.main_thread()) or False)
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={**SETTINGS, "eval_in_background": True}))
+    train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+    assert sum(bool(r.get("background")) for r in valid_records(tmp_path / "run")) == 3
+    assert threads and all(threads)
