@@ -288,11 +288,12 @@ class Trainer:
                 self.keep_gradients_in_place()  # every graph adds into the same buffers
                 capture_recurrences(self.model)
                 self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
+                # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
                 shapes = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
-                    if self.static_shapes else 1
+                    ** self.cfg.train.accum_steps if self.static_shapes else 1
                 self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
-                         f"eagerly, then that shape's update is one replayed CUDA graph ({shapes} shape"
-                         f"{'s' if shapes > 1 else ''})")
+                         f"eagerly, then that shape's update is one replayed CUDA graph ("
+                         f"{f'up to {shapes} shapes' if shapes > 1 else '1 shape'})")
             elif self.ctx.is_main:
                 where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
                 self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")

@@ -78,10 +78,10 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("pool",))
 
 
-def make_trainer(cfg, directory, data_dir, captured: bool) -> Trainer:
+def make_trainer(cfg, directory, data_dir, captured: bool, log=lambda *_: None) -> Trainer:
     """A trainer set up as on one GPU (`captured`: its updates captured, the fakes standing in for CUDA), or as on
     this CPU (eager updates: the fallback, where a recurrent encoder packs)."""
-    trainer = Trainer(cfg, Run(directory), data_dir, log=lambda *_: None)
+    trainer = Trainer(cfg, Run(directory), data_dir, log=log)
     if captured:  # what __init__ decides on one GPU
         trainer.captures_updates, trainer.sources_longest_first = True, False
     trainer.setup()
@@ -130,10 +130,12 @@ def test_a_graph_per_batch_width_each_captured_after_one_eager_run(tmp_path, toy
     the graphs train as eager updates do (an RNN's encoder masked in the graphs, packed in the eager fallback)."""
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, model=model, train={
         "length_multiple": 4, "cuda_graph": True, "precision": "fp32", "max_tokens": 300}))
-    updates, losses = 14, {}
+    updates, losses, said = 14, {}, []
     for captured in (False, True):
-        trainer = make_trainer(cfg, tmp_path / f"run-{captured}", toy_data_dir, captured)
+        trainer = make_trainer(cfg, tmp_path / f"run-{captured}", toy_data_dir, captured, log=said.append)
         losses[captured], _, shapes = train_updates(trainer, updates)
+    widths = trainer.static_shapes.width_count(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths)
+    assert any(f"then that shape's update is one replayed CUDA graph (up to {widths} shapes)" in line for line in said)
     graphed = trainer.graphed_update
     seen = collections.Counter()
     expected_eager = 0
