@@ -40,8 +40,10 @@ def avoid_cudnn_attention() -> bool:
     hundred ms a build, sglang#4650). Training on packed rows meets one shape, but
     decoding meets a new one at every step (the cache one piece longer, the batch smaller as sentences end), and
     validation, translation and serving decode: on the 2026-11-26 H100 lease a validation took 13.7 s, where its
-    greedy steps (at most 436 a validation, ~140 operators each at the ~32 µs an operator measured there) explain a
-    few seconds at most. The likeliest cause, to be confirmed by the next lease's A/B (`greedy-batch-sizes`).
+    greedy steps explain a few seconds at most (at most 436 a validation, results/validation-greedy-step-bound-
+    transformer.json; 114 kernel-launching operators each, results/decode-step-operators-transformer-cpu-bf16.json;
+    at the ~32 µs an operator measured there, ~1.6 s before the search's own). The likeliest cause, to be confirmed
+    by the next lease's A/B (`greedy-batch-sizes`).
     Flash and memory-efficient attention need no build. Process-wide, decided once: SDPA's choice is a global
     setting, which threads must not toggle (a background validation beside training)."""
     if os.environ.get(CUDNN_ATTENTION_ENV) == "1" or not hasattr(torch.backends.cuda, "enable_cudnn_sdp"):

@@ -544,7 +544,7 @@ class Trainer:
                                                 self.timer.phase)
         if scheduler_steps_per_update(self.scheduler):
             self.scheduler.step()
-        if self.graphed_update is None:  # a replayed graph writes its gradients anew: they must stay where they are
+        if self.graphed_update is None:  # a graphed update zeroes its gradient buffers itself, as it begins
             self.optimizer.zero_grad(set_to_none=not self.gradients_in_place)
         self.timer.phase(None)
         return StepResult(torch.where(skip, 0.0, loss_sum), sum(b.src_tokens for b in micro_batches),

@@ -77,9 +77,9 @@ def old_against_this(args, translator: Translator, sources: list[str]) -> list[d
                 nmt.translator.search = search  # what Translator.translate calls
                 if repeat == 0:
                     translator.translate(sources[:50], beam_size=beam)  # warm-up
-                started = time.perf_counter()
-                outputs[(beam, name)] = [r.text for r in translator.translate(sources, beam_size=beam)]
-                speeds.setdefault((beam, name), []).append(len(sources) / (time.perf_counter() - started))
+                outputs[(beam, name)], seconds = timed(
+                    lambda: [r.text for r in translator.translate(sources, beam_size=beam)], args.device)
+                speeds.setdefault((beam, name), []).append(len(sources) / seconds)
     nmt.translator.search = engines["this"]
     rows = []
     for beam in (1, 5):

@@ -110,8 +110,9 @@ class DecoderLayer(nn.Module):
 
 def attention_bias(padding: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(B, S) source padding → (B, 1, 1, S) additive mask: 0 where a key may be seen, -inf at padding. Made once per
-    decoded batch: given a boolean mask, SDPA would invert and convert it in every layer at every step (4 of a
-    decoding step's ~138 kernels per layer)."""
+    decoded batch: given a boolean mask, SDPA would invert and convert it in every layer at every step (4 kernels a
+    layer: a Transformer decoding step launched 138 with it, 114 without, results/decode-step-operators-transformer-
+    cpu-bf16.json)."""
     bias = torch.zeros(padding.shape, dtype=dtype, device=padding.device).masked_fill_(padding, float("-inf"))
     return bias[:, None, None, :]
 
