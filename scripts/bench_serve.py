@@ -46,11 +46,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(args, engine: str, model: Path | None, port: int) -> subprocess.Popen:
+def start_server(args, engine: str, model: Path | None, port: int, stderr_log: Path) -> subprocess.Popen:
+    """`nmt serve` on `port`, once its /health answers. Its stderr goes to `stderr_log`: a pipe nobody reads while
+    the benchmark runs would block the server once full."""
     command = [sys.executable, "-m", "nmt", "serve", "--port", str(port), "--device", "cpu"]
     command += ["--engine", "ctranslate2", "--model", str(model)] if engine != "nmt" else ["--run", str(args.run)]
     env = {**os.environ, **dict(setting.split("=", 1) for setting in args.server_env)}
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    with stderr_log.open("w") as stderr:  # the child holds its own descriptor
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline:
         try:
@@ -61,7 +64,8 @@ def start_server(args, engine: str, model: Path | None, port: int) -> subprocess
         except OSError:
             time.sleep(0.3)
     server.kill()
-    raise SystemExit(f"server did not start: {server.stderr.read()}")
+    server.wait()
+    raise SystemExit(f"server did not start: {stderr_log.read_text()[-2000:]}")
 
 
 def server_memory_mib(pid: int) -> dict:
@@ -164,7 +168,7 @@ def main() -> None:
                 subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(args.run), "--quantization",
                                 quantization, "-o", str(model)], check=True, capture_output=True)
             port = free_port()
-            server = start_server(args, engine, model, port)
+            server = start_server(args, engine, model, port, Path(tmp) / f"{engine}.stderr.log")
             try:
                 run_phase(port, sources, 4, 3.0, None)  # warm-up
                 for phase in args.phases:

@@ -62,6 +62,7 @@ def window_medians(windows: list[dict]) -> dict:
 def one_seed(args, seed: int) -> dict:
     run_dir = args.runs / f"seed{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)  # its stderr log lies beside it
     command = [sys.executable, "-m", "nmt", "train", "--config", str(args.config), "--run-dir", str(run_dir),
                "--data-dir", str(args.data_dir), "--set", f"train.seed={seed}"]
     for override in args.set:
@@ -77,29 +78,46 @@ def one_seed(args, seed: int) -> dict:
             shutil.rmtree(cache, ignore_errors=True)
 
 
+def train_until(command: list[str], env: dict, metrics: Path, stderr_log: Path, dev_bleu: float,
+                wall_limit_s: float, stop_at_target: bool, poll_s: float) -> tuple[dict | None, float | None, int]:
+    """Run `command` (an `nmt train`) and poll its metrics.jsonl: (the first validation at or above `dev_bleu`, the
+    wall seconds from process start it was seen at, the exit status). SIGTERM at the target (`stop_at_target`) or
+    at `wall_limit_s`. The child's stderr goes to `stderr_log`, never to a pipe: nobody reads a pipe while training
+    runs, and once ~64 KiB of progress bar filled it the child blocked on its next write until the SIGTERM (the
+    2026-11-26 H100 lease: a run stalled ~70 s at step 2,722, then was timed as never reaching its target)."""
+    started = time.monotonic()
+    with stderr_log.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env)
+        reached = reached_s = None
+        while process.poll() is None:
+            time.sleep(poll_s)
+            wall = time.monotonic() - started
+            if reached is None:
+                reached = next((r for r in metric_records(metrics)["valid"] if r["dev_bleu"] >= dev_bleu), None)
+                reached_s = wall if reached else None
+            if (reached and stop_at_target) or wall >= wall_limit_s:
+                process.send_signal(signal.SIGTERM)  # saves at the next update boundary, then exits
+                break
+        process.wait()
+    return reached, reached_s, process.returncode
+
+
 def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dict) -> dict:
     started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    reached_s = reached = None
-    while process.poll() is None:
-        time.sleep(args.poll_s)
-        wall = time.monotonic() - started
-        if reached is None:
-            reached = next((r for r in metric_records(run_dir / "metrics.jsonl")["valid"]
-                            if r["dev_bleu"] >= args.dev_bleu), None)
-            reached_s = wall if reached else None
-        if (reached and not args.test) or wall >= args.wall_limit_s:
-            process.send_signal(signal.SIGTERM)  # saves at the next update boundary, then exits
-            break
-    _, stderr = process.communicate()
-    if process.returncode not in (0, -signal.SIGTERM, 130, 143):
-        raise SystemExit(f"seed {seed}: nmt train failed ({process.returncode}):\n{stderr[-2000:]}")
+    stderr_log = run_dir.with_name(f"{run_dir.name}.stderr.log")  # beside the run: the run directory starts empty
+    reached, reached_s, returncode = train_until(command, env, run_dir / "metrics.jsonl", stderr_log, args.dev_bleu,
+                                                 args.wall_limit_s, not args.test, args.poll_s)
+    if returncode not in (0, -signal.SIGTERM, 130, 143):
+        raise SystemExit(f"seed {seed}: nmt train failed ({returncode}):\n{stderr_log.read_text()[-2000:]}")
     trained_s = time.monotonic() - started
     logged = metric_records(run_dir / "metrics.jsonl")
     records = logged["valid"]
     result = {"seed": seed, "dev_bleu_target": args.dev_bleu,
               "seconds_to_target": None if reached_s is None else round(reached_s, 1),
               "step_at_target": reached["step"] if reached else None,
+              # the training clock of that validation's weights (from the first update's start): the rest of
+              # seconds_to_target is start-up (imports, data, model) and the validation itself
+              "training_s_at_target": reached["time_s"] if reached else None,
               "best_dev_bleu": max((r["dev_bleu"] for r in records), default=None),
               "validations": len(records), "wall_s": round(trained_s, 1),
               # what the wall clock spent outside training: the knobs of a faster time-to-target (eval_every,
