@@ -51,10 +51,33 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
             if log:
                 log("train.compile_backend cudagraphs: no CUDA graphs on the CPU, the traced graph runs eagerly "
                     "(aot_eager)")
+    if cfg.compile_scope == "layers":  # refused by the config with CUDA graph modes and for RNNs
+        compile_regions(model.compile_regions(static), dynamic=not static, mode=mode)
+        return CompiledTraining(train_model, cuda_graphs=False)
     compiled = torch.compile(train_model, dynamic=not static, backend=backend,
                              mode=None if mode == "default" else mode)
     cuda_graphs = device.type == "cuda" and (mode in CUDA_GRAPH_MODES or backend == "cudagraphs")
     return CompiledTraining(compiled, cuda_graphs)
+
+
+def compile_regions(regions: list[nn.Module], dynamic: bool, mode: str = "default") -> None:
+    """Each module of `regions` compiled on its own (regional compilation): one compiled forward per class, which
+    every instance shares (their parameters are the graph's inputs, not constants), so that six identical layers
+    compile once. A module runs its compiled forward in training mode only: in eval mode (validation's dev loss and
+    decoding, whose incremental steps are shapes of their own) it runs eagerly, as a whole-model compile leaves
+    the bare model to them. The parameters and state_dict keys stay as they were."""
+    compiled: dict[type, Callable] = {}
+    for module in regions:
+        kind = type(module)
+        if kind not in compiled:
+            compiled[kind] = torch.compile(kind.forward, dynamic=dynamic, mode=None if mode == "default" else mode)
+        module.forward = _training_only(module, compiled[kind], module.forward)
+
+
+def _training_only(module: nn.Module, compiled: Callable, eager: Callable) -> Callable:
+    def forward(*args, **kwargs):
+        return compiled(module, *args, **kwargs) if module.training else eager(*args, **kwargs)
+    return forward
 
 
 @contextlib.contextmanager

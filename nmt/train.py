@@ -302,7 +302,8 @@ class Trainer:
                                                                     self.cfg.train.eval_max_sentences or None)
         # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
         # make that choice a matter of chance.
-        validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1)
+        validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1,
+                                                batch_size=validation_batch_size(self.cfg, self.device))
         # What validation scores: the model itself, or (train.eval_in_background) a copy that a thread validates
         # while training goes on.
         validated = self.model
@@ -792,6 +793,16 @@ def check_pack_length(data: ParallelArrays, pack_length: int) -> None:
     if longest > pack_length:
         raise NMTError(f"train.pack_length {pack_length} is shorter than the longest training sentence "
                        f"({longest} positions with its marker): raise it to at least {longest}")
+
+
+GPU_VALIDATION_BATCH = 1024  # sentences: see TrainConfig.eval_batch_size
+
+
+def validation_batch_size(cfg: Config, device: torch.device) -> int:
+    """Sentences per greedy decoding batch in validation: train.eval_batch_size, or by device when it is 0."""
+    if cfg.train.eval_batch_size:
+        return cfg.train.eval_batch_size
+    return GPU_VALIDATION_BATCH if device.type == "cuda" else cfg.decode.batch_size
 
 
 def steps_within_budget(step: int, elapsed_s: float, budget_s: float, planned_steps: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def time_to_bleu_rows(records: dict[str, dict]) -> list[str]:
     for name, record in sorted(records.items()):
         seeds = record["seeds"]
         times = ", ".join("–" if s["seconds_to_target"] is None else f"{s['seconds_to_target']:.0f}" for s in seeds)
+        if record.get("stalled"):  # its training blocked on a full stderr pipe: the record's note says
+            times = "stalled, not a figure"
         mfus = [s["median_mfu"] for s in seeds if s.get("median_mfu") is not None]
         tests = [s["test_bleu"] for s in seeds if "test_bleu" in s]
         rows.append(f"| {name} | {record['commit']} | {times} (target {seeds[0]['dev_bleu_target']:g}) | "
@@ -111,6 +114,23 @@ def greedy_rows(records: dict[str, dict]) -> list[str]:
     return rows
 
 
+def seeds_pooled(runs: list[dict]) -> dict[tuple, list[dict]]:
+    """The seeds of time-to-BLEU records that trained alike (the same commit and overrides; a lease runs one
+    record per seed, so that a call cut short keeps the seeds it finished), pooled."""
+    pools: dict[tuple, list[dict]] = {}
+    for record in runs:
+        pools.setdefault((record["commit"], tuple(record.get("overrides", []))), []).extend(record["seeds"])
+    return pools
+
+
+def median_seconds(seeds: list[dict]) -> float | None:
+    """The median seconds to target over `seeds`, a seed that never reached it counted as slower than any that
+    did; None when the median is such a seed."""
+    times = sorted(math.inf if s["seconds_to_target"] is None else s["seconds_to_target"] for s in seeds)
+    median = statistics.median(times) if times else math.inf
+    return None if math.isinf(median) else median
+
+
 def goals(benches: dict[str, dict], runs: dict[str, dict], device: str) -> list[str]:
     transformer = [r for r in benches.values() if r["figures"][0].get("architecture") == "transformer"]
     best = max((r["figures"][0]["mfu"] for r in transformer), default=None)
@@ -119,17 +139,24 @@ def goals(benches: dict[str, dict], runs: dict[str, dict], device: str) -> list[
         [f"- measured on {device.split(' (')[0]}, not the H100 the issue names: say so beside every figure"]
     lines.append(f"- MFU ≥ {MFU_GOAL:.0%} on transformer.yaml: " +
                  ("not measured" if best is None else f"best {best:.1%}: {'met' if best >= MFU_GOAL else 'not met'}"))
-    reached = [r for name, r in runs.items() if name.startswith("dev-bleu50")]  # gpu-time-to-dev-bleu50*
-    medians = [r["median_seconds_to_target"] for r in reached if r.get("median_seconds_to_target") is not None]
+    reached = [r for name, r in runs.items()  # gpu-time-to-dev-bleu50*, less runs that stalled (see their note)
+               if name.startswith("dev-bleu50") and not r.get("stalled")]
     if not reached:
         lines.append("- dev BLEU 50 within 90 s: not measured")
-    elif not medians:
+        return lines
+    pools = seeds_pooled(reached)
+    medians = {key: median_seconds(seeds) for key, seeds in pools.items()}
+    timed = {key: m for key, m in medians.items() if m is not None}
+    if not timed:
         lines.append("- dev BLEU 50 within 90 s: no run reached the target within its wall limit")
     else:
-        fastest = min(medians)
-        seeds = max(len(r["seeds"]) for r in reached)
+        # The issue's goal is a median of 3 seeds: a setting trained that often, if any, before a quicker single seed.
+        enough = {key: m for key, m in timed.items() if len(pools[key]) >= 3} or timed
+        key = min(enough, key=enough.get)
+        fastest, seeds = timed[key], len(pools[key])
         lines.append(f"- dev BLEU 50 within {DEV_BLEU_SECONDS_GOAL:.0f} s: fastest median {fastest:.0f} s "
-                     f"({'met' if fastest <= DEV_BLEU_SECONDS_GOAL else 'not met'}; {seeds} seed(s), the issue asks 3)")
+                     f"({'met' if fastest <= DEV_BLEU_SECONDS_GOAL and seeds >= 3 else 'not met'}; {seeds} seed(s), "
+                     f"the issue asks 3)")
     return lines
 
 

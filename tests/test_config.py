@@ -104,6 +104,7 @@ def test_model_args_hold_exactly_the_shape_fields():
     ("model:\n  arch: luong\n  attention: general\n  local_window: 3\n", "local_window only applies"),
     ("train:\n  compile_mode: max-autotune-no-cudagraphs\n", "has no effect without train.compile: true"),
     ("train:\n  compile_backend: cudagraphs\n", "compile_backend cudagraphs has no effect without train.compile"),
+    ("train:\n  compile_scope: layers\n", "compile_scope layers has no effect without train.compile"),
     ("train:\n  compile: true\n  compile_backend: cudagraphs\n  compile_mode: max-autotune\n  length_multiple: 8\n",
      "inductor's: train.compile_backend cudagraphs ignores it"),
 ])
@@ -135,6 +136,10 @@ def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, 
     ("train:\n  cuda_graph: true\n  pack_length: 128\n  compile: true\n  compile_backend: cudagraphs\n",
      "train.cuda_graph and train.compile_backend cudagraphs are two ways to CUDA graphs: set one"),
     ("train:\n  cuda_graph: true\n  pack_length: 128\n  precision: fp16\n", "takes precision bf16 or fp32"),
+    ("model:\n  arch: luong\ntrain:\n  compile: true\n  compile_scope: layers\n", "a luong model compiles whole"),
+    ("train:\n  compile: true\n  compile_scope: layers\n  compile_mode: reduce-overhead\n  pack_length: 128\n",
+     "compile_scope layers and train.compile_mode reduce-overhead: CUDA graphs of single layers"),
+    ("train:\n  compile_scope: regions\n", "train.compile_scope must be one of"),
 ])
 def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):
     with pytest.raises(ConfigError, match=pattern):

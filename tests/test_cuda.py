@@ -136,13 +136,15 @@ def test_a_whole_update_replayed_as_one_cuda_graph_trains_like_eager(tmp_path, t
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
-def test_a_compiled_update_captured_as_a_cuda_graph_trains_like_eager(tmp_path, toy_data_dir):
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_a_compiled_update_captured_as_a_cuda_graph_trains_like_eager(tmp_path, toy_data_dir, scope):
     """train.compile (inductor, its default mode: no graphs of its own) with train.cuda_graph: each update replays
-    inductor's fused kernels; it compiles in the eager runs, captures without a host sync, trains as eager does."""
+    inductor's fused kernels (of the whole model, or of each layer: train.compile_scope); it compiles in the eager
+    runs, captures without a host sync, trains as eager does."""
     losses = {}
     for compiled in (False, True):
         cfg = cuda_config(tmp_path, pack_length=100, cuda_graph=compiled, compile=compiled, precision="bf16",
-                          max_steps=10, eval_every=100, log_every=1)
+                          compile_scope=scope if compiled else "model", max_steps=10, eval_every=100, log_every=1)
         torch._dynamo.reset()
         train(cfg, tmp_path / f"c{compiled}", toy_data_dir, log=lambda *_: None)
         losses[compiled] = [r["loss"] for r in Run(tmp_path / f"c{compiled}").metrics.split()[0]]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu_report.py"
 
 
@@ -42,7 +44,7 @@ def test_goals_met_and_not_met_are_told_apart(tmp_path):
     write(tmp_path, "gpu-bench-transformer-eager-h200.json", **bench(0.9, 9e9))  # another device: not read
     text = summary(tmp_path)
     assert "MFU ≥ 25% on transformer.yaml: best 31.0%: met" in text
-    assert "dev BLEU 50 within 90 s: fastest median 84 s (met; 1 seed(s), the issue asks 3)" in text
+    assert "dev BLEU 50 within 90 s: fastest median 84 s (not met; 1 seed(s), the issue asks 3)" in text
     rows = [line for line in text.splitlines() if line.startswith("| transformer-")]
     assert [row.split(" | ")[0] for row in rows] == ["| transformer-packed128-graphs", "| transformer-eager"]
     assert "(compiled)" in rows[0] and "| 50% |" in rows[0]  # the host's blocked share of the timed windows
@@ -62,6 +64,28 @@ def test_missing_and_unreached_goals_are_said(tmp_path):
     write(tmp_path, "gpu-time-to-dev-bleu50-winner-seed1-h100.json", **seeds(None))
     text = summary(tmp_path)
     assert "best 8.0%: not met" in text and "no run reached the target within its wall limit" in text
+
+
+@pytest.mark.parametrize("seconds, verdict", [((84.0, 88.0, 80.0), "fastest median 84 s (met; 3 seed(s)"),
+                                              ((80.0, None, 88.0), "fastest median 88 s (met; 3 seed(s)"),
+                                              ((80.0, None, None), "fastest median 60 s (not met; 1 seed(s)")])
+def test_seeds_of_one_setting_recorded_apart_are_pooled_for_the_median(tmp_path, seconds, verdict):
+    """A lease records each seed on its own (a call cut short keeps those it finished); the goal reads the median
+    over the seeds of the same commit and overrides, a seed that missed the target counted as the slowest."""
+    for seed, second in enumerate(seconds, 1):
+        write(tmp_path, f"gpu-time-to-dev-bleu50-lease-seed{seed}-h100.json", **seeds(second))
+    write(tmp_path, "gpu-time-to-dev-bleu50-other-h100.json", **{**seeds(60.0), "overrides": ["train.compile=true"]})
+    text = summary(tmp_path)
+    assert verdict in text
+
+
+def test_a_stalled_run_is_no_figure_and_meets_no_goal(tmp_path):
+    """A time-to-BLEU run whose training blocked on a full stderr pipe (marked `stalled`) says so, and its seconds
+    (here under the goal) count for nothing."""
+    write(tmp_path, "gpu-time-to-dev-bleu50-graph-seed1-h100.json", stalled=True, **seeds(80.0))
+    text = summary(tmp_path)
+    assert "| stalled, not a figure (target 50) |" in text
+    assert "dev BLEU 50 within 90 s: not measured" in text
 
 
 def test_the_lease_trains_the_bench_with_the_least_compile_plus_training_time(tmp_path):

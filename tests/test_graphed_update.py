@@ -150,8 +150,9 @@ def test_a_graph_per_batch_width_each_captured_after_one_eager_run(tmp_path, toy
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
 
 
+@pytest.mark.parametrize("scope", ["model", "layers"])
 def test_a_compiled_model_compiles_in_the_eager_runs_and_never_while_captured(tmp_path, toy_data_dir, fake_cuda,
-                                                                             monkeypatch):
+                                                                             monkeypatch, scope):
     """train.compile with train.cuda_graph: the graphs replay the compiled model's kernels. Every width compiles in
     its eager first run (forward and backward), so that a capture records kernels and never compiles (a compiler
     that launches and synchronizes inside a capture would fail it). aot_eager stands in for inductor (seconds)."""
@@ -176,11 +177,14 @@ def test_a_compiled_model_compiles_in_the_eager_runs_and_never_while_captured(tm
     monkeypatch.setattr(FakeCapture, "__enter__", entering)
     monkeypatch.setattr(FakeCapture, "__exit__", exiting)
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
-        "length_multiple": 4, "cuda_graph": True, "compile": True, "precision": "fp32", "max_tokens": 300}))
+        "length_multiple": 4, "cuda_graph": True, "compile": True, "compile_scope": scope, "precision": "fp32",
+        "max_tokens": 300}))
     torch._dynamo.reset()
     counters.clear()
     trainer = make_trainer(cfg, tmp_path / "run", toy_data_dir, captured=True)
-    assert trainer.train_model is not trainer.model  # the compiled module is what the update calls
+    # What the update calls: the compiled module, or the model whose layers run compiled forwards.
+    assert (trainer.train_model is not trainer.model) == (scope == "model")
+    assert ("forward" in vars(trainer.model.encoder_layers[0])) == (scope == "layers")
     train_updates(trainer, 12)
     assert trainer.graphed_update.graphs > 1 and counters["stats"]["unique_graphs"] >= trainer.graphed_update.graphs
     assert compiled_while_capturing == [0] * trainer.graphed_update.graphs

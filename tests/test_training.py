@@ -223,6 +223,21 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
         assert 1 <= counters["stats"]["unique_graphs"] <= max_graphs
 
 
+# Regional compilation: three layers of each stack share one compiled graph (six layers, two graphs), plus the output
+# head's with packed rows' fixed-size targets; the tight batches' head (its loss's block loop) stays eager.
+@pytest.mark.parametrize("shapes, graphs", [({}, 2), ({"pack_length": 96}, 3)], ids=["tight", "packed"])
+def test_layers_compiled_one_graph_per_kind_train_as_eager(tmp_path, real_data_dir, prepared, shapes, graphs):
+    """train.compile_scope layers gives the eager losses, and compiles each kind of layer once, not each layer."""
+    from torch._dynamo.utils import counters
+
+    losses = eager_and_compiled_losses(tmp_path, real_data_dir, {"dropout": 0.0, "num_layers": 3},
+                                       {"max_steps": 4, "eval_every": 2, **shapes},
+                                       {"compile": True, "compile_scope": "layers"})
+    assert len(losses[True]) == 4
+    assert losses[True] == pytest.approx(losses[False], rel=1e-3)
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
 def test_gradients_kept_in_place_train_exactly_as_gradients_dropped(tmp_path, toy_data_dir):
     """What CUDA graphs with gradient accumulation use (`keep_gradients_in_place`: .grad buffers of their own,
     zeroed after each update; pytorch#169545) trains bit for bit as the default (.grad dropped, the first

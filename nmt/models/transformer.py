@@ -155,6 +155,11 @@ class Transformer(EncoderDecoder):
         self.decoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
         self.head = OutputHead(dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
 
+    def compile_regions(self, static_shapes: bool) -> list[nn.Module]:
+        """What train.compile_scope layers compiles (nmt.compile_model.compile_regions): the repeated layers, and
+        the output head with its fused loss when the targets are a fixed number (its block loop follows the count)."""
+        return [*self.encoder_layers, *self.decoder_layers, *([self.head] if static_shapes else [])]
+
     def _init_embeddings(self) -> None:
         # N(0, d^-1/2) so that embeddings scaled by sqrt(d) have unit variance, like the positions they meet.
         for embed in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
