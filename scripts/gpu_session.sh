@@ -9,13 +9,12 @@
 #
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
-#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the whole update as one CUDA graph
-#                                         #   and background validation tested, then the graph's warm tokens/s +
-#                                         #   MFU at 8k tokens (eager and inductor's kernels), the quickest trained
-#                                         #   to dev BLEU 50 (seed 1), its greedy validation per batch size with
-#                                         #   cuDNN attention off and on, the fastest graph at 32k, old vs new (one
-#                                         #   round), the CUDA tests; at once a second call, LIMIT_S=<what the lease
-#                                         #   has left>, runs what it skipped
+#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the captured update with layers
+#                                         #   compiled and background validation tested, then compile seconds and
+#                                         #   warm update ms per compile scope, the quickest scope trained to dev
+#                                         #   BLEU 50 for seeds 1, 2, 3, its MFU at 32k tokens, the CUDA tests; at
+#                                         #   once a second call, LIMIT_S=<what the lease has left>, runs what it
+#                                         #   skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
 #
@@ -118,59 +117,41 @@ bench() {  # bench NAME [bench_train args...]: the Transformer's real training s
     --record "$RESULTS/gpu-bench-transformer-$name-$slug.json"
 }
 
-winner_overrides() {  # winner_overrides throughput|time-to-target RECORD...: the best bench record's overrides
-  # (scripts/gpu_report.py --winner; $SET's, which every training here gets anyway, left out)
-  "$PYTHON" scripts/gpu_report.py --winner "$1" --given "$SET" "${@:2}"
-}
-
 case $phase in
 lease)
   # A whole lease of device time (15 minutes, a start of a minute or more included) in one call: issue 15's figures
-  # in order of value. Since the 2026-11-26 lease (eager 3.2% MFU, packed rows under inductor's CUDA graphs 15.0%,
-  # the host busy throughout, ~5 ms an update in the optimizer phase alone; time to BLEU spent 96 of 164 s
-  # validating): first the whole update as one CUDA graph (train.cuda_graph, new, never run on a GPU) tested, and
-  # validation beside training (train.eval_in_background, new); the graph measured (eager kernels: no compile, so
-  # the likeliest to reach dev BLEU 50 quickest); trained to dev BLEU 50 (seed 1), validating beside training if its
-  # test passed, SDPA's cuDNN kernels off (new: the likeliest cause of the 13.7-s validations); that model's greedy
-  # validation per decode batch size, cuDNN attention off and on; then the graph replaying inductor's fused kernels;
-  # the faster graph at 32,768 tokens an update; old vs new (one round); the CUDA tests last. A second call at once
-  # (warm, no new start), with LIMIT_S set to what the lease has left, runs what this one skipped.
-  step cuda-graph-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k "whole_update or cuda_graph_run or never_waits"
-  # validation beside training (train.eval_in_background, new): the time-to-BLEU run below uses it if this passes
+  # in order of value. The 2026-11-26 evening lease reached dev BLEU 50.93 in 108.6 s (seed 1, ~3,000 updates: the
+  # update captured whole replaying inductor's kernels, validation beside training at decode batch 1,024), and the
+  # same without compile trained 2,722 updates in 67.8 s before it stalled on a stderr pipe (time_to_bleu, fixed
+  # since). Now: the CUDA tests of what is new (train.compile_scope layers inside a captured update) and of
+  # background validation; then each compile scope's cold first update and warm update under train.cuda_graph
+  # (eager, layers, model: scripts/bench_compile_scope.py); the scope that reaches 3,000 updates first, trained to dev
+  # BLEU 50 for seeds 1, 2 and 3, one record each (a call cut short keeps the seeds it finished; the report pools
+  # them); then MFU at 32,768 tokens with that scope; the CUDA tests last. A second call at once (warm, no new
+  # start), with LIMIT_S set to what the lease has left, runs what this one skipped.
+  step cuda-graph-tests 120 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py \
+    -k "whole_update or cuda_graph_run or never_waits or captured_as_a_cuda_graph"
+  # validation beside training (train.eval_in_background): the time-to-BLEU runs below use it if this passes
   step background-validation-test 40 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py -k background_validation
-  bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true
-  measured() {  # this lease's bench records among NAME... (not older ones)
-    for name in "$@"; do
-      [ -e "$logs/bench-$name.$slug.done" ] && echo "$RESULTS/gpu-bench-transformer-$name-$slug.json"; done; true
-  }
-  best() {  # best CRITERION NAME...: the overrides of the best of this lease's records among NAME... (none: eager)
-    local records; records=$(measured "${@:2}")
-    [ -n "$records" ] && winner_overrides "$1" $records || true
-  }
-  winner=$(best time-to-target packed128-graph)
-  echo "== trained to dev BLEU 50 below: ${winner:-eager}" | tee "$logs/winner.txt"
-  winner_sets=(); for kv in $winner; do winner_sets+=(--set "$kv"); done
-  [ -e "$logs/background-validation-test.$slug.done" ] && winner_sets+=(--set train.eval_in_background=true)
-  step time-to-dev-bleu-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml \
-    --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" --set train.eval_every=250 --set "train.device=$DEVICE" \
-    "${winner_sets[@]}" "${sets[@]}" --out "$RESULTS/gpu-time-to-dev-bleu50-winner-seed1-$slug.json"
-  # The model just trained, decoded as validation decodes it (greedy, the whole valid split) per batch size, SDPA's
-  # cuDNN kernels off and on: the evidence for a GPU's validation batch (decode.batch_size 128 was chosen on a CPU)
-  # and for nmt.device.avoid_cudnn_attention (13.7 s a validation on the 2026-11-26 lease, cause unmeasured)
-  [ -d runs/time-to-bleu/seed1/checkpoints ] && step greedy-batch-sizes 90 "$PYTHON" scripts/bench_greedy.py \
-    --run runs/time-to-bleu/seed1 --device "$DEVICE" "${greedy[@]}" --compact-every 8 --repeats 1 \
-    --out "$RESULTS/gpu-greedy-batch-sizes-transformer-$slug.json"
-  # The same graph replaying inductor's fused kernels (compile_mode default: no graphs of inductor's own), where the
-  # 2026-11-26 lease measured inductor's reduce-overhead at 15.0% MFU (the measure phase measures it again).
-  # Inductor's code generation (~60 s on that H100): stopped at 3 minutes so that it cannot take the rest's time.
-  NEEDS=120:180 bench packed128-graph-compiled --set train.pack_length=128 --set train.cuda_graph=true --compile
-  fastest=$(best throughput packed128-graph packed128-graph-compiled)
-  echo "== highest warm tokens/s: ${fastest:-eager}" | tee -a "$logs/winner.txt"
+  scope_record="$RESULTS/gpu-compile-scope-transformer-$slug.json"
+  step compile-scope 150:240 "$PYTHON" scripts/bench_compile_scope.py --config configs/transformer.yaml \
+    --device "$DEVICE" --scopes eager layers model --updates 12 "${tiny[@]}" --set train.pack_length=128 \
+    --set train.cuda_graph=true --out "$scope_record"
+  scope="train.compile=false"  # the captured update with eager kernels, unless the bench says otherwise
+  [ -e "$logs/compile-scope.$slug.done" ] && scope=$("$PYTHON" scripts/bench_compile_scope.py --winner "$scope_record" \
+    --updates-to-target 3000)
+  echo "== trained to dev BLEU 50 below: train.pack_length=128 train.cuda_graph=true $scope" | tee "$logs/winner.txt"
+  lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true)
+  for kv in $scope; do lease_sets+=(--set "$kv"); done
+  [ -e "$logs/background-validation-test.$slug.done" ] && lease_sets+=(--set train.eval_in_background=true)
+  for seed in 1 2 3; do
+    step "time-to-dev-bleu-seed$seed" "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
+      --config configs/transformer.yaml --dev-bleu 50 --seeds "$seed" --wall-limit-s "$wall" --set train.eval_every=250 \
+      --set "train.device=$DEVICE" "${lease_sets[@]}" "${sets[@]}" \
+      --out "$RESULTS/gpu-time-to-dev-bleu50-lease-seed$seed-$slug.json"
+  done
   # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase)
-  fastest_sets=(); for kv in ${fastest:-train.pack_length=128 train.cuda_graph=true}; do fastest_sets+=(--set "$kv"); done
-  bench fastest-32k "${fastest_sets[@]}" --set train.max_tokens=32768
-  step ab-transformer-1-round 150 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-1-round-$slug.json" \
-    scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 1
+  NEEDS=120:180 bench fastest-32k "${lease_sets[@]}" --set train.max_tokens=32768
   step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
   ;;
 measure)
