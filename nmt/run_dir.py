@@ -101,12 +101,12 @@ def _git_commit() -> str | None:
         return None
 
 
-RECORD_TYPES = ("train", "valid", "checkpoint")  # log windows, validations, checkpoint waits
+RECORD_TYPES = ("train", "valid", "checkpoint", "start")  # log windows, validations, checkpoint waits, sessions
 
 
 class MetricsLog:
-    """metrics.jsonl: one JSON record per line, `type` train, valid or checkpoint, each with its `step`; the only code
-    that reads or writes it."""
+    """metrics.jsonl: one JSON record per line, `type` train, valid, checkpoint or start (a session's setup seconds),
+    each with its `step`; the only code that reads or writes it."""
 
     def __init__(self, path: Path):
         self.path = path

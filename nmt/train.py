@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from nmt import __version__
+from nmt import PROCESS_STARTED, __version__
 from nmt.background_validation import BackgroundValidation, Validated
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
@@ -397,6 +397,11 @@ class Trainer:
                    dynamic_ncols=True)
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
+        if ctx.is_main:  # what a process pays before its first update, resumed or not
+            setup_s = round(session_start - PROCESS_STARTED, 2)
+            self.run.metrics.append({"type": "start", "step": p.step, "setup_s": setup_s})
+            self.log(f"training from step {p.step}, {setup_s:.1f} s after the process started (imports, data, "
+                     f"model, device)")
         with StopRequest() as stop, contextlib.closing(bar):  # the bar ends its line even when an error ends training
             try:
                 self._loop(stop, bar, window, session_start, elapsed_before)

@@ -81,12 +81,23 @@ def validation_seconds(seeds: list[dict]) -> str:
     return f"{total} ({'; '.join(parts)})" if parts else total
 
 
+def seconds_to_target(seed: dict) -> str:
+    """A seed's seconds to its target, and where they went when the record says: the process's start-up and the
+    training clock of the weights that reached it (the rest is that validation and the poll)."""
+    if seed["seconds_to_target"] is None:
+        return "–"
+    parts = [f"start-up {seed['setup_s']:.0f}" if seed.get("setup_s") is not None else "",
+             f"training {seed['training_s_at_target']:.0f}" if seed.get("training_s_at_target") is not None else ""]
+    parts = [part for part in parts if part]
+    return f"{seed['seconds_to_target']:.0f}" + (f" ({' + '.join(parts)})" if parts else "")
+
+
 def time_to_bleu_rows(records: dict[str, dict]) -> list[str]:
     rows = ["| run | commit | seconds to target (per seed) | best dev BLEU | median MFU in training | validation s | "
             "test BLEU | overrides |", "|---|---|---|---|---|---|---|---|"]
     for name, record in sorted(records.items()):
         seeds = record["seeds"]
-        times = ", ".join("–" if s["seconds_to_target"] is None else f"{s['seconds_to_target']:.0f}" for s in seeds)
+        times = ", ".join(seconds_to_target(s) for s in seeds)
         if record.get("stalled"):  # its training blocked on a full stderr pipe: the record's note says
             times = "stalled, not a figure"
         mfus = [s["median_mfu"] for s in seeds if s.get("median_mfu") is not None]

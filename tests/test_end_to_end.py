@@ -125,6 +125,10 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     # The checkpoint waits up to step 8 are kept through the trim; step 10's is written again by the resumed run.
     assert [r["step"] for r in run.metrics.records() if r["type"] == "checkpoint"] == [4, 8, 10]
     assert any("dropped 4 metrics records" in m for m in messages), messages
+    # Each session says where it started and how long its process took to get there.
+    starts = [r for r in run.metrics.records() if r["type"] == "start"]
+    assert [r["step"] for r in starts] == [0, 8] and all(r["setup_s"] > 0 for r in starts)
+    assert any(m.startswith("training from step 8, ") and "after the process started" in m for m in messages)
 
 
 def test_resume_from_another_directory_goes_on_with_the_runs_own_data(tmp_path, toy_data_dir):

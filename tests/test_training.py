@@ -74,7 +74,7 @@ def test_exact_resume_after_sigkill(tmp_path, real_data_dir, prepared):
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     metrics, deadline = Run(killed).metrics.path, time.time() + 120
     while time.time() < deadline:
-        if metrics.is_file() and sum(1 for _ in metrics.open()) >= 11:  # 10+ steps done, one evaluation among them
+        if metrics.is_file() and sum(1 for _ in metrics.open()) >= 12:  # its start, 10+ steps, one evaluation
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
