@@ -101,6 +101,9 @@ else
   eval_tokens=4096000  # recipe: a validation every ~4M tokens (transformer.yaml's eval_every 500 at 8,192)
 fi
 sets=(); for kv in $SET; do sets+=(--set "$kv"); done
+# transformer.yaml's update as before the twenty-fifth session (tight token buckets, eager, validated inline): what
+# the benches named eager, compile or static8 measure, now that the config packs rows and captures its updates
+eager=(--set train.pack_length=0 --set train.cuda_graph=false --set train.eval_in_background=false)
 # REDO=1: this phase from the start on this device kind, an earlier call's markers (and so its winner) forgotten
 [ -z "${REDO:-}" ] || rm -f "$logs"/*."$slug".done
 
@@ -143,7 +146,8 @@ lease)
   echo "== trained to dev BLEU 50 below: train.pack_length=128 train.cuda_graph=true $scope" | tee "$logs/winner.txt"
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true)
   for kv in $scope; do lease_sets+=(--set "$kv"); done
-  [ -e "$logs/background-validation-test.$slug.done" ] && lease_sets+=(--set train.eval_in_background=true)
+  # transformer.yaml validates in the background since the twenty-fifth session: inline if its test failed here
+  [ -e "$logs/background-validation-test.$slug.done" ] || lease_sets+=(--set train.eval_in_background=false)
   for seed in 1 2 3; do
     step "time-to-dev-bleu-seed$seed" "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
       --config configs/transformer.yaml --dev-bleu 50 --seeds "$seed" --wall-limit-s "$wall" --set train.eval_every=250 \
@@ -156,27 +160,27 @@ lease)
   ;;
 measure)
   step cuda-tests 60 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
-  bench eager
+  bench eager "${eager[@]}"
   # The likeliest MFU winners before the long A/B, so that a call cut short still has them: packed rows (one shape,
   # one graph) as inductor's CUDA graph, then as CUDA graphs of the traced graph's own kernels (no inductor code
   # generation: seconds to compile, not minutes). A later call of this phase runs what this one skipped.
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true  # the whole update, one graph
   bench packed128-graph-compiled --set train.pack_length=128 --set train.cuda_graph=true --compile  # inductor's kernels
-  bench packed128-graphs --set train.pack_length=128 --compile --set train.compile_mode=reduce-overhead
-  bench packed128-cudagraphs --set train.pack_length=128 --compile --set train.compile_backend=cudagraphs
+  bench packed128-graphs --set train.pack_length=128 --set train.cuda_graph=false --compile --set train.compile_mode=reduce-overhead
+  bench packed128-cudagraphs --set train.pack_length=128 --set train.cuda_graph=false --compile --set train.compile_backend=cudagraphs
   # The eager host floor: transformer.yaml's operators at tiny widths, so that an update's time is the host's
   # (dispatch and launches); with the real model's FLOPs it bounds what eager can reach here (~15 s).
   step host-overhead 30 "$PYTHON" scripts/bench_host_overhead.py --config configs/transformer.yaml --device "$DEVICE" \
-    --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
+    "${eager[@]}" --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
   step ab-transformer 300 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
     scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
   # The rest of the static shapes: packed rows eager and compiled, then lengths rounded to 8 (a graph per width).
-  bench packed128 --set train.pack_length=128
-  bench packed128-compile --set train.pack_length=128 --compile
-  bench compile --compile  # tight batches, dynamic shapes: since 0d12bc0 no recompile per batch (no CUDA graphs)
-  bench static8 --set train.length_multiple=8
-  bench static8-graph --set train.length_multiple=8 --set train.cuda_graph=true  # a captured update per width
-  bench static8-graphs --set train.length_multiple=8 --compile --set train.compile_mode=reduce-overhead
+  bench packed128 --set train.pack_length=128 --set train.cuda_graph=false
+  bench packed128-compile --set train.pack_length=128 --set train.cuda_graph=false --compile
+  bench compile "${eager[@]}" --compile  # tight batches, dynamic shapes: since 0d12bc0 no recompile per batch (no CUDA graphs)
+  bench static8 "${eager[@]}" --set train.length_multiple=8
+  bench static8-graph --set train.pack_length=0 --set train.length_multiple=8 --set train.cuda_graph=true  # a captured update per width
+  bench static8-graphs "${eager[@]}" --set train.length_multiple=8 --compile --set train.compile_mode=reduce-overhead
   ;;
 bleu)
   step time-to-dev-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
