@@ -129,11 +129,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    full = load_config(args.config)
+    # The floor of the eager update on token buckets, whatever the config's GPU path (transformer.yaml packs rows and
+    # captures its updates since the twenty-fifth session); --set may still choose otherwise.
+    eager = ["train.pack_length=0", "train.cuda_graph=false", "train.compile=false"]
+    full = load_config(args.config, [*eager, *args.set])
     transformer = full.model.arch == "transformer"
     width = f"model.ff_dim={args.ff_dim}" if transformer else f"model.hidden_size={args.hidden_size}"
     embed_dim = args.embed_dim or (8 * full.model.num_heads if transformer else 8)
-    overrides = [f"model.embed_dim={embed_dim}", width, f"train.max_tokens={args.max_tokens}",
+    overrides = [*eager, f"model.embed_dim={embed_dim}", width, f"train.max_tokens={args.max_tokens}",
                  f"train.precision={args.precision}", f"train.device={args.device}", *args.set]
     flops, real_batch = real_update_flops(full, args.data_dir)
     seconds, count, device, widths = time_updates(load_config(args.config, overrides), args.data_dir, args.warmup,

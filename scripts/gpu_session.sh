@@ -171,7 +171,7 @@ measure)
   # The eager host floor: transformer.yaml's operators at tiny widths, so that an update's time is the host's
   # (dispatch and launches); with the real model's FLOPs it bounds what eager can reach here (~15 s).
   step host-overhead 30 "$PYTHON" scripts/bench_host_overhead.py --config configs/transformer.yaml --device "$DEVICE" \
-    "${eager[@]}" --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
+    --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
   step ab-transformer 300 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
     scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
   # The rest of the static shapes: packed rows eager and compiled, then lengths rounded to 8 (a graph per width).
