@@ -210,9 +210,9 @@ class Trainer:
         self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
             if cfg.train.length_multiple else None
         # Packed rows are one shape already; compiled or captured, every position also goes to the loss (fixed-size
-        # targets).
+        # targets). Where train.cuda_graph runs eagerly (a CPU, torchrun), the loss takes the real targets only.
         self.packed_rows = PackedRows(cfg.train.pack_length, cfg.train.max_tokens,
-                                      static=cfg.train.compile or cfg.train.cuda_graph) \
+                                      static=cfg.train.compile or self.captures_updates) \
             if cfg.train.pack_length else None
         if self.packed_rows:
             check_pack_length(self.train_data, cfg.train.pack_length)

@@ -9,6 +9,7 @@ capture at all, an operator that reads the device back, is checked here too, on 
 
 import collections
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -84,6 +85,8 @@ def make_trainer(cfg, directory, data_dir, captured: bool, log=lambda *_: None) 
     trainer = Trainer(cfg, Run(directory), data_dir, log=log)
     if captured:  # what __init__ decides on one GPU
         trainer.captures_updates, trainer.sources_longest_first = True, False
+        if trainer.packed_rows:  # fixed-size targets, as captured updates take them
+            trainer.packed_rows = dataclasses.replace(trainer.packed_rows, static=True)
     trainer.setup()
     if captured:
         FakeGraph.trainer = trainer
@@ -246,3 +249,17 @@ def test_a_captured_update_never_reads_the_device(tmp_path, toy_data_dir, fake_c
         with reads:
             fallback.model.encoder(batch.src)
         assert reads.found
+
+
+@pytest.mark.parametrize("settings, static", [({"cuda_graph": True}, False), ({"compile": True}, True)],
+                         ids=["graph-on-a-cpu", "compiled"])
+def test_packed_rows_take_fixed_size_targets_only_where_a_graph_or_compiler_needs_them(tmp_path, toy_data_dir,
+                                                                                       settings, static):
+    """Where train.cuda_graph falls back to eager updates (this CPU), the loss reads the real targets only, not
+    every position of the rows (transformer.yaml sets cuda_graph for a GPU); compiled, every position."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"pack_length": 100, **settings}))
+    trainer = make_trainer(cfg, tmp_path / "run", toy_data_dir, captured=False)
+    plan = next(trainer.update_plans(epoch=0, batch_in_epoch=0, updates=1))
+    batch = trainer.host_batches(plan.micro_batches)[0]
+    assert trainer.packed_rows.static is static
+    assert (batch.targets.numel() == batch.tgt_in.numel()) is static  # padding in the loss only when static
