@@ -166,6 +166,12 @@ measure)
   # generation: seconds to compile, not minutes). A later call of this phase runs what this one skipped.
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true  # the whole update, one graph
   bench packed128-graph-compiled --set train.pack_length=128 --set train.cuda_graph=true --compile  # inductor's kernels
+  # ...of each layer kind (train.compile_scope layers: a fraction of the compile time), then with its GEMMs autotuned
+  # (max-autotune-no-cudagraphs: per layer kind, a few shapes to tune), towards the 25% MFU
+  bench packed128-graph-layers --set train.pack_length=128 --set train.cuda_graph=true --compile \
+    --set train.compile_scope=layers
+  bench packed128-graph-layers-autotune --set train.pack_length=128 --set train.cuda_graph=true --compile \
+    --set train.compile_scope=layers --set train.compile_mode=max-autotune-no-cudagraphs
   bench packed128-graphs --set train.pack_length=128 --set train.cuda_graph=false --compile --set train.compile_mode=reduce-overhead
   bench packed128-cudagraphs --set train.pack_length=128 --set train.cuda_graph=false --compile --set train.compile_backend=cudagraphs
   # The eager host floor: transformer.yaml's operators at tiny widths, so that an update's time is the host's
