@@ -33,7 +33,7 @@
 # Each phase writes results/gpu-*.json records (command, commit, device, date, figures) and its logs under
 # gpu-session/PHASE/, and packs both into $OUT/PHASE.tgz after every step: what is under $OUT comes back even from
 # a command cut off at its limit. Unpack it here with `tar -xzf FILE` in the repository root. A step that succeeded
-# leaves a marker there (gpu-session/PHASE/STEP.DEVICE.done), and the unpacked tree travels with the next call: the
+# leaves a marker there (gpu-session/PHASE/STEP.DEVICE.COMMIT.done), and the unpacked tree travels with the next call: the
 # same phase called again runs only the steps that were skipped for time or failed (REDO=1 runs them all).
 #
 # DEVICE=cpu dry-runs a phase on a CPU (how this script was tested): tiny models, few steps, records under
@@ -65,12 +65,16 @@ mkdir -p "$logs" "$OUT" "$RESULTS"
 touch "$logs/.start"
 
 left() { echo $(( LIMIT_S - ($(date +%s) - START) )); }
+# A step's marker names the device kind and the commit measured (.device/COMMIT: the copy has no git), so that a
+# later lease of new code runs every step again, while a second call of the same lease skips what the first did.
+commit=$(cat .device/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
+done_path() { echo "$logs/$1.$slug.$commit.done"; }
 pack() { tar -czf "$OUT/$phase.tgz" "$logs" $(find "$RESULTS" -name 'gpu-*.json' -newer "$logs/.start"); }
 step() {  # step NAME SECONDS_NEEDED[:AT_MOST] COMMAND...: run it, logged, if the time left allows (stopped after
           # AT_MOST seconds, else when this command's time runs out); a failure is logged, not fatal
   local name=$1 needs=${2%%:*} most=${2#*:}; shift 2
   [ "$most" != "$needs" ] || most=$LIMIT_S
-  local done_marker="$logs/$name.$slug.done"  # per device kind: a CPU dry run's markers never skip a GPU's steps
+  local done_marker; done_marker=$(done_path "$name")  # a CPU dry run's markers never skip a GPU's steps
   if [ -e "$done_marker" ]; then echo "== $name: done in an earlier call ($done_marker)"; return; fi
   if [ "$(left)" -lt "$needs" ]; then
     echo "== $name skipped: $(left) s left, needs $needs" | tee -a "$logs/skipped.txt"; skipped=$((skipped + 1)); return
@@ -106,7 +110,7 @@ sets=(); for kv in $SET; do sets+=(--set "$kv"); done
 # the benches named eager, compile or static8 measure, now that the config packs rows and captures its updates
 eager=(--set train.pack_length=0 --set train.cuda_graph=false --set train.eval_in_background=false)
 # REDO=1: this phase from the start on this device kind, an earlier call's markers (and so its winner) forgotten
-[ -z "${REDO:-}" ] || rm -f "$logs"/*."$slug".done
+[ -z "${REDO:-}" ] || rm -f "$logs"/*."$slug".done "$logs"/*."$slug".*.done
 
 # Every phase: the corpus from the carried copy, prepared here (SentencePiece and arrays: ~15 s).
 { nvidia-smi 2>/dev/null || true; "$PYTHON" -c "import torch; print(torch.__version__)"
@@ -142,13 +146,13 @@ lease)
     --device "$DEVICE" --scopes eager layers model --updates 12 "${tiny[@]}" --set train.pack_length=128 \
     --set train.cuda_graph=true --out "$scope_record"
   scope="train.compile=false"  # the captured update with eager kernels, unless the bench says otherwise
-  [ -e "$logs/compile-scope.$slug.done" ] && scope=$("$PYTHON" scripts/bench_compile_scope.py --winner "$scope_record" \
+  [ -e "$(done_path compile-scope)" ] && scope=$("$PYTHON" scripts/bench_compile_scope.py --winner "$scope_record" \
     --updates-to-target 3000)
   echo "== trained to dev BLEU 50 below: train.pack_length=128 train.cuda_graph=true $scope" | tee "$logs/winner.txt"
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true)
   for kv in $scope; do lease_sets+=(--set "$kv"); done
   # transformer.yaml validates in the background since the twenty-fifth session: inline if its test failed here
-  [ -e "$logs/background-validation-test.$slug.done" ] || lease_sets+=(--set train.eval_in_background=false)
+  [ -e "$(done_path background-validation-test)" ] || lease_sets+=(--set train.eval_in_background=false)
   for seed in 1 2 3; do
     step "time-to-dev-bleu-seed$seed" "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
       --config configs/transformer.yaml --dev-bleu 50 --seeds "$seed" --wall-limit-s "$wall" --set train.eval_every=250 \
@@ -266,7 +270,7 @@ decode)
   # Validation's greedy decoding (issue 15 item 5) on a model trained here for the wall limit (runs do not travel
   # between calls): sentences/s per decode batch size and per compaction cadence (host syncs every 1 or 8 steps).
   # The model stays on the machine only while it is warm: without it, train it again whatever an earlier call did.
-  [ -d runs/decode-model/seed1/checkpoints ] || rm -f "$logs/decode-model.$slug.done"
+  [ -d runs/decode-model/seed1/checkpoints ] || rm -f "$(done_path decode-model)"
   step decode-model 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 --seeds 1 \
     --wall-limit-s "$wall" --runs runs/decode-model --set train.eval_every=250 --set "train.device=$DEVICE" "${sets[@]}"
   step greedy 90 "$PYTHON" scripts/bench_greedy.py --run runs/decode-model/seed1 --device "$DEVICE" "${greedy[@]}" \
