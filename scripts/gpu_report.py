@@ -2,7 +2,6 @@
 
     python scripts/gpu_report.py --slug h100                      # after unpacking a phase's $OUT/PHASE.tgz here
     python scripts/gpu_report.py --results gpu-session/dry-run-results --slug cpu
-    python scripts/gpu_report.py --winner time-to-target RECORD... # the lease's choice among its bench records
 
 `scripts/gpu_session.sh lease` prints it at its end, so that the reply of a device-tool call already says what was
 measured and what is missing while the machine is still warm (it goes back 30 s after a call). It reads records
@@ -20,28 +19,6 @@ import statistics
 from pathlib import Path
 
 MFU_GOAL, DEV_BLEU_SECONDS_GOAL = 0.25, 90.0
-# The tokens transformer.yaml trained to reach dev BLEU 50 on an H100 before (4,000 updates of 8,192 tokens a side:
-# ~59M counted on both sides at ~90% fill, as the bench counts them).
-TOKENS_TO_DEV_BLEU_50 = 4000 * 2 * 8192 * 0.9
-
-
-def projected_seconds(figures: dict, tokens: float = TOKENS_TO_DEV_BLEU_50) -> float:
-    """A bench's compile time (its warm-up less the warm-up's tokens at the warm rate) plus the time to train
-    `tokens` at the warm rate: what a time-to-BLEU run from a cold compile cache pays."""
-    compile_s = max(0.0, figures["warmup_s"] - figures.get("warmup_tokens", 0) / figures["tokens_per_s"])
-    return compile_s + tokens / figures["tokens_per_s"]
-
-
-def winner_overrides(paths: list[Path], criterion: str, given: list[str]) -> list[str]:
-    """The config overrides of the best bench record (compile included) by `criterion` — throughput: the highest
-    warm tokens/s; time-to-target: the least `projected_seconds` — less those in `given` (every training's anyway)."""
-    records = [json.loads(Path(path).read_text()) for path in paths]
-    if criterion == "throughput":
-        best = max(records, key=lambda r: r["figures"][0]["tokens_per_s"])
-    else:
-        best = min(records, key=lambda r: projected_seconds(r["figures"][0]))
-    overrides = best["overrides"] + (["train.compile=true"] if best["figures"][0]["compile"] else [])
-    return [kv for kv in overrides if kv not in given]
 
 
 def name_of(path: Path, prefix: str, slug: str) -> str:
@@ -203,18 +180,9 @@ def report(results: Path, slug: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=Path("results"))
-    parser.add_argument("--slug", help="the device part of the records' names: h100, h200, cpu")
+    parser.add_argument("--slug", required=True, help="the device part of the records' names: h100, h200, cpu")
     parser.add_argument("--out", type=Path, help="also write the summary here")
-    parser.add_argument("--winner", choices=("throughput", "time-to-target"),
-                        help="instead of a summary, print the overrides of the best of the bench records named")
-    parser.add_argument("--given", default="", help="with --winner: overrides to leave out (KEY=VALUE ...)")
-    parser.add_argument("records", nargs="*", type=Path, help="with --winner: bench records")
     args = parser.parse_args()
-    if args.winner:
-        print(" ".join(winner_overrides(args.records, args.winner, args.given.split())))
-        return
-    if not args.slug:
-        parser.error("--slug is needed for a summary")
     text = report(args.results, args.slug)
     print(text, end="")
     if args.out:

@@ -91,31 +91,6 @@ def test_a_stalled_run_is_no_figure_and_meets_no_goal(tmp_path):
     assert "dev BLEU 50 within 90 s: not measured" in text
 
 
-def test_the_lease_trains_the_bench_with_the_least_compile_plus_training_time(tmp_path):
-    """The highest warm tokens/s can lose a time-to-BLEU race to its own compile time, paid again from a cold cache."""
-    def record(name, overrides, compiled, tokens_per_s, warmup_s):
-        figures = {"tokens_per_s": tokens_per_s, "compile": compiled, "warmup_s": warmup_s, "warmup_tokens": 3.9e6}
-        write(tmp_path, name, overrides=overrides, figures=[figures])
-        return str(tmp_path / name)
-    paths = [record("eager.json", [], False, 200e3, 20.0),
-             record("cudagraphs.json", ["train.pack_length=128", "train.compile_backend=cudagraphs"], True, 400e3,
-                    20.0),  # ~10 s to trace
-             record("inductor.json", ["train.pack_length=128", "train.compile_mode=reduce-overhead"], True, 500e3,
-                    130.0)]  # ~122 s of code generation
-
-    def winner(criterion, given=""):
-        out = subprocess.run([sys.executable, SCRIPT, "--winner", criterion, "--given", given, *paths],
-                             capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        return out.stdout.split()
-    assert winner("throughput") == ["train.pack_length=128", "train.compile_mode=reduce-overhead",
-                                    "train.compile=true"]
-    assert winner("time-to-target") == ["train.pack_length=128", "train.compile_backend=cudagraphs",
-                                        "train.compile=true"]
-    assert winner("time-to-target", given="train.pack_length=128") == ["train.compile_backend=cudagraphs",
-                                                                       "train.compile=true"]
-
-
 def test_a_time_to_bleu_row_says_how_much_of_validation_was_decoding(tmp_path):
     record = seeds(None)
     record["seeds"][0].update(validation_s=96.1, validation_decode_s=80.4)
