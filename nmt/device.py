@@ -44,7 +44,7 @@ def avoid_cudnn_attention() -> bool:
     transformer.json; 114 kernel-launching operators each, results/decode-step-operators-transformer-cpu-bf16.json;
     at the ~32 µs an operator measured there, ~1.6 s before the search's own). The evening lease confirmed it:
     greedy decoding of the valid split at batch 128 took 17.8 s on its first pass with cuDNN attention against 2.2 s
-    without, and ran slower warm too (results/gpu-greedy-batch-sizes-transformer-h100.json).
+    without, and ran slower warm at batches 128 and 1,024 (results/gpu-greedy-batch-sizes-transformer-h100.json).
     Flash and memory-efficient attention need no build. Process-wide, decided once: SDPA's choice is a global
     setting, which threads must not toggle (a background validation beside training)."""
     if os.environ.get(CUDNN_ATTENTION_ENV) == "1" or not hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
