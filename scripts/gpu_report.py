@@ -6,8 +6,9 @@
 `scripts/gpu_session.sh lease` prints it at its end, so that the reply of a device-tool call already says what was
 measured and what is missing while the machine is still warm (it goes back 30 s after a call). It reads records
 only: benches (tokens/s and MFU as the median of their windows, the host's blocked share of the timed windows on a
-GPU), the eager host floor, time-to-BLEU runs, validation's greedy decoding per batch size (cuDNN attention off
-and on), and the old vs new A/Bs; then the issue's two GPU goals, met or not.
+GPU), the eager host floor, the update's device time by kernel category, time-to-BLEU runs, validation's greedy
+decoding per batch size (cuDNN attention off and on), and the old vs new A/Bs; then the issue's two GPU goals, met or
+not.
 """
 
 from __future__ import annotations
@@ -148,13 +149,27 @@ def goals(benches: dict[str, dict], runs: dict[str, dict], device: str) -> list[
     return lines
 
 
+def profile_rows(records: dict[str, dict]) -> list[str]:
+    """Where a warm update's device time went (scripts/profile_update.py): per category, ms an update and share."""
+    rows = []
+    for name, record in sorted(records.items()):
+        f = record["figures"]
+        rows += [f"- {name} ({record['commit']}, {' '.join(record.get('overrides', [])) or 'as shipped'}): "
+                 f"{f['wall_ms_per_update']:.2f} ms an update profiled, MFU {f['mfu_profiled']:.1%}; device idle "
+                 f"{f.get('device_idle_share', 0):.1%}; products and attention alone would give MFU "
+                 f"{f.get('mfu_if_only_counted_kernels_ran', 0):.1%}",
+                 "  " + ", ".join(f"{label} {row['ms_per_update']:.2f} ms ({row['share']:.0%})"
+                                  for label, row in f["categories"].items())]
+    return rows
+
+
 def report(results: Path, slug: str) -> str:
     def records(prefix: str) -> dict[str, dict]:
         return {name_of(p, prefix, slug): json.loads(p.read_text())
                 for p in sorted(results.glob(f"{prefix}*-{slug}.json"))}
     benches, floors = records("gpu-bench-"), records("gpu-host-overhead-")
     runs = {**records("gpu-time-to-"), **{f"recipe-{k}": v for k, v in records("gpu-recipe-").items()}}
-    abs_, greedy = records("gpu-train-ab-"), records("gpu-greedy-")
+    abs_, greedy, profiles = records("gpu-train-ab-"), records("gpu-greedy-"), records("gpu-profile-")
     device = next((r["device"] for group in (benches, runs, abs_, floors) for r in group.values()), "no records")
     lines = [f"# GPU records in {results} ({slug}): {device}", ""]
     if benches:
@@ -164,6 +179,8 @@ def report(results: Path, slug: str) -> str:
         lines.append(f"- eager host floor ({name}): {f['host_ms_per_update_median']} ms an update "
                      f"({f['computing_operators_per_update']:,} operators): eager MFU at most "
                      f"{f['eager_mfu_ceiling']:.1%}")
+    if profiles:
+        lines += ["", "## Where the update's device time goes (scripts/profile_update.py)", "", *profile_rows(profiles)]
     if runs:
         lines += ["", "## Time to BLEU (wall clock from process start)", "", *time_to_bleu_rows(runs), ""]
     if greedy:

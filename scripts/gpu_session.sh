@@ -12,7 +12,8 @@
 #   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the captured update with layers
 #                                         #   compiled and background validation tested, then compile seconds and
 #                                         #   warm update ms per compile scope, the quickest scope trained to dev
-#                                         #   BLEU 50 for seeds 1, 2, 3, its MFU at 32k tokens, the CUDA tests; at
+#                                         #   BLEU 50 for seeds 1, 2, 3, its MFU at 32k tokens and where that
+#                                         #   update's device time goes (profile_update.py), the CUDA tests; at
 #                                         #   once a second call, LIMIT_S=<what the lease has left>, runs what it
 #                                         #   skipped
 #
@@ -93,6 +94,7 @@ if [ "$DEVICE" = cpu ]; then  # the dry run: a model small enough for a CPU, a h
   steps=3; warmup=(--warmup 1); ab_config=configs/demo.yaml; ab=(STEPS=2 WARMUP=1); wall=40; test_wall=40
   rnn_steps=2; rnn_warmup=1; RECIPES=${RECIPES_CPU:-1000:1e-3:50 4000:2e-3}; eval_tokens=20000
   greedy=(--sentences 100 --batch-sizes 32 64 --cudnn-attention off on)
+  profiled=(--warmup 2 --updates 3)
   SET="$SET model.num_layers=1 model.embed_dim=64 model.ff_dim=128 train.max_tokens=1000 train.eval_max_sentences=50"
 else
   slug=$("$PYTHON" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
@@ -103,6 +105,7 @@ else
   # the whole valid split, as validation decodes it; SDPA's cuDNN kernels off (nmt's choice since the twenty-fourth
   # session) and on (torch 2.11's own on an H100), each setting's first pass cold
   greedy=(--sentences 1946 --batch-sizes 128 1024 2048 --cudnn-attention off on)
+  profiled=()  # profile_update.py's own: 12 warm-up updates (compile, capture), 20 profiled
   eval_tokens=4096000  # recipe: a validation every ~4M tokens (transformer.yaml's eval_every 500 at 8,192)
 fi
 sets=(); for kv in $SET; do sets+=(--set "$kv"); done
@@ -123,6 +126,12 @@ bench() {  # bench NAME [bench_train args...]: the Transformer's real training s
   step "bench-$name" "${NEEDS:-60}" "$PYTHON" scripts/bench_train.py --config configs/transformer.yaml --archs transformer \
     --device "$DEVICE" --steps "$steps" "${warmup[@]}" "${tiny[@]}" "$@" \
     --record "$RESULTS/gpu-bench-transformer-$name-$slug.json"
+}
+
+profile() {  # profile NAME SECONDS[:AT_MOST] [--set ...]: a warm update's device time by kernel category, a record
+  local name=$1 needs=$2; shift 2
+  step "profile-$name" "$needs" "$PYTHON" scripts/profile_update.py --config configs/transformer.yaml \
+    --device "$DEVICE" "${profiled[@]}" "${tiny[@]}" "$@" --out "$RESULTS/gpu-profile-$name-$slug.json"
 }
 
 case $phase in
@@ -161,6 +170,9 @@ lease)
   done
   # tokens/s and MFU only: a 4x batch trains with another lr (the recipe phase)
   NEEDS=120:180 bench fastest-32k "${lease_sets[@]}" --set train.max_tokens=32768
+  # ...and where that update's device time goes, by kernel category (the host no longer waits on anything there:
+  # what stands between it and 25% MFU is the device's own time; inductor's cache is warm from the bench)
+  profile transformer-32k 60:120 "${lease_sets[@]}" --set train.max_tokens=32768
   step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
   ;;
 measure)
@@ -171,6 +183,7 @@ measure)
   # generation: seconds to compile, not minutes). A later call of this phase runs what this one skipped.
   bench packed128-graph --set train.pack_length=128 --set train.cuda_graph=true  # the whole update, one graph
   bench packed128-graph-compiled --set train.pack_length=128 --set train.cuda_graph=true --compile  # inductor's kernels
+  profile packed128-graph-compiled 60:120 --set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true
   # ...of each layer kind (train.compile_scope layers: a fraction of the compile time), then with its GEMMs autotuned
   # (max-autotune-no-cudagraphs: per layer kind, a few shapes to tune), towards the 25% MFU
   bench packed128-graph-layers --set train.pack_length=128 --set train.cuda_graph=true --compile \

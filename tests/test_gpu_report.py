@@ -98,3 +98,15 @@ def test_a_time_to_bleu_row_says_how_much_of_validation_was_decoding(tmp_path):
     write(tmp_path, "gpu-time-to-dev-bleu50-older-h100.json", **seeds(None))  # a record from before the split
     text = summary(tmp_path)
     assert "| 96 (decoding 80) |" in text and "| 6 |" in text
+
+
+def test_a_profile_says_where_the_update_s_device_time_went(tmp_path):
+    write(tmp_path, "gpu-profile-transformer-32k-h100.json", overrides=["train.max_tokens=32768"], figures={
+        "wall_ms_per_update": 26.4, "mfu_profiled": 0.183, "device_idle_share": 0.021,
+        "mfu_if_only_counted_kernels_ran": 0.41,
+        "categories": {"matmul": {"ms_per_update": 11.8, "share": 0.45, "per_update": 310.0},
+                       "normalization": {"ms_per_update": 4.1, "share": 0.16, "per_update": 60.0}}})
+    text = summary(tmp_path)
+    assert "transformer-32k (abc1234, train.max_tokens=32768): 26.40 ms an update profiled, MFU 18.3%" in text
+    assert "device idle 2.1%; products and attention alone would give MFU 41.0%" in text
+    assert "matmul 11.80 ms (45%), normalization 4.10 ms (16%)" in text
