@@ -154,10 +154,10 @@ def profile_rows(records: dict[str, dict]) -> list[str]:
     rows = []
     for name, record in sorted(records.items()):
         f = record["figures"]
+        idle = f"device idle {f['device_idle_share']:.1%}; " if "device_idle_share" in f else ""  # none on a CPU
         rows += [f"- {name} ({record['commit']}, {' '.join(record.get('overrides', [])) or 'as shipped'}): "
-                 f"{f['wall_ms_per_update']:.2f} ms an update profiled, MFU {f['mfu_profiled']:.1%}; device idle "
-                 f"{f.get('device_idle_share', 0):.1%}; products and attention alone would give MFU "
-                 f"{f.get('mfu_if_only_counted_kernels_ran', 0):.1%}",
+                 f"{f['wall_ms_per_update']:.2f} ms an update profiled, MFU {f['mfu_profiled']:.1%}; {idle}"
+                 f"products and attention alone would give MFU {f.get('mfu_if_only_counted_kernels_ran', 0):.1%}",
                  "  " + ", ".join(f"{label} {row['ms_per_update']:.2f} ms ({row['share']:.0%})"
                                   for label, row in f["categories"].items())]
     return rows
