@@ -203,6 +203,12 @@ class Trainer:
         # Captured updates need one GPU outside torchrun (its collectives are not captured); elsewhere
         # train.cuda_graph trains eagerly.
         self.captures_updates = cfg.train.cuda_graph and self.device.type == "cuda" and not self.ctx.enabled
+        if cfg.train.cuda_graph and not self.captures_updates and not cfg.train.compile:
+            cfg = self.cfg = eager_layout(cfg)  # the settings in force: what config.yaml and checkpoints keep
+            if self.ctx.is_main:
+                where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
+                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly, on token buckets (the "
+                         "static batch layout was for the captured update)")
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
@@ -790,6 +796,15 @@ def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable
         return progress
     finally:
         teardown_distributed(trainer.ctx)
+
+
+def eager_layout(cfg: Config) -> Config:
+    """`cfg` where train.cuda_graph cannot capture (a CPU, torchrun) and nothing compiles: its static batch layout
+    (packed rows, rounded widths) served only the captures, so batches are tight token buckets. On this 2-core CPU
+    transformer.yaml's packed rows trained at 0.74x the tokens/s of its token buckets
+    (results/packed-vs-buckets-transformer-cpu-bf16.json)."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, cuda_graph=False, pack_length=0,
+                                                              length_multiple=0))
 
 
 def check_pack_length(data: ParallelArrays, pack_length: int) -> None:

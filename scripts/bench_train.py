@@ -44,7 +44,7 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
         trainer.setup()
-        data, t = trainer.train_data, cfg.train
+        data, t = trainer.train_data, trainer.cfg.train  # the settings in force (a CPU drops a capture's layout)
 
         def plan(epoch: int) -> list:  # the training loop's own plan (token buckets, static widths or packed rows)
             batches = EpochPlan(data.lengths, len(data), t.max_tokens, 0, epoch, length_multiple=t.length_multiple,
