@@ -160,10 +160,27 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class StartupParts:
+    """Where a process's seconds before its first update go (the `start` record): each mark ends a part, the first
+    (imports, from nmt's import to the trainer) when made, the last (`rest`) at the first update."""
+
+    def __init__(self):
+        self.marks = [("imports", time.perf_counter())]
+
+    def mark(self, part: str) -> None:
+        self.marks.append((part, time.perf_counter()))
+
+    def parts(self, started: float, first_update: float) -> dict[str, float]:
+        ends = [at for _, at in self.marks] + [first_update]
+        names = [name for name, _ in self.marks] + ["rest"]
+        return {name: round(end - begin, 3) for name, begin, end in zip(names, [started] + ends, ends)}
+
+
 class Trainer:
     def __init__(self, cfg: Config, run: Run, data_dir: Path, url: str | None = None,
                  log: Callable[[str], None] = print):
         self.cfg, self.run, self.log = cfg, run, log
+        self.startup = StartupParts()  # imports end here
         self.resuming = run.checkpoint_path(CheckpointKind.LAST).is_file()  # as when this training was asked for
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
@@ -174,6 +191,7 @@ class Trainer:
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)
+        self.startup.mark("device_and_data")
         if self.resuming:
             self._check_same_vocabulary()
         vocab = self.vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
@@ -184,6 +202,7 @@ class Trainer:
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
+        self.startup.mark("model")  # a GPU's context made here, at the first tensor on it
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)
         if cfg.train.init_from and not self.resuming:
             self.init_record = load_parent_weights(self.model, cfg)
@@ -228,6 +247,7 @@ class Trainer:
         # CUDA graph would keep the captured batch's layout).
         self.sources_longest_first = self.model.takes_source_lengths and not (cfg.train.compile or
                                                                                self.captures_updates)
+        self.startup.mark("optimizer_and_arrays")
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -273,6 +293,7 @@ class Trainer:
             dropped = run.metrics.trim_after(self.progress.step)
             if dropped:
                 self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
+        self.startup.mark("resume_and_run_directory")
         self.train_model = self.model
         self.cuda_graphs = False
         self.gradients_in_place = False  # see keep_gradients_in_place
@@ -304,6 +325,7 @@ class Trainer:
                 where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
                 self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
+        self.startup.mark("compile_and_graphs")  # wrapped only: compiling and capturing come with the first updates
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
         # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
@@ -320,7 +342,13 @@ class Trainer:
                 self.log("train.eval_in_background: not on a CPU under bf16 autocast (training switches attention "
                          "kernels process-wide at every update); validating inline")
             else:
-                validated = build_model(self.cfg.model, *self.vocab).to(self.device).eval()
+                # Its weights are the training model's, copied before each validation: built drawing no random
+                # numbers (a draw here, after a resume restored the generators, would shift the resumed run's
+                # dropout masks from the uninterrupted run's) and on the device at once (not initialized on the
+                # host first: ~1 s of start-up for transformer.yaml's 48M parameters).
+                cuda = [self.device] if self.device.type == "cuda" else []
+                with torch.random.fork_rng(devices=cuda), self.device:
+                    validated = build_model(self.cfg.model, *self.vocab).eval()
                 self.background = BackgroundValidation(self.model, validated, self.validate, self.device)
                 self.log("train.eval_in_background: each validation scores a copy of the weights while training "
                          "goes on; its outcome counts at the next validation or checkpoint")
@@ -333,6 +361,7 @@ class Trainer:
             self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
                                       self.device, self.dtype, self.ctx.world_size))
             self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
+        self.startup.mark("validation_and_flops")
 
     def keep_gradients_in_place(self) -> None:
         """Gradients in buffers of their own, zeroed in place at each update instead of dropped. Under CUDA
@@ -405,9 +434,11 @@ class Trainer:
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
         if ctx.is_main:  # what a process pays before its first update, resumed or not
             setup_s = round(session_start - PROCESS_STARTED, 2)
-            self.run.metrics.append({"type": "start", "step": p.step, "setup_s": setup_s})
-            self.log(f"training from step {p.step}, {setup_s:.1f} s after the process started (imports, data, "
-                     f"model, device)")
+            parts = self.startup.parts(PROCESS_STARTED, session_start)
+            self.run.metrics.append({"type": "start", "step": p.step, "setup_s": setup_s, "setup_parts_s": parts})
+            largest = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}"
+                                for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])[:3])
+            self.log(f"training from step {p.step}, {setup_s:.1f} s after the process started ({largest} s)")
         with StopRequest() as stop, contextlib.closing(bar):  # the bar ends its line even when an error ends training
             try:
                 self._loop(stop, bar, window, session_start, elapsed_before)

@@ -121,6 +121,7 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
               "training_s_at_target": reached["time_s"] if reached else None,
               # ...and before it, the process's start-up: imports, data, model, device (nmt train's `start` record)
               "setup_s": logged["start"][0]["setup_s"] if logged["start"] else None,
+              "setup_parts_s": logged["start"][0].get("setup_parts_s") if logged["start"] else None,
               "best_dev_bleu": max((r["dev_bleu"] for r in records), default=None),
               "validations": len(records), "wall_s": round(trained_s, 1),
               # what the wall clock spent outside training: the knobs of a faster time-to-target (eval_every,

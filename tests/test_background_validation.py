@@ -78,11 +78,14 @@ def test_patience_stops_one_validation_later_than_inline(tmp_path, toy_data_dir,
     assert (stopped[False], stopped[True]) == (12, 18)
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_a_checkpoint_saved_as_its_validation_began_resumes_exactly(tmp_path, toy_data_dir, slow_validation,
-                                                                  monkeypatch):
+                                                                  monkeypatch, dropout):
     """The process dies just after the step-12 checkpoint, whose validation was running: the resumed run validates
-    those weights again and ends as the uninterrupted run does."""
-    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={**SETTINGS, "eval_in_background": True}))
+    those weights again and ends as the uninterrupted run does. With dropout too: building the validation's copy of
+    the model draws no random numbers, which would shift the resumed run's dropout masks."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, model={**TOY_RUN["model"], "dropout": dropout},
+                                   train={**SETTINGS, "eval_in_background": True}))
     train(cfg, tmp_path / "straight", toy_data_dir, log=lambda *_: None)
 
     save = Trainer.save_checkpoint

@@ -128,6 +128,13 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     # Each session says where it started and how long its process took to get there.
     starts = [r for r in run.metrics.records() if r["type"] == "start"]
     assert [r["step"] for r in starts] == [0, 8] and all(r["setup_s"] > 0 for r in starts)
+    # ...and where those seconds went, part by part, in order (a time-to-BLEU budget pays them every start)
+    for record in starts:
+        parts = record["setup_parts_s"]
+        assert list(parts) == ["imports", "device_and_data", "model", "optimizer_and_arrays",
+                               "resume_and_run_directory", "compile_and_graphs", "validation_and_flops", "rest"]
+        assert all(seconds >= 0 for seconds in parts.values())
+        assert sum(parts.values()) == pytest.approx(record["setup_s"], abs=0.02)
     assert any(m.startswith("training from step 8, ") and "after the process started" in m for m in messages)
 
 
