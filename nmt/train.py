@@ -44,6 +44,7 @@ from nmt.errors import NMTError, counted
 from nmt.finetune import load_parent_weights, starting_from, with_borrowed_tokenizer
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
+from nmt.models.base import set_loss_block_rows
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
@@ -202,6 +203,7 @@ class Trainer:
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.model = build_model(cfg.model, *vocab).to(self.device)
+        set_loss_block_rows(self.model, cfg.train.loss_block_rows)
         self.startup.mark("model")  # a GPU's context made here, at the first tensor on it
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)
         if cfg.train.init_from and not self.resuming:

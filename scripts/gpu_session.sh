@@ -175,6 +175,11 @@ lease)
     # ...and where that update's device time goes, by kernel category (the host no longer waits on anything there:
     # what stands between it and 25% MFU is the device's own time; inductor's cache is warm from the bench)
     profile transformer-32k 60:120 "${lease_sets[@]}" --set train.max_tokens=32768
+    # ...and with the fused loss in blocks of 4,096 target rows instead of 524 (4M logits, a CPU's memory bound):
+    # 63 blocks an update at 32k, each three small products (the features' gradient a 524 x 512 output over a K of
+    # 8,000) and an addition into the fp32 gradient of the 8,000 x 512 output matrix; 8 blocks instead
+    profile transformer-32k-loss-blocks4096 60:120 "${lease_sets[@]}" --set train.max_tokens=32768 \
+      --set train.loss_block_rows=4096
   }
   seed_run 1
   # Seeds 2 and 3 (~170 s each) decide the time goal's median only if seed 1 came within its 90 s; otherwise the

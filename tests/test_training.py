@@ -422,3 +422,27 @@ def test_packed_training_resumes_exactly_and_refuses_rows_too_short(tmp_path, re
                 data_dir=real_data_dir)
     assert short.returncode == 2 and "shorter than the longest training sentence" in short.stderr
     assert len(short.stderr.strip().splitlines()) == 1 and not (tmp_path / "short").exists()
+
+
+def test_the_fused_loss_block_size_changes_how_not_what_training_computes(tmp_path, toy_data_dir, monkeypatch):
+    """train.loss_block_rows: the fused loss scores that many target rows at a time (many blocks of 7 rows here
+    against one default block): the same losses to fp32 rounding."""
+    import nmt.models.base
+    from nmt.models.loss import head_cross_entropy
+
+    asked = []
+
+    def spy(*args, rows=None, **kwargs):
+        asked.append(rows)
+        return head_cross_entropy(*args, rows=rows, **kwargs)
+
+    monkeypatch.setattr(nmt.models.base, "head_cross_entropy", spy)
+    losses = {}
+    for rows in (0, 7):
+        asked.clear()
+        cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={
+            "loss_block_rows": rows, "max_steps": 4, "eval_every": 100, "log_every": 1, "precision": "fp32"}))
+        train(cfg, tmp_path / f"run-{rows}", toy_data_dir, log=lambda *_: None)
+        assert set(asked) == {rows or None}  # every training and validation loss
+        losses[rows] = [r["loss"] for r in Run(tmp_path / f"run-{rows}").metrics.split()[0]]
+    assert len(losses[7]) == 4 and losses[7] == pytest.approx(losses[0], rel=1e-5)

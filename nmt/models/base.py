@@ -115,6 +115,7 @@ class OutputHead(nn.Module):
         if tied is not None:
             self.proj.weight = tied.weight
         self.loss = head_cross_entropy  # `compile_loss_outside_graph` may swap in a copy torch.compile leaves out
+        self.block_rows: int | None = None  # the fused loss's rows at a time (train.loss_block_rows); None: its own
 
     @property
     def weight(self) -> torch.Tensor:
@@ -126,7 +127,16 @@ class OutputHead(nn.Module):
         projection so that the (N, V) logits are never held whole (nmt.models.loss); PAD targets count nothing."""
         if targets is None:
             return self.proj(features)
-        return self.loss(features, self.proj.weight, targets, label_smoothing, ignore_index=PAD_ID)
+        return self.loss(features, self.proj.weight, targets, label_smoothing, rows=self.block_rows,
+                         ignore_index=PAD_ID)
+
+
+def set_loss_block_rows(model: nn.Module, rows: int) -> None:
+    """train.loss_block_rows: the target rows each of the model's output heads projects and scores at a time in
+    training's fused loss (0: the loss's own default)."""
+    for module in model.modules():
+        if isinstance(module, OutputHead):
+            module.block_rows = rows or None
 
 
 def compile_loss_outside_graph(model: nn.Module) -> None:
