@@ -326,8 +326,8 @@ class Trainer:
             elif self.ctx.is_main:
                 where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
                 self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")
-        # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.startup.mark("compile_and_graphs")  # wrapped only: compiling and capturing come with the first updates
+        # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
         # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
