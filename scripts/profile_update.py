@@ -72,8 +72,8 @@ def device_kernels(trace: dict) -> list[dict]:
 def breakdown(rows: list[tuple[str, float, int]], updates: int, top: int = 15) -> dict:
     """(name, seconds, calls) rows of one profiled window → per-update milliseconds, share and calls by category,
     and the `top` names."""
-    by_category: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    by_category: dict[str, list] = defaultdict(lambda: [0.0, 0])  # [seconds, calls]
+    by_name: dict[str, list] = defaultdict(lambda: [0.0, 0])
     for name, seconds, calls in rows:
         for sums in (by_category[category(name)], by_name[name]):
             sums[0] += seconds
@@ -121,6 +121,8 @@ def profile_updates(cfg, data_dir: Path, warmup: int, updates: int) -> dict:
             path = Path(tmp) / "trace.json"
             prof.export_chrome_trace(str(path))
             kernels = device_kernels(json.loads(path.read_text()))
+            if not kernels:  # e.g. a profiler build that traces no kernel launched by a CUDA graph's replay
+                raise SystemExit("the profiler's trace holds no device kernels: no breakdown to make")
             rows = [(e["name"], e["dur"] / 1e6, 1) for e in kernels]
             span_s = (max(e["ts"] + e["dur"] for e in kernels) - min(e["ts"] for e in kernels)) / 1e6
             busy_s = busy_seconds([(e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6) for e in kernels])
