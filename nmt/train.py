@@ -224,12 +224,14 @@ class Trainer:
         # Captured updates need one GPU outside torchrun (its collectives are not captured); elsewhere
         # train.cuda_graph trains eagerly.
         self.captures_updates = cfg.train.cuda_graph and self.device.type == "cuda" and not self.ctx.enabled
-        if cfg.train.cuda_graph and not self.captures_updates and not cfg.train.compile:
-            cfg = self.cfg = eager_layout(cfg)  # the settings in force: what config.yaml and checkpoints keep
+        if cfg.train.cuda_graph and not self.captures_updates:
+            where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
+            how = "eagerly"
+            if not cfg.train.compile:  # a compiled update still wants its static shapes
+                cfg = self.cfg = eager_layout(cfg)  # the settings in force: what config.yaml and checkpoints keep
+                how += ", on token buckets (the static batch layout was for the captured update)"
             if self.ctx.is_main:
-                where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
-                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly, on token buckets (the "
-                         "static batch layout was for the captured update)")
+                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run {how}")
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
@@ -237,7 +239,7 @@ class Trainer:
         self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
             if cfg.train.length_multiple else None
         # Packed rows are one shape already; compiled or captured, every position also goes to the loss (fixed-size
-        # targets). Where train.cuda_graph runs eagerly (a CPU, torchrun), the loss takes the real targets only.
+        # targets). Packed rows trained eagerly (train.pack_length alone) send the real targets only.
         self.packed_rows = PackedRows(cfg.train.pack_length, cfg.train.max_tokens,
                                       static=cfg.train.compile or self.captures_updates) \
             if cfg.train.pack_length else None
@@ -312,20 +314,16 @@ class Trainer:
             self.compile_guard = compiler_failures_explained
         if self.cuda_graphs and self.cfg.train.accum_steps > 1:
             self.keep_gradients_in_place()
-        if self.cfg.train.cuda_graph:
-            if self.captures_updates:
-                self.keep_gradients_in_place()  # every graph adds into the same buffers
-                capture_recurrences(self.model)
-                self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
-                # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
-                shapes = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
-                    ** self.cfg.train.accum_steps if self.static_shapes else 1
-                self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
-                         f"eagerly, then that shape's update is one replayed CUDA graph ("
-                         f"{f'up to {shapes} shapes' if shapes > 1 else '1 shape'})")
-            elif self.ctx.is_main:
-                where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
-                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run eagerly")
+        if self.captures_updates:
+            self.keep_gradients_in_place()  # every graph adds into the same buffers
+            capture_recurrences(self.model)
+            self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
+            # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
+            shapes = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
+                ** self.cfg.train.accum_steps if self.static_shapes else 1
+            self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
+                     f"eagerly, then that shape's update is one replayed CUDA graph ("
+                     f"{f'up to {shapes} shapes' if shapes > 1 else '1 shape'})")
         self.startup.mark("compile_and_graphs")  # wrapped only: compiling and capturing come with the first updates
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",

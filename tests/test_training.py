@@ -292,8 +292,10 @@ def test_cuda_graph_with_compile_on_a_cpu_keeps_its_packed_rows(tmp_path, toy_da
     """Compiled, the update still wants one batch shape: there the packed rows stay (the capture alone is dropped)."""
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"pack_length": 100, "cuda_graph": True,
                                                                   "compile": True}))
-    trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
+    said = []
+    trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=said.append)
     assert trainer.packed_rows is not None and trainer.cfg.train.pack_length == 100 and not trainer.captures_updates
+    assert "train.cuda_graph: no CUDA graph on the CPU: updates run eagerly" in said
 
 
 @pytest.mark.parametrize("metric, better", [("loss", min), ("chrf", max)])
