@@ -20,6 +20,7 @@ import statistics
 from pathlib import Path
 
 MFU_GOAL, DEV_BLEU_SECONDS_GOAL = 0.25, 90.0
+TEST_BLEU_GOAL, TEST_BLEU_SECONDS_GOAL = 55.0, 300.0
 
 
 def name_of(path: Path, prefix: str, slug: str) -> str:
@@ -130,23 +131,41 @@ def goals(benches: dict[str, dict], runs: dict[str, dict], device: str) -> list[
                  ("not measured" if best is None else f"best {best:.1%}: {'met' if best >= MFU_GOAL else 'not met'}"))
     reached = [r for name, r in runs.items()  # gpu-time-to-dev-bleu50*, less runs that stalled (see their note)
                if name.startswith("dev-bleu50") and not r.get("stalled")]
+    lines.append(dev_bleu_goal(reached))
+    lines.append(test_bleu_goal([seed for name, r in runs.items() if name.startswith("test-bleu") and not r.get("stalled")
+                                 for seed in r["seeds"] if seed.get("test_bleu") is not None]))
+    return lines
+
+
+def dev_bleu_goal(reached: list[dict]) -> str:
     if not reached:
-        lines.append("- dev BLEU 50 within 90 s: not measured")
-        return lines
+        return "- dev BLEU 50 within 90 s: not measured"
     pools = seeds_pooled(reached)
     medians = {key: median_seconds(seeds) for key, seeds in pools.items()}
     timed = {key: m for key, m in medians.items() if m is not None}
     if not timed:
-        lines.append("- dev BLEU 50 within 90 s: no run reached the target within its wall limit")
-    else:
-        # The issue's goal is a median of 3 seeds: a setting trained that often, if any, before a quicker single seed.
-        enough = {key: m for key, m in timed.items() if len(pools[key]) >= 3} or timed
-        key = min(enough, key=enough.get)
-        fastest, seeds = timed[key], len(pools[key])
-        lines.append(f"- dev BLEU 50 within {DEV_BLEU_SECONDS_GOAL:.0f} s: fastest median {fastest:.0f} s "
-                     f"({'met' if fastest <= DEV_BLEU_SECONDS_GOAL and seeds >= 3 else 'not met'}; {seeds} seed(s), "
-                     f"the issue asks 3)")
-    return lines
+        return "- dev BLEU 50 within 90 s: no run reached the target within its wall limit"
+    # The issue's goal is a median of 3 seeds: a setting trained that often, if any, before a quicker single seed.
+    enough = {key: m for key, m in timed.items() if len(pools[key]) >= 3} or timed
+    key = min(enough, key=enough.get)
+    fastest, seeds = timed[key], len(pools[key])
+    return (f"- dev BLEU 50 within {DEV_BLEU_SECONDS_GOAL:.0f} s: fastest median {fastest:.0f} s "
+            f"({'met' if fastest <= DEV_BLEU_SECONDS_GOAL and seeds >= 3 else 'not met'}; {seeds} seed(s), "
+            f"the issue asks 3)")
+
+
+def test_bleu_goal(tested: list[dict]) -> str:
+    """Test BLEU within 5 minutes of process start: the best test BLEU of a training that ended within them (its
+    process's wall clock; evaluating the test split afterwards is the measurement, said beside it)."""
+    goal = f"- test BLEU {TEST_BLEU_GOAL:g} within {TEST_BLEU_SECONDS_GOAL / 60:g} minutes"
+    if not tested:
+        return f"{goal}: not measured"
+    within = [seed for seed in tested if seed["wall_s"] <= TEST_BLEU_SECONDS_GOAL]
+    best = max(within or tested, key=lambda seed: seed["test_bleu"])
+    met = bool(within) and best["test_bleu"] >= TEST_BLEU_GOAL
+    evaluating = f" + {best['test_evaluate_s']:.0f} s evaluating test" if "test_evaluate_s" in best else ""
+    return (f"{goal}: best {best['test_bleu']:.2f} after {best['wall_s']:.0f} s of training{evaluating} "
+            f"({'met' if met else 'not met'})")
 
 
 def profile_rows(records: dict[str, dict]) -> list[str]:

@@ -110,3 +110,24 @@ def test_a_profile_says_where_the_update_s_device_time_went(tmp_path):
     assert "transformer-32k (abc1234, train.max_tokens=32768): 26.40 ms an update profiled, MFU 18.3%" in text
     assert "device idle 2.1%; products and attention alone would give MFU 41.0%" in text
     assert "matmul 11.80 ms (45%), normalization 4.10 ms (16%)" in text
+
+
+@pytest.mark.parametrize("bleu_and_wall, verdict", [
+    (((55.8, 291.0),), "best 55.80 after 291 s of training + 40 s evaluating test (met)"),
+    (((54.2, 291.0),), "best 54.20 after 291 s of training + 40 s evaluating test (not met)"),
+    # a training that ran past the 5 minutes meets nothing, however high its BLEU; one within them is preferred
+    (((57.0, 420.0), (53.0, 290.0)), "best 53.00 after 290 s of training + 40 s evaluating test (not met)"),
+    (((57.0, 420.0),), "best 57.00 after 420 s of training + 40 s evaluating test (not met)")])
+def test_test_bleu_within_five_minutes_reads_the_training_s_wall_clock(tmp_path, bleu_and_wall, verdict):
+    for i, (bleu, wall) in enumerate(bleu_and_wall):
+        record = seeds(None)
+        record["seeds"][0].update(test_bleu=bleu, wall_s=wall, test_evaluate_s=40.0)
+        write(tmp_path, f"gpu-time-to-test-bleu-linear{i}-h100.json", **record)
+    text = summary(tmp_path)
+    assert f"test BLEU 55 within 5 minutes: {verdict}" in text
+    assert "dev BLEU 50 within 90 s: not measured" in text  # a test run is no dev-BLEU figure
+
+
+def test_a_test_bleu_goal_without_a_record_is_said_unmeasured(tmp_path):
+    write(tmp_path, "gpu-bench-transformer-eager-h100.json", **bench(0.08, 200_000))
+    assert "test BLEU 55 within 5 minutes: not measured" in summary(tmp_path)
