@@ -132,8 +132,9 @@ def goals(benches: dict[str, dict], runs: dict[str, dict], device: str) -> list[
     reached = [r for name, r in runs.items()  # gpu-time-to-dev-bleu50*, less runs that stalled (see their note)
                if name.startswith("dev-bleu50") and not r.get("stalled")]
     lines.append(dev_bleu_goal(reached))
-    lines.append(test_bleu_goal([seed for name, r in runs.items() if name.startswith("test-bleu") and not r.get("stalled")
-                                 for seed in r["seeds"] if seed.get("test_bleu") is not None]))
+    tested = [seed for name, r in runs.items() if name.startswith("test-bleu") and not r.get("stalled")
+              for seed in r["seeds"] if seed.get("test_bleu") is not None]
+    lines.append(test_bleu_goal(tested))
     return lines
 
 
