@@ -198,13 +198,16 @@ class Trainer:
         vocab = self.vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
                               self.tokenizers.joint)
         self.model_args = checkpoint_model_args(cfg.model, *vocab)
+        # Four start-up parts of their own, so that a GPU's start says which seconds to shorten (the H200's lease:
+        # 4.7-7.0 s for the four together): the parameter count on the meta device (torch imports its compiler there,
+        # ~1 s on a 2-core CPU, at the first function that turns it off; the optimizer's first parameter group would
+        # otherwise), the GPU's context (made at the first CUDA call, check_fits' free-memory query), the weights'
+        # initialization on the host, and their copy to the device.
         parameters = self.parameter_count = count_parameters(lambda: build_model(cfg.model, *vocab))
+        self.startup.mark("parameter_count")
         check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
-        # Three parts, so that a GPU's start says which of its seconds to shorten (the H200's lease: 4.7-7.0 s for
-        # the three together): its context, made at the first CUDA call (check_fits' free-memory query), the
-        # weights' initialization on the host, and their copy to the device.
         self.startup.mark("device_context")
         model = build_model(cfg.model, *vocab)
         self.startup.mark("model_init")

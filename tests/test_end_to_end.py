@@ -131,9 +131,9 @@ def test_resume_after_crash_trims_metrics_written_after_the_checkpoint(tmp_path,
     # ...and where those seconds went, part by part, in order (a time-to-BLEU budget pays them every start)
     for record in starts:
         parts = record["setup_parts_s"]
-        assert list(parts) == ["imports", "device_and_data", "device_context", "model_init", "model_to_device",
-                               "optimizer_and_arrays", "resume_and_run_directory", "compile_and_graphs",
-                               "validation_and_flops", "rest"]
+        assert list(parts) == ["imports", "device_and_data", "parameter_count", "device_context", "model_init",
+                               "model_to_device", "optimizer_and_arrays", "resume_and_run_directory",
+                               "compile_and_graphs", "validation_and_flops", "rest"]
         assert all(seconds >= 0 for seconds in parts.values())
         assert sum(parts.values()) == pytest.approx(record["setup_s"], abs=0.02)
     assert any(m.startswith("training from step 8, ") and "after the process started" in m for m in messages)
