@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 
 import torch
@@ -25,6 +26,23 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
     device = torch.device(requested) if requested.startswith("cuda:") else torch.device("cuda", local_rank)
     avoid_cudnn_attention()
     return device
+
+
+def context_in_background(device: torch.device) -> threading.Thread | None:
+    """Starts making a GPU's context on a thread (the driver's state and the first allocation: seconds, part of the
+    4.7-7.0 s an H200's start spent before its model was on the device) while the host goes on; the next host work,
+    the parameter count where torch imports its compiler, is Python that the driver's calls do not block. Join the
+    thread before the device's first use on this one; its failure, if any, recurs there and is reported there."""
+    if device.type != "cuda":
+        return None
+    thread = threading.Thread(target=_touch, args=(device,), name="nmt-cuda-context", daemon=True)
+    thread.start()
+    return thread
+
+
+def _touch(device: torch.device) -> None:
+    with contextlib.suppress(Exception):  # the main thread's first CUDA call meets the same error and says it
+        torch.zeros(1, device=device)
 
 
 # Set NMT_CUDNN_ATTENTION=1 to leave torch's SDPA its cuDNN kernels (for an A/B: scripts/bench_greedy.py).

@@ -38,7 +38,7 @@ from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.tokenizer import Tokenizers, same_vocabulary
-from nmt.device import autocast, autocast_dtype, pick_device, training_attention_kernels
+from nmt.device import autocast, autocast_dtype, context_in_background, pick_device, training_attention_kernels
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
 from nmt.finetune import load_parent_weights, starting_from, with_borrowed_tokenizer
@@ -193,6 +193,7 @@ class Trainer:
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)
         self.startup.mark("device_and_data")
+        context = context_in_background(self.device)  # a GPU's; made while the parameter count runs
         if self.resuming:
             self._check_same_vocabulary()
         vocab = self.vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
@@ -201,10 +202,12 @@ class Trainer:
         # Four start-up parts of their own, so that a GPU's start says which seconds to shorten (the H200's lease:
         # 4.7-7.0 s for the four together): the parameter count on the meta device (torch imports its compiler there,
         # ~1 s on a 2-core CPU, at the first function that turns it off; the optimizer's first parameter group would
-        # otherwise), the GPU's context (made at the first CUDA call, check_fits' free-memory query), the weights'
-        # initialization on the host, and their copy to the device.
+        # otherwise), what is left of the wait for the GPU's context, the weights' initialization on the host, and
+        # their copy to the device.
         parameters = self.parameter_count = count_parameters(lambda: build_model(cfg.model, *vocab))
         self.startup.mark("parameter_count")
+        if context is not None:
+            context.join()
         check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")

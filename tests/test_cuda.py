@@ -283,3 +283,21 @@ def test_greedy_decoding_syncs_once_every_eight_steps():
     # The limit's max, one read per 8 steps, and the result copied back at the end.
     assert len(syncs) <= 2 + -(-steps // 8), [str(w.message) for w in syncs]
     assert on_gpu.tokens == greedy_search(model.cpu(), src.cpu(), 1.5, 5).tokens
+
+
+def test_a_context_made_on_a_thread_keeps_the_seed_given_before_it():
+    """Training seeds torch, then makes the GPU's context on a thread (nmt.device.context_in_background): the seed,
+    queued by torch until CUDA starts, must reach the GPU's generator whichever thread starts it. Fresh processes, so
+    that CUDA starts in each."""
+    import subprocess
+    import sys
+
+    def first_draws(on_thread: bool) -> str:
+        code = ("import torch; from nmt.train import seed_everything; from nmt.device import context_in_background\n"
+                "seed_everything(7); device = torch.device('cuda', 0)\n"
+                f"thread = context_in_background(device) if {on_thread} else None\n"
+                "thread and thread.join(); print(torch.rand(4, device=device).tolist())")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    assert first_draws(True) == first_draws(False)

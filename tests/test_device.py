@@ -72,3 +72,25 @@ def test_elsewhere_sdpa_keeps_its_own_choice(dtype, kernel_device):
     with training_attention_kernels(torch.device("cpu"), torch.bfloat16):
         assert not torch.backends.cuda.flash_sdp_enabled()
     assert torch.backends.cuda.flash_sdp_enabled()
+
+
+def test_a_gpu_context_is_made_on_a_thread_and_a_failure_there_is_left_to_the_main_thread(monkeypatch):
+    """A CPU makes no context; where the GPU's context cannot be made (no CUDA here, or a broken driver), the thread
+    ends quietly: the main thread's first CUDA call meets the same error and reports it as it always did."""
+    assert device.context_in_background(torch.device("cpu")) is None
+    touched = []
+    real_zeros = torch.zeros
+
+    def zeros(*args, **kwargs):
+        touched.append(kwargs.get("device"))
+        if torch.device(kwargs["device"]).type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("Torch not compiled with CUDA enabled")
+        return real_zeros(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+    failures = []
+    monkeypatch.setattr("threading.excepthook", failures.append)
+    thread = device.context_in_background(torch.device("cuda", 0))
+    thread.join(timeout=30)
+    assert not thread.is_alive() and thread.daemon and not failures
+    assert touched == [torch.device("cuda", 0)]
