@@ -29,10 +29,9 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
 
 
 def context_in_background(device: torch.device) -> threading.Thread | None:
-    """Starts making a GPU's context on a thread (the driver's state and the first allocation: seconds, part of the
-    4.7-7.0 s an H200's start spent before its model was on the device) while the host goes on; the next host work,
-    the parameter count where torch imports its compiler, is Python that the driver's calls do not block. Join the
-    thread before the device's first use on this one; its failure, if any, recurs there and is reported there."""
+    """Starts making a GPU's context on a thread (the driver's state and the first allocation: seconds) while this
+    thread goes on with Python work, which the driver's calls do not block. Join it before this thread's first use
+    of the device; a failure on it recurs there and is reported there."""
     if device.type != "cuda":
         return None
     thread = threading.Thread(target=_touch, args=(device,), name="nmt-cuda-context", daemon=True)

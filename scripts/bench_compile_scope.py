@@ -2,7 +2,6 @@
 
     python scripts/bench_compile_scope.py --config configs/transformer.yaml --set train.pack_length=128 \
         [--device cuda] [--scopes eager model layers] [--updates 8] [--out results/compile-scope-....json]
-    python scripts/bench_compile_scope.py --winner RECORD --updates-to-target 3000   # the settings to train with
 
 Each scope trains in a process of its own, with a compile cache of its own (a fresh TORCHINDUCTOR_CACHE_DIR and
 TRITON_CACHE_DIR): what a first run on a new machine pays, as time-to-BLEU counts it. Through the trainer's own
@@ -32,13 +31,6 @@ SCOPES = ("eager", "model", "layers")
 
 def scope_settings(scope: str) -> list[str]:
     return ["train.compile=false"] if scope == "eager" else ["train.compile=true", f"train.compile_scope={scope}"]
-
-
-def winner(record: dict, updates_to_target: int) -> list[str]:
-    """The settings of the scope that reaches `updates_to_target` updates first: its first update's seconds (the
-    compile) plus the rest at its warm rate. On the 2026-11-26 H100, dev BLEU 50 came at update 3,000."""
-    best = min(record["figures"], key=lambda row: row["first_update_s"] + updates_to_target * row["update_ms"] / 1000)
-    return scope_settings(best["scope"])
 
 
 def measure(config: Path, settings: list[str], data_dir: Path, updates: int) -> dict:
@@ -83,7 +75,7 @@ def in_fresh_process(args, scope: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path)
+    parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--data-dir", type=Path, default=Path("data"))
     parser.add_argument("--device", default="auto")
     parser.add_argument("--scopes", nargs="+", choices=SCOPES, default=list(SCOPES))
@@ -91,14 +83,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--winner", type=Path, metavar="RECORD", help="print the settings of RECORD's quickest scope")
-    parser.add_argument("--updates-to-target", type=int, default=3000, help="what --winner projects the scopes to")
     args = parser.parse_args()
-    if args.winner:
-        print(" ".join(winner(json.loads(args.winner.read_text()), args.updates_to_target)))
-        return
-    if args.config is None:
-        parser.error("--config is required")
     if args.worker:
         print(json.dumps(measure(args.config, args.set, args.data_dir, args.updates)))
         return

@@ -137,6 +137,14 @@ profile() {  # profile NAME SECONDS[:AT_MOST] [--set ...]: a warm update's devic
     --device "$DEVICE" "${profiled[@]}" "${tiny[@]}" "$@" --out "$RESULTS/gpu-profile-$name-$slug.json"
 }
 
+test_bleu_linear() {  # [--set ...]: test BLEU within 5 minutes of process start, the lr falling to zero as the
+  # training budget runs out (the demo's schedule since the fourteenth session: +1.95 valid BLEU on a CPU), seed 1
+  step time-to-test-bleu-linear "$(( test_wall + 60 ))" "$PYTHON" scripts/time_to_bleu.py \
+    --config configs/transformer.yaml --dev-bleu 50 --seeds 1 --test --wall-limit-s "$test_wall" \
+    --set train.eval_every=500 --set "train.device=$DEVICE" "$@" "${sets[@]}" --set train.schedule=linear \
+    --set "train.time_budget_s=$test_budget" --out "$RESULTS/gpu-time-to-test-bleu-linear-$slug.json"
+}
+
 case $phase in
 lease)
   # A whole lease of device time (15 minutes, the machine's start included) in one call: issue 15's open GPU figures
@@ -151,12 +159,10 @@ lease)
   # the lease has left, runs what this one skipped.
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=false)
   compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
-  step time-to-test-bleu-linear "$(( test_wall + 60 ))" "$PYTHON" scripts/time_to_bleu.py \
-    --config configs/transformer.yaml --dev-bleu 50 --seeds 1 --test --wall-limit-s "$test_wall" \
-    --set train.eval_every=500 --set "train.device=$DEVICE" "${lease_sets[@]}" "${sets[@]}" --set train.schedule=linear \
-    --set "train.time_budget_s=$test_budget" --out "$RESULTS/gpu-time-to-test-bleu-linear-$slug.json"
-  # Where the 32k update's device time goes, by kernel category, and its MFU as profiled (~80 s with inductor's
-  # cache cold: it fits what the first call has left after the test run); then its tokens/s and MFU over warm log
+  test_bleu_linear "${lease_sets[@]}"
+  # Where the 32k update's device time goes, by kernel category, and its MFU as profiled (an estimate, not yet
+  # timed: the H200's whole-model first compiled update took 51 s at 8k, plus 32 profiled updates; its 100 s of
+  # need fit what the first call should have left after the test run); then its tokens/s and MFU over warm log
   # windows (the cache warm). A 4x or 8x batch trains with another lr (the recipe phase): tokens/s and MFU only.
   profile transformer-compiled-32k 100:150 "${compiled[@]}" --set train.max_tokens=32768
   NEEDS=120:210 bench compiled-32k "${compiled[@]}" --set train.max_tokens=32768
@@ -211,13 +217,7 @@ test)
   step time-to-test-bleu 120 "$PYTHON" scripts/time_to_bleu.py --config configs/transformer.yaml --dev-bleu 50 \
     --seeds 1 --test --wall-limit-s "$test_wall" --set train.eval_every=500 --set "train.device=$DEVICE" "${sets[@]}" \
     --out "$RESULTS/gpu-time-to-test-bleu-$slug.json"
-  # The same with the lr falling to zero as a time budget runs out (the demo's schedule since the fourteenth session:
-  # +1.95 valid BLEU on a CPU), the budget ending training well before the wall limit. Usually a second call of this
-  # phase.
-  step time-to-test-bleu-linear "$(( test_wall + 60 ))" "$PYTHON" scripts/time_to_bleu.py \
-    --config configs/transformer.yaml --dev-bleu 50 --seeds 1 --test --wall-limit-s "$test_wall" \
-    --set train.eval_every=500 --set "train.device=$DEVICE" "${sets[@]}" --set train.schedule=linear \
-    --set "train.time_budget_s=$test_budget" --out "$RESULTS/gpu-time-to-test-bleu-linear-$slug.json"
+  test_bleu_linear  # the same with the lr falling to zero as a time budget runs out; usually a second call
   ;;
 rnn)
   for arch in bahdanau luong seq2seq; do

@@ -5,6 +5,8 @@ Skipped (with a reason) without CUDA; `scripts/gpu_suite.sh` runs them on a lent
 
 import os
 import socket
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -289,9 +291,6 @@ def test_a_context_made_on_a_thread_keeps_the_seed_given_before_it():
     """Training seeds torch, then makes the GPU's context on a thread (nmt.device.context_in_background): the seed,
     queued by torch until CUDA starts, must reach the GPU's generator whichever thread starts it. Fresh processes, so
     that CUDA starts in each."""
-    import subprocess
-    import sys
-
     def first_draws(on_thread: bool) -> str:
         code = ("import torch; from nmt.train import seed_everything; from nmt.device import context_in_background\n"
                 "seed_everything(7); device = torch.device('cuda', 0)\n"
