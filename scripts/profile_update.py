@@ -34,9 +34,11 @@ CATEGORIES = (
     ("matmul", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "triton_tem_fused_mm", "triton_tem_fused_addmm",
                 "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm")),
     ("optimizer", ("adam", "multi_tensor", "foreach")),
-    ("normalization", ("layer_norm", "layernorm", "rms_norm")),
+    # LayerNorm's weight and bias gradients are PyTorch's GammaBetaBackward kernel; dropout's scaling, masked_scale
+    # (the H200's eager profile counted both as "other" and "elementwise" before they were named here)
+    ("normalization", ("layer_norm", "layernorm", "rms_norm", "gammabeta")),
     ("softmax/loss", ("softmax", "nll_loss", "cross_entropy", "logsumexp")),
-    ("dropout", ("dropout", "philox", "bernoulli")),
+    ("dropout", ("dropout", "philox", "bernoulli", "masked_scale")),
     ("copy/fill", ("memcpy", "memset", "copy", "fill_", "fillfunctor", "_to_copy", "aten::to")),
     ("reduction", ("reduce", "triton_red", "triton_per", "aten::sum", "aten::norm")),
     ("elementwise", ("elementwise", "triton_poi", "aten::")),

@@ -23,6 +23,11 @@ from profile_update import breakdown, busy_seconds, category, device_kernels, pr
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>", "optimizer"),
     ("Memcpy HtoD (Pinned -> Device)", "copy/fill"),
     ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>", "softmax/loss"),
+    # as the H200's eager profile named them: LayerNorm's weight gradient, dropout's scaling
+    ("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<float, float, 32u, 32u, 256u>",
+     "normalization"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::(anonymous namespace)::masked_scale_kernel<bool, "
+     "c10::BFloat16, float>>", "dropout"),
     # the CPU's operators
     ("aten::addmm", "matmul"), ("aten::_fused_adamw_", "optimizer"), ("aten::native_layer_norm", "normalization"),
     ("aten::mul", "elementwise"), ("_HeadCrossEntropy", "other"),
