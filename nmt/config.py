@@ -124,6 +124,11 @@ class ModelConfig:
     init: str = _model("default", shape=False, choices=("default", "xavier"))
     # Rows of the sinusoidal position table: the longest source or target the Transformer can see.
     max_positions: int = _model(1024, shape=False, ge=8, le=65536)
+    # Transformer under bf16 autocast: carry the residual stream and the LayerNorms in bf16, as fairseq's --bf16 and
+    # Megatron do, instead of autocast's fp32 (fp32 embeddings, LayerNorm upcast): half the bytes through every
+    # elementwise kernel, no casts around a LayerNorm. Its statistics still accumulate in fp32 inside the kernel.
+    # No effect in fp32 or under fp16 (whose range a residual stream could overflow). Weights are the same either way.
+    bf16_residual: bool = _model(False, shape=False)
 
 
 @dataclass
@@ -376,7 +381,7 @@ def check_consistency(cfg: Config) -> list[str]:
         warnings.append(f"train.compile_mode {t.compile_mode} is inductor's: train.compile_backend cudagraphs "
                         "ignores it")
     defaults = ModelConfig()
-    transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions")
+    transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions", "bf16_residual")
     ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),
                "luong": transformer_only,
                "bahdanau": (*transformer_only, "attention", "local_window", "input_feeding"),

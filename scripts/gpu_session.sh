@@ -9,12 +9,13 @@
 #
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
-#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: test BLEU within 5 minutes from
-#                                         #   process start; MFU at 32k tokens with inductor's kernels in the
-#                                         #   captured update and where its device time goes (profile_update.py),
-#                                         #   the same at 64k; on an H100 the time to dev BLEU 50 for seeds 1-3;
-#                                         #   the CUDA tests; at once a second call, LIMIT_S=<what the lease has
-#                                         #   left>, runs what it skipped
+#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the 32k update's device time with a
+#                                         #   bf16 and an fp32 residual stream (profile_update.py); test BLEU
+#                                         #   within 5 minutes from process start; MFU at 32k tokens with
+#                                         #   inductor's kernels in the captured update, bf16 and fp32 stream; the
+#                                         #   bf16 stream's time to dev BLEU 50; the same MFU at 64k; on an H100
+#                                         #   the time to dev BLEU 50 for seeds 1-3; the CUDA tests; at once a
+#                                         #   second call, LIMIT_S=<what the lease has left>, runs what it skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
 #
@@ -157,15 +158,30 @@ lease)
   # device time goes, the same at 64k tokens (the issue's large-batch range), the time goal's three seeds on the H100
   # it names (on an H100 only), the CUDA tests. A second call at once (warm, no new start), with LIMIT_S set to what
   # the lease has left, runs what this one skipped.
+  # The twenty-eighth session (no GPU) added model.bf16_residual: it goes first, as two cheap profiles.
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=false)
   compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
+  bf16_stream=(--set model.bf16_residual=true)
+  # First, cheaply (no compile: ~1 s to capture), what a bf16 residual stream saves of the eager-kernel update's
+  # device time at 32k, against the fp32 stream on the same machine: on the H200 the fp32 stream's casts, fp32 adds
+  # and fp32 LayerNorm kernels were ~30% of it (results/gpu-profile-transformer-32k-loss-blocks4096-h200.json).
+  profile transformer-32k-fp32-residual 60:90 "${lease_sets[@]}" --set train.max_tokens=32768
+  profile transformer-32k-bf16-residual 60:90 "${lease_sets[@]}" "${bf16_stream[@]}" --set train.max_tokens=32768
   test_bleu_linear "${lease_sets[@]}"
-  # Where the 32k update's device time goes, by kernel category, and its MFU as profiled (an estimate, not yet
-  # timed: the H200's whole-model first compiled update took 51 s at 8k, plus 32 profiled updates; its 100 s of
-  # need fit what the first call should have left after the test run); then its tokens/s and MFU over warm log
-  # windows (the cache warm). A 4x or 8x batch trains with another lr (the recipe phase): tokens/s and MFU only.
-  profile transformer-compiled-32k 100:150 "${compiled[@]}" --set train.max_tokens=32768
+  # Where the 32k update's device time goes with inductor's kernels and the bf16 stream, by kernel category, and
+  # its MFU as profiled (an estimate, not yet timed: the H200's whole-model first compiled update took 51 s at 8k,
+  # plus 32 profiled updates); then its tokens/s and MFU over warm log windows (inductor's cache warm), and the
+  # fp32 stream's for the ratio. A 4x or 8x batch trains with another lr (the recipe phase): tokens/s and MFU only.
+  profile transformer-compiled-32k-bf16-residual 100:150 "${compiled[@]}" "${bf16_stream[@]}" \
+    --set train.max_tokens=32768
+  NEEDS=120:210 bench compiled-32k-bf16-residual "${compiled[@]}" "${bf16_stream[@]}" --set train.max_tokens=32768
   NEEDS=120:210 bench compiled-32k "${compiled[@]}" --set train.max_tokens=32768
+  # The bf16 stream's quality on the GPU (its one open question; a CPU without native bf16 cannot train it in
+  # time): seed 1 to dev BLEU 50, the update count and seconds beside the fp32 stream's seeds.
+  step time-to-dev-bleu-bf16-residual-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
+    --config configs/transformer.yaml --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" \
+    --set train.eval_every=250 --set "train.device=$DEVICE" "${lease_sets[@]}" "${bf16_stream[@]}" "${sets[@]}" \
+    --out "$RESULTS/gpu-time-to-dev-bleu50-lease-bf16-residual-seed1-$slug.json"
   NEEDS=150:210 bench compiled-64k "${compiled[@]}" --set train.max_tokens=65536
   if [ "$slug" = h100 ]; then
     for seed in 1 2 3; do

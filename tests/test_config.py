@@ -101,6 +101,7 @@ def test_model_args_hold_exactly_the_shape_fields():
 @pytest.mark.parametrize("text,message", [
     ("model:\n  arch: transformer\n  attention: dot\n", "model.attention has no effect on a transformer"),
     ("model:\n  arch: luong\n  num_heads: 8\n", "model.num_heads has no effect on a luong"),
+    ("model:\n  arch: bahdanau\n  bf16_residual: true\n", "model.bf16_residual has no effect on a bahdanau"),
     ("model:\n  arch: luong\n  attention: general\n  local_window: 3\n", "local_window only applies"),
     ("train:\n  compile_mode: max-autotune-no-cudagraphs\n", "has no effect without train.compile: true"),
     ("train:\n  compile_backend: cudagraphs\n", "compile_backend cudagraphs has no effect without train.compile"),

@@ -154,6 +154,21 @@ def test_a_compiled_update_captured_as_a_cuda_graph_trains_like_eager(tmp_path, 
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager-kernels", "inductor"])
+def test_a_bf16_residual_stream_in_a_captured_update_trains_like_the_fp32_stream(tmp_path, toy_data_dir, compiled):
+    """model.bf16_residual in the lease's update (packed rows captured whole, eager or inductor's kernels): the
+    LayerNorms' autocast-free region compiles and captures, and the losses are the fp32 stream's to bf16 rounding."""
+    losses = {}
+    for bf16_residual in (False, True):
+        cfg = cuda_config(tmp_path, {"bf16_residual": bf16_residual}, pack_length=100, cuda_graph=True,
+                          compile=compiled, precision="bf16", max_steps=10, eval_every=100, log_every=1)
+        torch._dynamo.reset()
+        train(cfg, tmp_path / f"r{bf16_residual}", toy_data_dir, log=lambda *_: None)
+        losses[bf16_residual] = [r["loss"] for r in Run(tmp_path / f"r{bf16_residual}").metrics.split()[0]]
+    assert len(losses[True]) == 10
+    assert losses[True] == pytest.approx(losses[False], rel=2e-2)
+
+
 def test_background_validation_on_its_own_stream_scores_as_inline(tmp_path, toy_data_dir):
     """train.eval_in_background on a GPU: a thread validates a copy of the weights on a CUDA stream of its own while
     training goes on (with the whole update captured, the likeliest pairing); the validations score as inline's."""

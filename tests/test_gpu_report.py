@@ -112,6 +112,17 @@ def test_a_profile_says_where_the_update_s_device_time_went(tmp_path):
     assert "matmul 11.80 ms (45%), normalization 4.10 ms (16%)" in text
 
 
+def test_the_two_residual_streams_profiled_on_one_machine_are_compared(tmp_path):
+    for stream, ms in (("fp32", 61.5), ("bf16", 49.2)):
+        write(tmp_path, f"gpu-profile-transformer-32k-{stream}-residual-h100.json", figures={
+            "wall_ms_per_update": ms, "mfu_profiled": 0.15, "categories": {}})
+    write(tmp_path, "gpu-profile-transformer-compiled-32k-bf16-residual-h100.json", figures={  # no fp32 pair
+        "wall_ms_per_update": 40.0, "mfu_profiled": 0.2, "categories": {}})
+    text = summary(tmp_path)
+    assert "- bf16 residual stream (transformer-32k): 61.50 → 49.20 ms an update, 1.25×" in text
+    assert "bf16 residual stream (transformer-compiled-32k)" not in text
+
+
 @pytest.mark.parametrize("bleu_and_wall, verdict", [
     (((55.8, 291.0),), "best 55.80 after 291 s of training + 40 s evaluating test (met)"),
     (((54.2, 291.0),), "best 54.20 after 291 s of training + 40 s evaluating test (not met)"),

@@ -46,7 +46,8 @@ def _build_architecture(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_
     src_embed = tgt_embed if tie else nn.Embedding(src_vocab, cfg.embed_dim, padding_idx=PAD_ID)
     if cfg.arch == "transformer":
         return Transformer(src_embed, tgt_embed, cfg.num_layers, cfg.num_heads, cfg.ff_dim, cfg.dropout,
-                           cfg.pre_norm, tie_output=tie, max_positions=cfg.max_positions)
+                           cfg.pre_norm, tie_output=tie, max_positions=cfg.max_positions,
+                           bf16_residual=cfg.bf16_residual)
     rnn_args = dict(hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout, tie_output=tie)
     if cfg.arch == "seq2seq":
         return Seq2Seq(src_embed, tgt_embed, **rnn_args)

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.data.batching import Packing
@@ -16,11 +17,17 @@ from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, 
 from nmt.models.dropout import Dropout
 
 
-class PositionalEncoding(nn.Module):
-    """Sinusoidal positions added to scaled embeddings; `offset` gives the position of the first token."""
+def bf16_autocast(device_type: str) -> bool:
+    return torch.is_autocast_enabled(device_type) and torch.get_autocast_dtype(device_type) == torch.bfloat16
 
-    def __init__(self, dim: int, dropout: float, max_len: int = 1024):
+
+class PositionalEncoding(nn.Module):
+    """Sinusoidal positions added to scaled embeddings; `offset` gives the position of the first token. With
+    `bf16_residual`, the sum (the residual stream's start) leaves in bf16 under bf16 autocast."""
+
+    def __init__(self, dim: int, dropout: float, max_len: int = 1024, bf16_residual: bool = False):
         super().__init__()
+        self.bf16_residual = bf16_residual
         position = torch.arange(max_len).unsqueeze(1)
         div = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
         table = torch.zeros(max_len, dim)
@@ -31,11 +38,27 @@ class PositionalEncoding(nn.Module):
     def forward(self, embedded: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         """`positions` (B, L): each token's own position (packed rows, where they restart per sentence)."""
         if positions is not None:
-            return self.dropout(embedded * self.scale + self.table[positions])
+            return self.dropout(self._stream(embedded * self.scale + self.table[positions]))
         end = offset + embedded.shape[1]
         if end > len(self.table):  # configs are checked at load time; this guards direct library use
             raise NMTError(f"sequence of {end} positions exceeds model.max_positions {len(self.table)}")
-        return self.dropout(embedded * self.scale + self.table[offset:end])
+        return self.dropout(self._stream(embedded * self.scale + self.table[offset:end]))
+
+    def _stream(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.bfloat16) if self.bf16_residual and bf16_autocast(x.device.type) else x
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm that keeps a bf16/fp16 input in its own dtype under autocast, which would upcast it and hand fp32
+    on (the kernel accumulates its statistics in fp32 either way); the fp32 weight and bias are cast to the input's
+    dtype, since a CUDA LayerNorm takes one. An fp32 input (the default residual stream) takes nn.LayerNorm's path.
+    The same parameters and state dict as nn.LayerNorm."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == self.weight.dtype:
+            return super().forward(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return F.layer_norm(x, self.normalized_shape, self.weight.to(x.dtype), self.bias.to(x.dtype), self.eps)
 
 
 class Residual(nn.Module):
@@ -43,7 +66,7 @@ class Residual(nn.Module):
 
     def __init__(self, dim: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(dim), Dropout(dropout), pre_norm
+        self.norm, self.dropout, self.pre_norm = LayerNorm(dim), Dropout(dropout), pre_norm
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
         if self.pre_norm:
@@ -140,19 +163,20 @@ class PackedMasks:
 
 class Transformer(EncoderDecoder):
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, num_layers: int, num_heads: int,
-                 ff_dim: int, dropout: float, pre_norm: bool, tie_output: bool, max_positions: int = 1024):
+                 ff_dim: int, dropout: float, pre_norm: bool, tie_output: bool, max_positions: int = 1024,
+                 bf16_residual: bool = False):
         super().__init__()
         dim = tgt_embed.embedding_dim
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self._init_embeddings()  # first, so a seed gives the same weights as when the builder did this
-        self.positions = PositionalEncoding(dim, dropout, max_positions)
+        self.positions = PositionalEncoding(dim, dropout, max_positions, bf16_residual)
         self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
                                             for _ in range(num_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
                                             for _ in range(num_layers))
         # Pre-LN stacks end with a LayerNorm; post-LN outputs are already normalized.
-        self.encoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()
+        self.encoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()
+        self.decoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()
         self.head = OutputHead(dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
 
     def compile_regions(self, static_shapes: bool) -> list[nn.Module]:

@@ -157,3 +157,55 @@ def test_recurrent_models_pack_rows_longest_first_with_host_lengths(name):
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-12, atol=0)
     for sorted_grad, plain_grad in zip(*grads):
         torch.testing.assert_close(sorted_grad, plain_grad, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("pre_norm", [True, False], ids=["pre", "post"])
+def test_bf16_residual_carries_the_stream_in_bf16_and_trains_as_the_fp32_stream(pre_norm):
+    """model.bf16_residual: under bf16 autocast every layer hands on bf16 (autocast alone hands on fp32); the same
+    parameters, losses and gradients to bf16's rounding; in fp32 nothing changes, bit for bit."""
+    default = make_model("transformer", pre_norm=pre_norm)
+    bf16 = make_model("transformer", pre_norm=pre_norm, bf16_residual=True)
+    assert bf16.state_dict().keys() == default.state_dict().keys()
+    bf16.load_state_dict(default.state_dict())
+    src, tgt = pad([sentence(6, 1), sentence(3, 2)]), pad([sentence(5, 3), sentence(4, 4)])
+    keep, targets = torch.arange(tgt.numel() - 2), tgt[:, 1:].reshape(-1)
+
+    def loss_grads_and_stream(model, autocast):
+        model.zero_grad()
+        stream = []
+        hooks = [layer.register_forward_hook(lambda m, i, out: stream.append(out[0].dtype if isinstance(out, tuple)
+                                                                             else out.dtype))
+                 for layer in (*model.encoder_layers, *model.decoder_layers)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(src, tgt[:, :-1], keep=keep, targets=targets)
+        loss.backward()
+        for hook in hooks:
+            hook.remove()
+        return loss, torch.cat([p.grad.flatten() for p in model.parameters()]), set(stream)
+
+    loss, grads, stream = loss_grads_and_stream(default, autocast=True)
+    loss_bf16, grads_bf16, stream_bf16 = loss_grads_and_stream(bf16, autocast=True)
+    assert stream == {torch.float32} and stream_bf16 == {torch.bfloat16}
+    assert loss_bf16.item() == pytest.approx(loss.item(), rel=2e-2)
+    assert torch.nn.functional.cosine_similarity(grads_bf16, grads, dim=0) > 0.99
+    loss, grads, _ = loss_grads_and_stream(default, autocast=False)
+    loss_bf16, grads_bf16, stream_bf16 = loss_grads_and_stream(bf16, autocast=False)
+    assert stream_bf16 == {torch.float32}
+    assert torch.equal(loss_bf16, loss) and torch.equal(grads_bf16, grads)
+
+
+def test_bf16_residual_decodes_step_by_step_as_it_teacher_forces():
+    """The decoder's cache and cross-attention keys come from the bf16 stream: its steps give teacher forcing's
+    logits to bf16's rounding, and the same argmax."""
+    model = make_model("transformer", bf16_residual=True).eval()
+    src, tgt = pad([sentence(6, 1), sentence(3, 2)]), pad([sentence(5, 3), sentence(5, 4)])
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        full = model(src, tgt).float()
+        state, steps = model.encode(src), []
+        for t in range(tgt.shape[1]):
+            logits, state, _ = model.step(tgt[:, t], state)
+            steps.append(logits.float())
+    assert state["self_k0"].dtype == torch.bfloat16
+    stepped = torch.stack(steps, 1)
+    torch.testing.assert_close(stepped, full, atol=0.1, rtol=0.05)
+    assert (stepped.argmax(-1) == full.argmax(-1)).float().mean() > 0.9
