@@ -59,6 +59,11 @@ RESULTS=$([ "$DEVICE" = cpu ] && echo gpu-session/dry-run-results || echo result
 # the repository, on sys.path (here a venv's editable install would quietly import the checkout it points to instead).
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export NMT_DATA_DIR=data PYTHONUNBUFFERED=1 PYTHON
+# The benches' and profiles' compile cache (time_to_bleu.py makes a fresh one per seed), where a step can clear it:
+# one stopped at its limit while compiling can leave a file half written that the next compiled step fails to load
+# (a CPU dry run, 2026-11-27: "main.so: file too short" after the compiled profile's 150 s ran out).
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/nmt-gpu-session-inductor}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$TORCHINDUCTOR_CACHE_DIR/triton}
 START=$(date +%s)
 skipped=0
 logs=gpu-session/$phase
@@ -86,6 +91,7 @@ step() {  # step NAME SECONDS_NEEDED[:AT_MOST] COMMAND...: run it, logged, if th
   timeout -s TERM "$until" "$@" > "$logs/$name.log" 2>&1 || status=$?
   tail -n 25 "$logs/$name.log"
   if [ "$status" = 0 ]; then touch "$done_marker"; else echo "== $name: exit $status" | tee -a "$logs/failed.txt"; fi
+  if [ "$status" = 124 ] || [ "$status" = 137 ]; then rm -rf "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR"; fi
   pack
 }
 
