@@ -169,8 +169,8 @@ lease)
   compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
   bf16_stream=(--set model.bf16_residual=true)
   # First, cheaply (no compile: ~1 s to capture), what a bf16 residual stream saves of the eager-kernel update's
-  # device time at 32k, against the fp32 stream on the same machine: on the H200 the fp32 stream's casts, fp32 adds
-  # and fp32 LayerNorm kernels were ~30% of it (results/gpu-profile-transformer-32k-loss-blocks4096-h200.json).
+  # device time at 32k, against the fp32 stream on the same machine: on the H200 the fp32 additions, casts and fp32
+  # LayerNorm kernels were at most ~22 of its 67 ms (results/gpu-profile-transformer-32k-h200.json, docs/gpu.md).
   profile transformer-32k-fp32-residual 60:90 "${lease_sets[@]}" --set train.max_tokens=32768
   profile transformer-32k-bf16-residual 60:90 "${lease_sets[@]}" "${bf16_stream[@]}" --set train.max_tokens=32768
   test_bleu_linear "${lease_sets[@]}"

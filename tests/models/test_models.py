@@ -195,9 +195,12 @@ def test_bf16_residual_carries_the_stream_in_bf16_and_trains_as_the_fp32_stream(
 
 
 def test_bf16_residual_decodes_step_by_step_as_it_teacher_forces():
-    """The decoder's cache and cross-attention keys come from the bf16 stream: its steps give teacher forcing's
-    logits to bf16's rounding, and the same argmax."""
+    """Decoding one position at a time (positions from the cache's length) carries the bf16 stream too, and gives
+    teacher forcing's logits to bf16's rounding, with the same argmax."""
     model = make_model("transformer", bf16_residual=True).eval()
+    stream = []
+    for layer in model.decoder_layers:
+        layer.register_forward_hook(lambda m, i, out: stream.append(out[0].dtype))
     src, tgt = pad([sentence(6, 1), sentence(3, 2)]), pad([sentence(5, 3), sentence(5, 4)])
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         full = model(src, tgt).float()
@@ -205,7 +208,7 @@ def test_bf16_residual_decodes_step_by_step_as_it_teacher_forces():
         for t in range(tgt.shape[1]):
             logits, state, _ = model.step(tgt[:, t], state)
             steps.append(logits.float())
-    assert state["self_k0"].dtype == torch.bfloat16
+    assert len(stream) == len(model.decoder_layers) * (1 + tgt.shape[1]) and set(stream) == {torch.bfloat16}
     stepped = torch.stack(steps, 1)
     torch.testing.assert_close(stepped, full, atol=0.1, rtol=0.05)
     assert (stepped.argmax(-1) == full.argmax(-1)).float().mean() > 0.9
