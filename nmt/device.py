@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from pathlib import Path
@@ -70,14 +71,17 @@ def avoid_cudnn_attention() -> bool:
     return True
 
 
+@functools.cache
+def _cpuinfo() -> str:  # read once: autocast() asks at every update
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     """Native bf16 matrix instructions (AVX512-BF16 or AMX); elsewhere bf16 is emulated and slower than fp32."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    flags = set(cpuinfo.split())
+    flags = set((_cpuinfo() if cpuinfo is None else cpuinfo).split())
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
@@ -98,7 +102,25 @@ def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True
     every use, as CUDA graph capture needs (a cached cast would outlive the graph's memory)."""
     if dtype is None:
         return contextlib.nullcontext()
+    if device.type == "cpu" and dtype == torch.bfloat16 and not cpu_has_bf16():
+        return _emulated_bf16_autocast(cache)
     return torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
+
+
+@contextlib.contextmanager
+def _emulated_bf16_autocast(cache: bool):
+    """bf16 autocast on a CPU without native bf16 (AVX2 only), oneDNN off inside: there torch 2.13 hands an LSTM
+    under bf16 autocast to oneDNN, which has no bf16 LSTM on such a CPU and fails ("could not create a primitive
+    descriptor for the LSTM forward propagation primitive": Luong with `train.precision: bf16` on a 2-core AVX2 EPYC);
+    torch's own kernels run it. Its bf16 products take no oneDNN kernel on such a CPU anyway; the backward, recorded
+    inside, follows the forward's kernels."""
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=cache):
+            yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
 
 
 def training_attention_kernels(device: torch.device, dtype: torch.dtype | None):

@@ -94,3 +94,20 @@ def test_a_gpu_context_is_made_on_a_thread_and_a_failure_there_is_left_to_the_ma
     thread.join(timeout=30)
     assert not thread.is_alive() and thread.daemon and not failures
     assert touched == [torch.device("cuda", 0)]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native-bf16", "emulated-bf16"])
+def test_bf16_autocast_on_a_cpu_without_native_bf16_runs_an_lstm_without_onednn(monkeypatch, native):
+    """On an AVX2-only CPU, torch hands a bf16 LSTM to oneDNN, which cannot run it there ("could not create a
+    primitive descriptor"): autocast() turns oneDNN off inside, and back on after; with native bf16 it stays on."""
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: native)
+    lstm, inputs = torch.nn.LSTM(8, 8, batch_first=True), torch.randn(2, 3, 8)
+    assert torch.backends.mkldnn.enabled
+    with autocast(torch.device("cpu"), torch.bfloat16):
+        assert torch.is_autocast_enabled("cpu") and torch.backends.mkldnn.enabled is native
+        if not native:
+            outputs, _ = lstm(inputs)
+    assert torch.backends.mkldnn.enabled and not torch.is_autocast_enabled("cpu")
+    if not native:
+        outputs.float().sum().backward()
+        assert lstm.weight_hh_l0.grad.abs().sum() > 0
