@@ -97,12 +97,22 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def emulated_bf16(device: torch.device, dtype: torch.dtype | None) -> bool:
+    """bf16 asked for (not `auto`) on a CPU without native bf16: it runs, emulated, at ~3% of fp32's speed (the demo's
+    update on an AVX2 EPYC, results/bf16-emulated-demo-cpu-avx2.json)."""
+    return device.type == "cpu" and dtype == torch.bfloat16 and not cpu_has_bf16()
+
+
+EMULATED_BF16_NOTE = ("emulated: this CPU has no AVX512-BF16/AMX, bf16 runs at ~3% of fp32's speed; precision auto "
+                      "picks fp32")
+
+
 def autocast(device: torch.device, dtype: torch.dtype | None, cache: bool = True):
     """The autocast context for `dtype` (None: full precision, no autocast). `cache` False: weights cast anew at
     every use, as CUDA graph capture needs (a cached cast would outlive the graph's memory)."""
     if dtype is None:
         return contextlib.nullcontext()
-    if device.type == "cpu" and dtype == torch.bfloat16 and not cpu_has_bf16():
+    if emulated_bf16(device, dtype):
         return _emulated_bf16_autocast(cache)
     return torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
 

@@ -38,7 +38,8 @@ from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.tokenizer import Tokenizers, same_vocabulary
-from nmt.device import autocast, autocast_dtype, context_in_background, pick_device, training_attention_kernels
+from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, context_in_background, emulated_bf16, pick_device,
+                        training_attention_kernels)
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
 from nmt.finetune import load_parent_weights, starting_from, with_borrowed_tokenizer
@@ -137,6 +138,8 @@ def training_summary(cfg: Config, parameters: int, tokenizers: Tokenizers, pairs
     where = f"{device}, {counted(torch.get_num_threads(), 'thread')}" if device.type == "cpu" else str(device)
     processes = f" × {world_size} processes" if world_size > 1 else ""
     precision = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[dtype]
+    if emulated_bf16(device, dtype):
+        precision += f" ({EMULATED_BF16_NOTE})"
     return (f"{cfg.model.arch}: {parameters:,} parameters, vocabulary {vocabulary}; {source}→{target}, {pairs:,} "
             f"training pairs; {where}{processes}, {precision}")
 
@@ -372,7 +375,7 @@ class Trainer:
         if self.ctx.is_main:
             self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
                                       self.device, self.dtype, self.ctx.world_size))
-            self.log(f"MFU relative to {peak:.2f} TFLOP/s ({source})")
+            self.log(f"MFU relative to {peak:.3g} TFLOP/s ({source})")  # 3 figures: an emulated bf16 peak is ~0.001
         self.startup.mark("validation_and_flops")
 
     def keep_gradients_in_place(self) -> None:

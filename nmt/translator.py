@@ -17,7 +17,7 @@ from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, same_vocabulary
-from nmt.device import autocast, autocast_dtype, pick_device
+from nmt.device import EMULATED_BF16_NOTE, autocast, autocast_dtype, emulated_bf16, pick_device
 from nmt.errors import NMTError, warn
 from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
@@ -82,9 +82,12 @@ class Translator:
         model = first.model if len(members) == 1 else Ensemble([m.model for m in members])
         model.to(torch_device).eval()
         decode = with_overrides(first.config.decode, decode_overrides)
-        return cls(model, first.tokenizers, first.normalizer, decode, torch_device,
-                   autocast_dtype(decode.precision, torch_device), warn, run=run, checkpoint=first.checkpoint,
-                   config=first.config, members=[(m.checkpoint, m.config.model) for m in members])
+        dtype = autocast_dtype(decode.precision, torch_device)
+        if emulated_bf16(torch_device, dtype):
+            warn(f"decode.precision bf16 is {EMULATED_BF16_NOTE}")
+        return cls(model, first.tokenizers, first.normalizer, decode, torch_device, dtype, warn, run=run,
+                   checkpoint=first.checkpoint, config=first.config,
+                   members=[(m.checkpoint, m.config.model) for m in members])
 
     @property
     def eval_dir(self) -> Path | None:

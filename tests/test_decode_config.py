@@ -103,3 +103,17 @@ def test_evaluation_reports_record_every_field_and_the_engine(toy_transformer_ru
     assert report["engine"] == "nmt" and report["checkpoint"]
     on_disk = json.loads((tmp_path / f"probe.beam{engine.decode.beam_size}.report.json").read_text())
     assert on_disk["decode"] == report["decode"]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native-bf16", "emulated-bf16"])
+def test_bf16_asked_for_on_a_cpu_without_native_bf16_is_said_to_be_emulated(toy_transformer_run, monkeypatch,
+                                                                           native):
+    from nmt import device
+
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: native)
+    said = []
+    engine = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "bf16"},
+                                 warn=said.append)
+    assert engine.autocast_dtype is torch.bfloat16  # asked for: honoured either way
+    emulated = [line for line in said if "emulated: this CPU has no AVX512-BF16/AMX" in line]
+    assert len(emulated) == (0 if native else 1), said

@@ -111,3 +111,14 @@ def test_bf16_autocast_on_a_cpu_without_native_bf16_runs_an_lstm_without_onednn(
     if not native:
         outputs.float().sum().backward()
         assert lstm.weight_hh_l0.grad.abs().sum() > 0
+
+
+def test_only_bf16_on_a_cpu_without_native_bf16_counts_as_emulated(monkeypatch):
+    from nmt.device import emulated_bf16
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
+    assert emulated_bf16(cpu, torch.bfloat16)
+    assert not emulated_bf16(cpu, None) and not emulated_bf16(cuda, torch.bfloat16)
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: True)
+    assert not emulated_bf16(cpu, torch.bfloat16)
