@@ -447,14 +447,17 @@ class Trainer:
                    dynamic_ncols=True)
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
-        if ctx.is_main:  # what a process pays before its first update, resumed or not
-            setup_s = round(session_start - PROCESS_STARTED, 2)
-            parts = self.startup.parts(PROCESS_STARTED, session_start)
-            self.run.metrics.append({"type": "start", "step": p.step, "setup_s": setup_s, "setup_parts_s": parts})
-            largest = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}"
-                                for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])[:3])
-            self.log(f"training from step {p.step}, {setup_s:.1f} s after the process started ({largest} s)")
+        # Signals are caught before the start record is written: a Ctrl-C that follows it stops at an update's end
+        # with a checkpoint (it once fell between the two and ended the process with Python's KeyboardInterrupt).
         with StopRequest() as stop, contextlib.closing(bar):  # the bar ends its line even when an error ends training
+            if ctx.is_main:  # what a process pays before its first update, resumed or not
+                setup_s = round(session_start - PROCESS_STARTED, 2)
+                parts = self.startup.parts(PROCESS_STARTED, session_start)
+                self.run.metrics.append({"type": "start", "step": p.step, "setup_s": setup_s,
+                                         "setup_parts_s": parts})
+                largest = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}"
+                                    for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])[:3])
+                self.log(f"training from step {p.step}, {setup_s:.1f} s after the process started ({largest} s)")
             try:
                 self._loop(stop, bar, window, session_start, elapsed_before)
             finally:

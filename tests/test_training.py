@@ -141,6 +141,25 @@ def test_interrupt_saves_checkpoint(tmp_path, real_data_dir, prepared, stop_sign
     assert load_checkpoint(Run(run).checkpoint_path("last"))["progress"]["step"] >= 1
 
 
+def test_signals_are_caught_before_the_start_record_says_training_began(tmp_path, real_data_dir, prepared,
+                                                                          monkeypatch):
+    """The interrupt tests send their signal once metrics.jsonl has a line (the start record): by then the stop
+    handler must be in place, or a Ctrl-C ends the process with Python's KeyboardInterrupt and no checkpoint."""
+    from nmt.run_dir import MetricsLog
+
+    handlers, append = {}, MetricsLog.append
+
+    def recording(self, record):
+        if record["type"] == "start":
+            handlers.update({s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)})
+        append(self, record)
+
+    monkeypatch.setattr(MetricsLog, "append", recording)
+    cfg = load_config(write_config(tmp_path, train={"max_steps": 1, "eval_every": 100}))
+    train(cfg, tmp_path / "run", real_data_dir, log=lambda *_: None)
+    assert handlers and all(getattr(h, "__name__", "") == "_handle" for h in handlers.values()), handlers
+
+
 def test_two_process_gloo_matches_single_process(tmp_path, real_data_dir, prepared):
     """2 ranks × 1 micro-batch == 1 process × 2 accumulated micro-batches: the same global batch."""
     common = {"dropout": 0.0}
