@@ -72,16 +72,16 @@ def avoid_cudnn_attention() -> bool:
 
 
 @functools.cache
-def _cpuinfo() -> str:  # read once: autocast() asks at every update
+def _cpu_flags() -> frozenset[str]:  # read and split once: autocast() asks at every update
     try:
-        return Path("/proc/cpuinfo").read_text()
+        return frozenset(Path("/proc/cpuinfo").read_text().split())
     except OSError:
-        return ""
+        return frozenset()
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     """Native bf16 matrix instructions (AVX512-BF16 or AMX); elsewhere bf16 is emulated and slower than fp32."""
-    flags = set((_cpuinfo() if cpuinfo is None else cpuinfo).split())
+    flags = _cpu_flags() if cpuinfo is None else frozenset(cpuinfo.split())
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
