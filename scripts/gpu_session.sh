@@ -152,6 +152,15 @@ test_bleu_linear() {  # [--set ...]: test BLEU within 5 minutes of process start
     --set "train.time_budget_s=$test_budget" --out "$RESULTS/gpu-time-to-test-bleu-linear-$slug.json"
 }
 
+dev_bleu_lease() {  # NAME SEED [--set ...]: the time goal's run as the lease trains it (dev BLEU 50 from process
+  # start, a validation every 250 updates), seed SEED, as step time-to-dev-bleu-NAME and its record
+  local name=$1 seed=$2; shift 2
+  step "time-to-dev-bleu-$name" "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
+    --config configs/transformer.yaml --dev-bleu 50 --seeds "$seed" --wall-limit-s "$wall" \
+    --set train.eval_every=250 --set "train.device=$DEVICE" "$@" "${sets[@]}" \
+    --out "$RESULTS/gpu-time-to-dev-bleu50-lease-$name-$slug.json"
+}
+
 case $phase in
 lease)
   # A whole lease of device time (15 minutes, the machine's start included) in one call: issue 15's open GPU figures
@@ -184,18 +193,10 @@ lease)
   NEEDS=120:210 bench compiled-32k "${compiled[@]}" --set train.max_tokens=32768
   # The bf16 stream's quality on the GPU (its one open question; a CPU without native bf16 cannot train it in
   # time): seed 1 to dev BLEU 50, the update count and seconds beside the fp32 stream's seeds.
-  step time-to-dev-bleu-bf16-residual-seed1 "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
-    --config configs/transformer.yaml --dev-bleu 50 --seeds 1 --wall-limit-s "$wall" \
-    --set train.eval_every=250 --set "train.device=$DEVICE" "${lease_sets[@]}" "${bf16_stream[@]}" "${sets[@]}" \
-    --out "$RESULTS/gpu-time-to-dev-bleu50-lease-bf16-residual-seed1-$slug.json"
+  dev_bleu_lease bf16-residual-seed1 1 "${lease_sets[@]}" "${bf16_stream[@]}"
   NEEDS=150:210 bench compiled-64k "${compiled[@]}" --set train.max_tokens=65536
   if [ "$slug" = h100 ]; then
-    for seed in 1 2 3; do
-      step "time-to-dev-bleu-seed$seed" "$(( wall + 20 ))" "$PYTHON" scripts/time_to_bleu.py \
-        --config configs/transformer.yaml --dev-bleu 50 --seeds "$seed" --wall-limit-s "$wall" \
-        --set train.eval_every=250 --set "train.device=$DEVICE" "${lease_sets[@]}" "${sets[@]}" \
-        --out "$RESULTS/gpu-time-to-dev-bleu50-lease-seed$seed-$slug.json"
-    done
+    for seed in 1 2 3; do dev_bleu_lease "seed$seed" "$seed" "${lease_sets[@]}"; done
   fi
   step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
   ;;
