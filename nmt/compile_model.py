@@ -34,6 +34,7 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
     static = bool(cfg.length_multiple or cfg.pack_length)
     if not static:  # the loss's block loop depends on the token count: a recompile per batch inside the graph
         compile_loss_outside_graph(model)
+        without_duck_sizing()
     if batch_widths is not None:  # every width compiles once, more than dynamo's default 8 may be
         dynamo = torch._dynamo.config
         limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # torch < 2.6
@@ -58,6 +59,16 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
                              mode=None if mode == "default" else mode)
     cuda_graphs = device.type == "cuda" and (mode in CUDA_GRAPH_MODES or backend == "cudagraphs")
     return CompiledTraining(compiled, cuda_graphs)
+
+
+def without_duck_sizing() -> None:
+    """Dynamic shapes without dynamo's duck sizing, for the rest of the process. Duck sizing gives sizes that are
+    equal in the first batch one symbol: a first batch of 16 sentences 16 tokens long (or as long in source as in
+    target) compiles a graph guarded on batch == length, and the next batch compiles everything again (the
+    2026-11-27 H200 lease: tests/test_cuda.py's 3 graphs where 2 were due; ~20 s a recompile on the H100s)."""
+    from torch.fx.experimental import _config as symbolic_shapes  # dynamo's own knob; its guard message names it
+
+    symbolic_shapes.use_duck_shape = False
 
 
 def compile_regions(regions: list[nn.Module], dynamic: bool, mode: str = "default") -> None:

@@ -242,6 +242,38 @@ def test_compiled_training_follows_eager(tmp_path, real_data_dir, prepared, shap
         assert 1 <= counters["stats"]["unique_graphs"] <= max_graphs
 
 
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_dynamic_shapes_compile_once_when_the_first_batch_is_square(monkeypatch, scope):
+    """A first batch of 16 sentences of 16 tokens each side (the toy corpus's first batch on the H200): dynamo's
+    duck sizing would guard the graph on batch == source length == target length and compile it all again for the
+    next batch (tests/test_cuda.py on the 2026-11-27 lease). aot_eager: dynamo's guards without inductor's minutes."""
+    from torch._dynamo.utils import counters, guard_failures
+    from torch.fx.experimental import _config as symbolic_shapes
+
+    from nmt.compile_model import compile_for_training
+    from nmt.config import TrainConfig
+    from tests_helpers import VOCAB, make_model
+
+    compile_with = torch.compile
+    monkeypatch.setattr(torch, "compile",
+                        lambda *args, **kwargs: compile_with(*args, **{**kwargs, "backend": "aot_eager"}))
+    model = make_model("transformer")
+    torch._dynamo.reset()
+    counters.clear()
+    guard_failures.clear()
+    with symbolic_shapes.patch(use_duck_shape=True):  # torch's default, whatever an earlier test left; restored
+        compiled = compile_for_training(model, model, TrainConfig(compile=True, compile_scope=scope),
+                                        torch.device("cpu"), batch_widths=None).model
+        generator = torch.Generator().manual_seed(0)
+        for batch, source, target in ((16, 16, 16), (20, 12, 9), (7, 13, 11)):
+            src = torch.randint(4, VOCAB, (batch, source), generator=generator)
+            tgt_in = torch.randint(4, VOCAB, (batch, target), generator=generator)
+            keep = torch.ones(batch, target, dtype=torch.bool)
+            compiled(src, tgt_in, keep, tgt_in[keep]).backward()
+    assert not guard_failures, {getattr(code, "co_name", code): reasons for code, reasons in guard_failures.items()}
+    assert counters["stats"]["unique_graphs"] >= 1
+
+
 # Regional compilation: three layers of each stack share one compiled graph (six layers, two graphs), plus the output
 # head's with packed rows' fixed-size targets; the tight batches' head (its loss's block loop) stays eager.
 @pytest.mark.parametrize("shapes, graphs", [({}, 2), ({"pack_length": 96}, 3)], ids=["tight", "packed"])
