@@ -59,6 +59,12 @@ def window_medians(windows: list[dict]) -> dict:
     return figures
 
 
+def dev_bleu_curve(validations: list[dict]) -> list[list[float]]:
+    """[update, training seconds, dev BLEU] of each validation: two settings compared at the same update (a bf16
+    residual stream passing 50 one validation later than the fp32 stream: how far below 50 was it there?)."""
+    return [[r["step"], r.get("time_s"), r["dev_bleu"]] for r in validations]
+
+
 def one_seed(args, seed: int) -> dict:
     run_dir = args.runs / f"seed{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -122,6 +128,7 @@ def _train_and_time(args, seed: int, run_dir: Path, command: list[str], env: dic
               "setup_s": logged["start"][0]["setup_s"] if logged["start"] else None,
               "setup_parts_s": logged["start"][0].get("setup_parts_s") if logged["start"] else None,
               "best_dev_bleu": max((r["dev_bleu"] for r in records), default=None),
+              "dev_bleu_curve": dev_bleu_curve(records),
               "validations": len(records), "wall_s": round(trained_s, 1),
               # what the wall clock spent outside training: the knobs of a faster time-to-target (eval_every,
               # decode.batch_size, save_every)

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from time_to_bleu import train_until  # noqa: E402
+from time_to_bleu import dev_bleu_curve, train_until  # noqa: E402
 
 # A stand-in for `nmt train`: a progress bar's worth of stderr (far more than a pipe's 64 KiB), then the validation
 # that reaches the target, then training that goes on until stopped.
@@ -38,3 +38,9 @@ def test_a_run_that_never_reaches_its_target_is_stopped_at_the_wall_limit(tmp_pa
                                                  stop_at_target=True, poll_s=0.1)
     assert reached is None and reached_s is None and returncode != 0
 
+
+
+def test_the_dev_bleu_curve_is_every_validation_in_order():
+    validations = [{"type": "valid", "step": 2750, "time_s": 60.1, "dev_bleu": 49.6, "seconds": 4.0},
+                   {"type": "valid", "step": 3000, "time_s": 65.4, "dev_bleu": 50.27, "seconds": 4.2}]
+    assert dev_bleu_curve(validations) == [[2750, 60.1, 49.6], [3000, 65.4, 50.27]]
