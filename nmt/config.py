@@ -129,6 +129,11 @@ class ModelConfig:
     # elementwise kernel, no casts around a LayerNorm. Its statistics still accumulate in fp32 inside the kernel.
     # No effect in fp32 or under fp16 (whose range a residual stream could overflow). Weights are the same either way.
     bf16_residual: bool = _model(False, shape=False)
+    # Transformer only: dropout on the attention probabilities and on the feed-forward's hidden activations
+    # (fairseq's --attention-dropout and --activation-dropout, 0 by default there); unset, `dropout`, as the Annotated
+    # Transformer drops all three. Zero makes the update cheaper on a GPU (no mask drawn, SDPA without dropout).
+    attention_dropout: float | None = _model(None, shape=False, ge=0.0, lt=1.0)
+    activation_dropout: float | None = _model(None, shape=False, ge=0.0, lt=1.0)
 
 
 @dataclass
@@ -381,7 +386,8 @@ def check_consistency(cfg: Config) -> list[str]:
         warnings.append(f"train.compile_mode {t.compile_mode} is inductor's: train.compile_backend cudagraphs "
                         "ignores it")
     defaults = ModelConfig()
-    transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions", "bf16_residual")
+    transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions", "bf16_residual", "attention_dropout",
+                        "activation_dropout")
     ignored = {"transformer": ("hidden_size", "attention", "local_window", "input_feeding"),
                "luong": transformer_only,
                "bahdanau": (*transformer_only, "attention", "local_window", "input_feeding"),

@@ -13,7 +13,7 @@ from nmt.models.bahdanau import Bahdanau
 from nmt.models.base import EncoderDecoder
 from nmt.models.luong import Luong
 from nmt.models.seq2seq import Seq2Seq
-from nmt.models.transformer import Transformer
+from nmt.models.transformer import DropoutRates, Transformer
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> EncoderDecoder:
@@ -45,7 +45,8 @@ def _build_architecture(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_
     tgt_embed = nn.Embedding(tgt_vocab, cfg.embed_dim, padding_idx=PAD_ID)
     src_embed = tgt_embed if tie else nn.Embedding(src_vocab, cfg.embed_dim, padding_idx=PAD_ID)
     if cfg.arch == "transformer":
-        return Transformer(src_embed, tgt_embed, cfg.num_layers, cfg.num_heads, cfg.ff_dim, cfg.dropout,
+        dropout = DropoutRates.of(cfg.dropout, cfg.attention_dropout, cfg.activation_dropout)
+        return Transformer(src_embed, tgt_embed, cfg.num_layers, cfg.num_heads, cfg.ff_dim, dropout,
                            cfg.pre_norm, tie_output=tie, max_positions=cfg.max_positions,
                            bf16_residual=cfg.bf16_residual)
     rnn_args = dict(hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, dropout=cfg.dropout, tie_output=tie)

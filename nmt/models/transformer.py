@@ -74,16 +74,32 @@ class Residual(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
+@dataclass(frozen=True)
+class DropoutRates:
+    """Where the Transformer drops: the residual branches and embeddings (`model.dropout`), the attention
+    probabilities and the feed-forward's hidden activations (fairseq's --attention-dropout and
+    --activation-dropout; the Annotated Transformer drops all three at one rate)."""
+
+    residual: float
+    attention: float
+    activation: float
+
+    @classmethod
+    def of(cls, dropout: float, attention: float | None = None, activation: float | None = None) -> DropoutRates:
+        """Unset rates follow `dropout`."""
+        return cls(dropout, dropout if attention is None else attention, dropout if activation is None else activation)
+
+
 def feed_forward(dim: int, ff_dim: int, dropout: float) -> nn.Module:
     return nn.Sequential(nn.Linear(dim, ff_dim), nn.ReLU(), Dropout(dropout), nn.Linear(ff_dim, dim))
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: float, pre_norm: bool):
+    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: DropoutRates, pre_norm: bool):
         super().__init__()
-        self.self_attn = MultiHeadAttention(dim, heads, dropout)
-        self.ff = feed_forward(dim, ff_dim, dropout)
-        self.res_attn, self.res_ff = Residual(dim, dropout, pre_norm), Residual(dim, dropout, pre_norm)
+        self.self_attn = MultiHeadAttention(dim, heads, dropout.attention)
+        self.ff = feed_forward(dim, ff_dim, dropout.activation)
+        self.res_attn, self.res_ff = (Residual(dim, dropout.residual, pre_norm) for _ in range(2))
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor, allowed: torch.Tensor | None = None) -> torch.Tensor:
         x = self.res_attn(x, lambda h: self.self_attn.attend(self.self_attn.project_query(h),
@@ -93,12 +109,12 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: float, pre_norm: bool):
+    def __init__(self, dim: int, heads: int, ff_dim: int, dropout: DropoutRates, pre_norm: bool):
         super().__init__()
-        self.self_attn = MultiHeadAttention(dim, heads, dropout)
-        self.cross_attn = MultiHeadAttention(dim, heads, dropout)
-        self.ff = feed_forward(dim, ff_dim, dropout)
-        self.res_self, self.res_cross, self.res_ff = (Residual(dim, dropout, pre_norm) for _ in range(3))
+        self.self_attn = MultiHeadAttention(dim, heads, dropout.attention)
+        self.cross_attn = MultiHeadAttention(dim, heads, dropout.attention)
+        self.ff = feed_forward(dim, ff_dim, dropout.activation)
+        self.res_self, self.res_cross, self.res_ff = (Residual(dim, dropout.residual, pre_norm) for _ in range(3))
 
     def forward(self, x, cross_k, cross_v, src_mask, cache: tuple | None = None, need_weights: bool = False,
                 masks: PackedMasks | None = None, cross_bias: torch.Tensor | None = None):
@@ -163,16 +179,17 @@ class PackedMasks:
 
 class Transformer(EncoderDecoder):
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, num_layers: int, num_heads: int,
-                 ff_dim: int, dropout: float, pre_norm: bool, tie_output: bool, max_positions: int = 1024,
-                 bf16_residual: bool = False):
+                 ff_dim: int, dropout: float | DropoutRates, pre_norm: bool, tie_output: bool,
+                 max_positions: int = 1024, bf16_residual: bool = False):
         super().__init__()
         dim = tgt_embed.embedding_dim
+        rates = dropout if isinstance(dropout, DropoutRates) else DropoutRates.of(dropout)
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self._init_embeddings()  # first, so a seed gives the same weights as when the builder did this
-        self.positions = PositionalEncoding(dim, dropout, max_positions, bf16_residual)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
+        self.positions = PositionalEncoding(dim, rates.residual, max_positions, bf16_residual)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, rates, pre_norm)
                                             for _ in range(num_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
+        self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, rates, pre_norm)
                                             for _ in range(num_layers))
         # Pre-LN stacks end with a LayerNorm; post-LN outputs are already normalized.
         self.encoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()

@@ -212,3 +212,22 @@ def test_bf16_residual_decodes_step_by_step_as_it_teacher_forces():
     stepped = torch.stack(steps, 1)
     torch.testing.assert_close(stepped, full, atol=0.1, rtol=0.05)
     assert (stepped.argmax(-1) == full.argmax(-1)).float().mean() > 0.9
+
+
+@pytest.mark.parametrize("rates, random", [
+    ({}, False),  # everything at model.dropout 0: deterministic in training mode
+    ({"attention_dropout": 0.5}, True), ({"activation_dropout": 0.5}, True),
+    ({"dropout": 0.5, "attention_dropout": 0.0, "activation_dropout": 0.0}, True),  # the residual branches still drop
+])
+def test_attention_and_activation_dropout_drop_where_they_say(rates, random):
+    """model.attention_dropout / activation_dropout (fairseq's) each switch on dropout of their own in training mode,
+    and leave `dropout`'s residual dropout alone; unset, they follow `dropout`."""
+    model = make_model("transformer", **{"dropout": 0.0, **rates}).train()
+    src, tgt = pad([sentence(5, 1), sentence(3, 2)]), pad([sentence(4, 3), sentence(6, 4)])
+    first, second = model(src, tgt), model(src, tgt)
+    assert (not torch.equal(first, second)) == random
+    layer = model.decoder_layers[0]
+    expected = rates.get("dropout", 0.0)
+    assert layer.res_ff.dropout.p == expected and model.positions.dropout.p == expected
+    assert layer.cross_attn.dropout == rates.get("attention_dropout", expected)
+    assert layer.ff[2].p == rates.get("activation_dropout", expected)
