@@ -180,18 +180,24 @@ def profile_rows(records: dict[str, dict]) -> list[str]:
                  f"products and attention alone would give MFU {f.get('mfu_if_only_counted_kernels_ran', 0):.1%}",
                  "  " + ", ".join(f"{label} {row['ms_per_update']:.2f} ms ({row['share']:.0%})"
                                   for label, row in f["categories"].items())]
-    return rows + stream_rows(records)
+    return rows + pair_rows(records)
 
 
-def stream_rows(records: dict[str, dict]) -> list[str]:
-    """model.bf16_residual against the fp32 stream: each pair of profiles named NAME-fp32-residual and
-    NAME-bf16-residual (the lease profiles both on one machine), the device time of a warm update."""
+# Profiles the lease takes in pairs on one machine: (the base's suffix, the variant's suffix, what the variant changes).
+PROFILE_PAIRS = (("-fp32-residual", "-bf16-residual", "bf16 residual stream"),
+                 ("-bf16-residual", "-bf16-nodrop", "attention and activation dropout off, bf16 stream"))
+
+
+def pair_rows(records: dict[str, dict]) -> list[str]:
+    """Each variant's profile against its base's (PROFILE_PAIRS: NAME-fp32-residual against NAME-bf16-residual, ...),
+    the device time of a warm update."""
     rows = []
-    for name, record in sorted(records.items()):
-        if name.endswith("-bf16-residual") and (fp32 := records.get(name.replace("-bf16-", "-fp32-"))):
-            before, after = fp32["figures"]["wall_ms_per_update"], record["figures"]["wall_ms_per_update"]
-            rows.append(f"- bf16 residual stream ({name.removesuffix('-bf16-residual')}): {before:.2f} → "
-                        f"{after:.2f} ms an update, {before / after:.2f}×")
+    for base_suffix, suffix, change in PROFILE_PAIRS:
+        for name, record in sorted(records.items()):
+            if name.endswith(suffix) and (base := records.get(name.removesuffix(suffix) + base_suffix)):
+                before, after = base["figures"]["wall_ms_per_update"], record["figures"]["wall_ms_per_update"]
+                rows.append(f"- {change} ({name.removesuffix(suffix)}): {before:.2f} → {after:.2f} ms an update, "
+                            f"{before / after:.2f}×")
     return rows
 
 

@@ -9,13 +9,13 @@
 #
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
-#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the 32k update's device time with a
-#                                         #   bf16 and an fp32 residual stream (profile_update.py); test BLEU
-#                                         #   within 5 minutes from process start; MFU at 32k tokens with
-#                                         #   inductor's kernels in the captured update, bf16 and fp32 stream; the
-#                                         #   bf16 stream's time to dev BLEU 50; the same MFU at 64k; on an H100
-#                                         #   the time to dev BLEU 50 for seeds 1-3; the CUDA tests; at once a
-#                                         #   second call, LIMIT_S=<what the lease has left>, runs what it skipped
+#   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the 32k update's device time with the
+#                                         #   attention and activation dropout off (profile_update.py), its MFU
+#                                         #   with inductor's kernels and its time to dev BLEU 50; on an H100 the
+#                                         #   time goal's seeds 1-3, elsewhere seed 1 (fp32 stream); the bf16
+#                                         #   stream's seeds 2-3; the dynamic-shape CUDA test; the compiled
+#                                         #   profile, 64k tokens, the CUDA tests; at once a second call,
+#                                         #   LIMIT_S=<what the lease has left>, runs what it skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
 #
@@ -164,41 +164,42 @@ dev_bleu_lease() {  # NAME SEED [--set ...]: the time goal's run as the lease tr
 case $phase in
 lease)
   # A whole lease of device time (15 minutes, the machine's start included) in one call: issue 15's open GPU figures
-  # in order of value. The 2026-11-26 night lease (an H200, 4f81733) met the time goal there: dev BLEU 50 in 89.6,
-  # 84.1 and 85.1 s from process start (packed rows, the update captured whole with eager kernels: inductor's 30-51 s
-  # of compiling outweigh its faster updates over ~2,750 of them), and its two profiles of the 32k update made the
-  # fused loss's GPU blocks 4,096 rows (61.5 against 67.2 ms). Still open, in this order: test BLEU 55 within 5
-  # minutes (never run; the lr falling to zero as the time budget runs out, the demo's schedule), MFU with inductor's
-  # kernels in the captured update (18.3% at 32k on an H100, before the larger loss blocks) and where that update's
-  # device time goes, the same at 64k tokens (the issue's large-batch range), the time goal's three seeds on the H100
-  # it names (on an H100 only), the CUDA tests. A second call at once (warm, no new start), with LIMIT_S set to what
-  # the lease has left, runs what this one skipped.
-  # The twenty-eighth session (no GPU) added model.bf16_residual: it goes first, as two cheap profiles.
+  # in order of value. Met on an H200 so far: dev BLEU 50 within 90 s (4f81733, median 85.1 s of 3 seeds) and test
+  # BLEU 55 within 5 minutes (the 2026-11-27 lease, d4e8732: 56.27, seed 1). Open: MFU >= 25% (best 20.9%, inductor's
+  # kernels in the captured 32k update with the bf16 residual stream, H200), everything on the H100 the issue names,
+  # and whether the bf16 stream (1.13x less device time; seed 1 passed dev BLEU 50 at update 3,000 in 76.6 s, one
+  # validation after the fp32 stream's 2,750) becomes the GPU default. The twenty-ninth session (no GPU left) split
+  # the Transformer's dropout (model.attention_dropout, model.activation_dropout): the compiled update's dropout
+  # kernels and the attention kernels' dropout variants took ~8 of its 43.6 ms. A second call at once (warm, no new
+  # start), with LIMIT_S set to what the lease has left, runs what this one skipped.
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=false)
   compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
   bf16_stream=(--set model.bf16_residual=true)
-  # First, cheaply (no compile: ~1 s to capture), what a bf16 residual stream saves of the eager-kernel update's
-  # device time at 32k, against the fp32 stream on the same machine: on the H200 the fp32 additions, casts and fp32
-  # LayerNorm kernels were at most ~22 of its 67 ms (results/gpu-profile-transformer-32k-h200.json, docs/gpu.md).
-  profile transformer-32k-fp32-residual 60:90 "${lease_sets[@]}" --set train.max_tokens=32768
+  no_inner_dropout=(--set model.attention_dropout=0 --set model.activation_dropout=0)
+  # First, cheaply (eager kernels: ~1 s to capture), what the inner dropout costs of the 32k update's device time,
+  # against the bf16 stream's update on the same machine (gpu_report prints the ratio); then its MFU with inductor's
+  # kernels over warm windows (20.9% with the dropout on this H200 kind), and its quality: seed 1 to dev BLEU 50.
   profile transformer-32k-bf16-residual 60:90 "${lease_sets[@]}" "${bf16_stream[@]}" --set train.max_tokens=32768
-  test_bleu_linear "${lease_sets[@]}"
-  # Where the 32k update's device time goes with inductor's kernels and the bf16 stream, by kernel category, and
-  # its MFU as profiled (an estimate, not yet timed: the H200's whole-model first compiled update took 51 s at 8k,
-  # plus 32 profiled updates); then its tokens/s and MFU over warm log windows (inductor's cache warm), and the
-  # fp32 stream's for the ratio. A 4x or 8x batch trains with another lr (the recipe phase): tokens/s and MFU only.
-  profile transformer-compiled-32k-bf16-residual 100:150 "${compiled[@]}" "${bf16_stream[@]}" \
+  profile transformer-32k-bf16-nodrop 60:90 "${lease_sets[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
     --set train.max_tokens=32768
-  NEEDS=120:210 bench compiled-32k-bf16-residual "${compiled[@]}" "${bf16_stream[@]}" --set train.max_tokens=32768
-  NEEDS=120:210 bench compiled-32k "${compiled[@]}" --set train.max_tokens=32768
-  # The bf16 stream's quality on the GPU (its one open question; a CPU without native bf16 cannot train it in
-  # time): seed 1 to dev BLEU 50, the update count and seconds beside the fp32 stream's seeds.
-  dev_bleu_lease bf16-residual-seed1 1 "${lease_sets[@]}" "${bf16_stream[@]}"
-  NEEDS=150:210 bench compiled-64k "${compiled[@]}" --set train.max_tokens=65536
-  if [ "$slug" = h100 ]; then
-    for seed in 1 2 3; do dev_bleu_lease "seed$seed" "$seed" "${lease_sets[@]}"; done
-  fi
-  step cuda-tests 90 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py
+  NEEDS=120:210 bench compiled-32k-bf16-nodrop "${compiled[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
+    --set train.max_tokens=32768
+  dev_bleu_lease bf16-nodrop-seed1 1 "${lease_sets[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}"
+  # The H100's time goal (never met there: 108.6 s, one seed), transformer.yaml as it ships; on another GPU only seed
+  # 1, the fp32 stream's figure at this commit beside the bf16 stream's seeds (seconds compare only on one machine).
+  for seed in $([ "$slug" = h100 ] && echo 1 2 3 || echo 1); do dev_bleu_lease "seed$seed" "$seed" "${lease_sets[@]}"; done
+  # The bf16 stream's seeds 2 and 3 (seed 1: the 2026-11-27 lease), each record with its dev-BLEU curve: a default
+  # only if it passes 50 as early in seconds on every seed and no more than a validation later in updates.
+  for seed in 2 3; do dev_bleu_lease "bf16-residual-seed$seed" "$seed" "${lease_sets[@]}" "${bf16_stream[@]}"; done
+  # Tight batches compiled with dynamic shapes recompiled once on the 2026-11-27 lease (duck sizing, a first batch
+  # 16 x 16): the CUDA test that caught it, alone, now that it is off (nmt/compile_model.py)
+  step cuda-test-dynamic-shapes 150 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py \
+    -k test_compiled_training_on_cuda_follows_eager
+  profile transformer-compiled-32k-bf16-nodrop 100:150 "${compiled[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
+    --set train.max_tokens=32768
+  NEEDS=150:210 bench compiled-64k-bf16-nodrop "${compiled[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
+    --set train.max_tokens=65536
+  step cuda-tests 240 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py  # ~210 s on the H200 (two calls)
   ;;
 measure)
   step cuda-tests 60 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py

@@ -118,9 +118,13 @@ def test_the_two_residual_streams_profiled_on_one_machine_are_compared(tmp_path)
             "wall_ms_per_update": ms, "mfu_profiled": 0.15, "categories": {}})
     write(tmp_path, "gpu-profile-transformer-compiled-32k-bf16-residual-h100.json", figures={  # no fp32 pair
         "wall_ms_per_update": 40.0, "mfu_profiled": 0.2, "categories": {}})
+    write(tmp_path, "gpu-profile-transformer-32k-bf16-nodrop-h100.json", figures={
+        "wall_ms_per_update": 41.0, "mfu_profiled": 0.18, "categories": {}})
     text = summary(tmp_path)
     assert "- bf16 residual stream (transformer-32k): 61.50 → 49.20 ms an update, 1.25×" in text
     assert "bf16 residual stream (transformer-compiled-32k)" not in text
+    assert ("- attention and activation dropout off, bf16 stream (transformer-32k): 49.20 → 41.00 ms an update, "
+            "1.20×") in text
 
 
 @pytest.mark.parametrize("bleu_and_wall, verdict", [
