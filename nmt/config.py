@@ -153,6 +153,10 @@ class TrainConfig:
     # sentence and positions restarting at each: one static shape for the whole of training, with little padding.
     # L must hold the longest training sentence + 1 (checked when training starts).
     pack_length: int = _train(0, data_order=True, ge=0, le=65536)
+    # Packed rows' attention: "sdpa" (F.scaled_dot_product_attention with the rows' block-diagonal mask as a tensor:
+    # memory-efficient kernels) or "flex" (FlexAttention, compiled: the mask evaluated from the segment ids inside
+    # one generated kernel; no attention dropout, GPU only; nmt/models/flex_masks.py).
+    packed_attention: str = _train("sdpa", choices=("sdpa", "flex"))
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
     # linear: straight to zero at max_steps, or as time_budget_s runs out if that comes first (by the clock, so the
     # lr of a step then depends on the machine's speed, as the step the budget ends at does; nmt/optim.py).
@@ -378,6 +382,8 @@ def check_consistency(cfg: Config) -> list[str]:
         if t.pack_length > t.max_tokens:
             raise ConfigError(f"train.pack_length {t.pack_length} exceeds train.max_tokens {t.max_tokens}: a batch "
                               "must hold at least one row")
+    if t.packed_attention == "flex":
+        _check_flex_attention(m, t)
     warnings = []
     for name, default in (("compile_mode", "default"), ("compile_backend", "inductor"), ("compile_scope", "model")):
         if getattr(t, name) != default and not t.compile:
@@ -421,6 +427,25 @@ def from_dict(raw: Any, cls: type = Config, path: str = "") -> Any:
     for name, f in fields.items():
         _validate_range(getattr(obj, name), f.metadata, f"{path}.{name}" if path else name)
     return obj
+
+
+def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
+    if not t.pack_length or t.pack_length % 128:
+        raise ConfigError(f"train.packed_attention flex takes packed rows of a multiple of 128 positions (its tiles; "
+                          f"torch 2.13's CPU kernel got shorter rows wrong): set train.pack_length to 128, 256, ... "
+                          f"(now {t.pack_length})")
+    attention_dropout = m.dropout if m.attention_dropout is None else m.attention_dropout
+    if attention_dropout:
+        raise ConfigError(f"train.packed_attention flex has no attention dropout: set model.attention_dropout: 0 "
+                          f"(now {attention_dropout}{', model.dropout' if m.attention_dropout is None else ''})")
+    if t.device == "cpu":
+        raise ConfigError("train.packed_attention flex trains on a GPU only (FlexAttention has no backward on a CPU)")
+    import torch  # only for this setting: the config module stays free of torch for the CLI's start-up
+
+    from nmt.models.flex_masks import flex_attention_available
+
+    if not flex_attention_available():
+        raise ConfigError(f"train.packed_attention flex needs torch >= 2.5 (FlexAttention), not {torch.__version__}")
 
 
 def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:

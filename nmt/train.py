@@ -219,6 +219,11 @@ class Trainer:
         self.startup.mark("model_init")
         self.model = model.to(self.device)
         set_loss_block_rows(self.model, cfg.train.loss_block_rows)
+        if cfg.train.packed_attention == "flex":  # the config refused it off packed rows and with attention dropout
+            if self.device.type != "cuda":
+                raise NMTError(f"train.packed_attention flex trains on a GPU only (FlexAttention has no backward on "
+                               f"a CPU); this run's device is {self.device.type}")
+            self.model.packed_attention = "flex"
         self.startup.mark("model_to_device")
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)
         if cfg.train.init_from and not self.resuming:

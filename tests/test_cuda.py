@@ -170,6 +170,23 @@ def test_a_bf16_residual_stream_in_a_captured_update_trains_like_the_fp32_stream
     assert losses[True] == pytest.approx(losses[False], rel=2e-2)
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager-kernels", "inductor"])
+def test_flex_attention_on_packed_rows_trains_like_sdpa(tmp_path, toy_data_dir, compiled):
+    """train.packed_attention flex in the lease's update (packed rows of 128 captured whole, eager or inductor's
+    kernels, bf16): FlexAttention's kernel compiles and captures, its block masks are built without a host sync,
+    and the losses are SDPA's to bf16 rounding (no attention dropout either way)."""
+    losses = {}
+    for kernel in ("sdpa", "flex"):
+        cfg = cuda_config(tmp_path, {"attention_dropout": 0.0}, packed_attention=kernel, pack_length=128,
+                          cuda_graph=True, compile=compiled, precision="bf16", max_steps=10, eval_every=100,
+                          log_every=1)
+        torch._dynamo.reset()
+        train(cfg, tmp_path / kernel, toy_data_dir, log=lambda *_: None)
+        losses[kernel] = [r["loss"] for r in Run(tmp_path / kernel).metrics.split()[0]]
+    assert len(losses["flex"]) == 10
+    assert losses["flex"] == pytest.approx(losses["sdpa"], rel=2e-2)
+
+
 def test_background_validation_on_its_own_stream_scores_as_inline(tmp_path, toy_data_dir):
     """train.eval_in_background on a GPU: a thread validates a copy of the weights on a CUDA stream of its own while
     training goes on (with the whole update captured, the likeliest pairing); the validations score as inline's."""

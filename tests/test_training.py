@@ -274,6 +274,15 @@ def test_dynamic_shapes_compile_once_when_the_first_batch_is_square(monkeypatch,
     assert counters["stats"]["unique_graphs"] >= 1
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the device auto picks is this machine's GPU")
+def test_flex_attention_on_a_device_that_turns_out_to_be_a_cpu_is_refused(tmp_path, toy_data_dir):
+    """train.device auto finds no GPU: train.packed_attention flex (no backward on a CPU) is refused in one line."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, model={"attention_dropout": 0.0},
+                                   train={"device": "auto", "packed_attention": "flex", "pack_length": 128}))
+    with pytest.raises(NMTError, match="trains on a GPU only .*this run's device is cpu"):
+        Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
+
+
 # Regional compilation: three layers of each stack share one compiled graph (six layers, two graphs), plus the output
 # head's with packed rows' fixed-size targets; the tight batches' head (its loss's block loop) stays eager.
 @pytest.mark.parametrize("shapes, graphs", [({}, 2), ({"pack_length": 96}, 3)], ids=["tight", "packed"])

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.models.flex_masks import flex_attend
+
 
 def masked_softmax(scores: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
     """Softmax over the last axis with padded keys excluded. scores (B, T, S), mask (B, S)."""
@@ -126,7 +128,11 @@ class MultiHeadAttention(nn.Module):
     def attend(self, q, k, v, key_padding_mask=None, is_causal=False, need_weights=False, allowed=None):
         """q (B, H, T, Dh), k/v (B, H, S, Dh) → context (B, T, D), weights (B, H, T, S) or None.
         `allowed` (B, 1, T, S), True where a query may see a key, or an additive float mask (0 or -inf, in q's
-        dtype), replaces key_padding_mask (packed rows; decoding's `attention_bias`)."""
+        dtype), replaces key_padding_mask (packed rows; decoding's `attention_bias`); or a FlexAttention block mask
+        (packed rows under train.packed_attention flex: nmt.models.flex_masks, no dropout)."""
+        if allowed is not None and not isinstance(allowed, torch.Tensor):
+            context = flex_attend(q, k, v, allowed)
+            return self.out_proj(context.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)), None
         mask = allowed if allowed is not None else \
             None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
         if need_weights:

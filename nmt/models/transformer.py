@@ -15,6 +15,7 @@ from nmt.errors import NMTError
 from nmt.models.attention import MultiHeadAttention
 from nmt.models.base import AttentionChoice, EncoderDecoder, OutputHead, State, dense_params, padding_mask, select
 from nmt.models.dropout import Dropout
+from nmt.models.flex_masks import FlexPackedMasks
 
 
 def bf16_autocast(device_type: str) -> bool:
@@ -117,7 +118,7 @@ class DecoderLayer(nn.Module):
         self.res_self, self.res_cross, self.res_ff = (Residual(dim, dropout.residual, pre_norm) for _ in range(3))
 
     def forward(self, x, cross_k, cross_v, src_mask, cache: tuple | None = None, need_weights: bool = False,
-                masks: PackedMasks | None = None, cross_bias: torch.Tensor | None = None):
+                masks: PackedMasks | FlexPackedMasks | None = None, cross_bias: torch.Tensor | None = None):
         """x (B, T, D); cross_k/v (B, H, S, Dh). With `cache` (past k, v), x holds only the new token(s).
         With `masks` (packed rows), they decide what each query sees, causality included. `cross_bias` (B, 1, 1, S),
         `attention_bias` of the source padding, replaces `src_mask` (decoding: made once per batch)."""
@@ -195,6 +196,7 @@ class Transformer(EncoderDecoder):
         self.encoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()
         self.decoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()
         self.head = OutputHead(dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
+        self.packed_attention = "sdpa"  # packed rows' attention kernel: train.packed_attention (set_packed_attention)
 
     def compile_regions(self, static_shapes: bool) -> list[nn.Module]:
         """What train.compile_scope layers compiles (nmt.compile_model.compile_regions): the repeated layers, and
@@ -251,7 +253,8 @@ class Transformer(EncoderDecoder):
 
     def forward(self, src, tgt_in, keep=None, targets=None, label_smoothing=0.0, packing: Packing | None = None):
         """Teacher forcing; with `packing`, rows of several sentences that attend only within themselves."""
-        masks = None if packing is None else PackedMasks.of(packing)
+        masks = None if packing is None else \
+            (FlexPackedMasks if self.packed_attention == "flex" else PackedMasks).of(packing)
         memory, mask = self.encode_memory(src, packing, masks)
         x = self.positions(self.tgt_embed(tgt_in), positions=None if packing is None else packing.tgt_positions)
         for layer in self.decoder_layers:
