@@ -185,7 +185,8 @@ def profile_rows(records: dict[str, dict]) -> list[str]:
 
 # Profiles the lease takes in pairs on one machine: (the base's suffix, the variant's suffix, what the variant changes).
 PROFILE_PAIRS = (("-fp32-residual", "-bf16-residual", "bf16 residual stream"),
-                 ("-bf16-residual", "-bf16-nodrop", "attention and activation dropout off, bf16 stream"))
+                 ("-bf16-residual", "-bf16-nodrop", "attention and activation dropout off, bf16 stream"),
+                 ("-bf16-nodrop", "-bf16-flex", "FlexAttention on packed rows, no inner dropout, bf16 stream"))
 
 
 def pair_rows(records: dict[str, dict]) -> list[str]:

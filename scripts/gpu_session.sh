@@ -10,12 +10,13 @@
 # then, through the device tool, one call per phase (carry [".device", "gpu-session"]; timeout_s 600, 540 for lease):
 #
 #   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: the 32k update's device time with the
-#                                         #   attention and activation dropout off (profile_update.py), its MFU
-#                                         #   with inductor's kernels and its time to dev BLEU 50; on an H100 the
-#                                         #   time goal's seeds 1-3, elsewhere seed 1 (fp32 stream); the bf16
-#                                         #   stream's seeds 2-3; the dynamic-shape CUDA test; the compiled
-#                                         #   profile, 64k tokens, the CUDA tests; at once a second call,
-#                                         #   LIMIT_S=<what the lease has left>, runs what it skipped
+#                                         #   attention and activation dropout off, then with FlexAttention on
+#                                         #   packed rows (profile_update.py), both's MFU with inductor's kernels;
+#                                         #   time to dev BLEU 50 without the inner dropout; on an H100 the time
+#                                         #   goal's seeds 1-3, elsewhere seed 1 (fp32 stream); the bf16 stream's
+#                                         #   seeds 2-3; the new CUDA tests; the compiled profile, 64k tokens, the
+#                                         #   CUDA tests; at once a second call, LIMIT_S=<what the lease has left>,
+#                                         #   runs what it skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
 #
@@ -170,20 +171,31 @@ lease)
   # and whether the bf16 stream (1.13x less device time; seed 1 passed dev BLEU 50 at update 3,000 in 76.6 s, one
   # validation after the fp32 stream's 2,750) becomes the GPU default. The twenty-ninth session (no GPU left) split
   # the Transformer's dropout (model.attention_dropout, model.activation_dropout): the compiled update's dropout
-  # kernels and the attention kernels' dropout variants took ~8 of its 43.6 ms. A second call at once (warm, no new
-  # start), with LIMIT_S set to what the lease has left, runs what this one skipped.
+  # kernels and the attention kernels' dropout variants took ~8 of its 43.6 ms, and with no attention dropout packed
+  # rows can attend through FlexAttention (train.packed_attention flex) instead of SDPA's memory-efficient kernels
+  # (9.6 ms). A second call at once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this
+  # one skipped.
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=false)
   compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
   bf16_stream=(--set model.bf16_residual=true)
   no_inner_dropout=(--set model.attention_dropout=0 --set model.activation_dropout=0)
+  flex=("${no_inner_dropout[@]}" --set train.packed_attention=flex)
   # First, cheaply (eager kernels: ~1 s to capture), what the inner dropout costs of the 32k update's device time,
-  # against the bf16 stream's update on the same machine (gpu_report prints the ratio); then its MFU with inductor's
-  # kernels over warm windows (20.9% with the dropout on this H200 kind), and its quality: seed 1 to dev BLEU 50.
+  # against the bf16 stream's update on the same machine, and what FlexAttention then saves of the attention kernels
+  # (gpu_report prints each ratio); then both with inductor's kernels over warm windows (20.9% MFU with the dropout
+  # on this H200 kind), flex first: the likeliest way to 25%.
   profile transformer-32k-bf16-residual 60:90 "${lease_sets[@]}" "${bf16_stream[@]}" --set train.max_tokens=32768
   profile transformer-32k-bf16-nodrop 60:90 "${lease_sets[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
     --set train.max_tokens=32768
+  on_gpu=$([ "$DEVICE" = cpu ] && echo false || echo true)  # FlexAttention has no backward on a CPU: no dry run
+  ! $on_gpu || profile transformer-32k-bf16-flex 60:120 "${lease_sets[@]}" "${bf16_stream[@]}" "${flex[@]}" \
+    --set train.max_tokens=32768
+  ! $on_gpu || NEEDS=120:210 bench compiled-32k-bf16-flex "${compiled[@]}" "${bf16_stream[@]}" "${flex[@]}" \
+    --set train.max_tokens=32768
   NEEDS=120:210 bench compiled-32k-bf16-nodrop "${compiled[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
     --set train.max_tokens=32768
+  # The inner dropout's part in quality: seed 1 to dev BLEU 50 without it (SDPA: FlexAttention's compile would
+  # count in the 90 s).
   dev_bleu_lease bf16-nodrop-seed1 1 "${lease_sets[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}"
   # The H100's time goal (never met there: 108.6 s, one seed), transformer.yaml as it ships; on another GPU only seed
   # 1, the fp32 stream's figure at this commit beside the bf16 stream's seeds (seconds compare only on one machine).
@@ -192,12 +204,12 @@ lease)
   # only if it passes 50 as early in seconds on every seed and no more than a validation later in updates.
   for seed in 2 3; do dev_bleu_lease "bf16-residual-seed$seed" "$seed" "${lease_sets[@]}" "${bf16_stream[@]}"; done
   # Tight batches compiled with dynamic shapes recompiled once on the 2026-11-27 lease (duck sizing, a first batch
-  # 16 x 16): the CUDA test that caught it, alone, now that it is off (nmt/compile_model.py)
-  step cuda-test-dynamic-shapes 150 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py \
-    -k test_compiled_training_on_cuda_follows_eager
-  profile transformer-compiled-32k-bf16-nodrop 100:150 "${compiled[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
+  # 16 x 16): the CUDA test that caught it, now that it is off (nmt/compile_model.py), and FlexAttention's
+  step cuda-tests-new 240 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py \
+    -k "test_compiled_training_on_cuda_follows_eager or test_flex_attention_on_packed_rows_trains_like_sdpa"
+  ! $on_gpu || profile transformer-compiled-32k-bf16-flex 100:150 "${compiled[@]}" "${bf16_stream[@]}" "${flex[@]}" \
     --set train.max_tokens=32768
-  NEEDS=150:210 bench compiled-64k-bf16-nodrop "${compiled[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}" \
+  ! $on_gpu || NEEDS=150:210 bench compiled-64k-bf16-flex "${compiled[@]}" "${bf16_stream[@]}" "${flex[@]}" \
     --set train.max_tokens=65536
   step cuda-tests 240 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py  # ~210 s on the H200 (two calls)
   ;;

@@ -125,6 +125,11 @@ def test_the_two_residual_streams_profiled_on_one_machine_are_compared(tmp_path)
     assert "bf16 residual stream (transformer-compiled-32k)" not in text
     assert ("- attention and activation dropout off, bf16 stream (transformer-32k): 49.20 → 41.00 ms an update, "
             "1.20×") in text
+    assert "FlexAttention on packed rows" not in text  # no flex profile yet
+    write(tmp_path, "gpu-profile-transformer-32k-bf16-flex-h100.json", figures={
+        "wall_ms_per_update": 36.0, "mfu_profiled": 0.2, "categories": {}})
+    assert ("- FlexAttention on packed rows, no inner dropout, bf16 stream (transformer-32k): 41.00 → 36.00 ms an "
+            "update, 1.14×") in summary(tmp_path)
 
 
 @pytest.mark.parametrize("bleu_and_wall, verdict", [
