@@ -431,9 +431,9 @@ def from_dict(raw: Any, cls: type = Config, path: str = "") -> Any:
 
 def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
     if not t.pack_length or t.pack_length % 128:
-        raise ConfigError(f"train.packed_attention flex takes packed rows of a multiple of 128 positions (its tiles; "
-                          f"torch 2.13's CPU kernel got shorter rows wrong): set train.pack_length to 128, 256, ... "
-                          f"(now {t.pack_length})")
+        raise ConfigError(f"train.packed_attention flex takes packed rows of a multiple of 128 positions (its "
+                          f"tiles; torch 2.13's CPU kernel got shorter rows wrong, pytorch#159247): set "
+                          f"train.pack_length to 128, 256, ... (now {t.pack_length})")
     attention_dropout = m.dropout if m.attention_dropout is None else m.attention_dropout
     if attention_dropout:
         raise ConfigError(f"train.packed_attention flex has no attention dropout: set model.attention_dropout: 0 "
