@@ -89,6 +89,55 @@ def time_to_bleu_rows(records: dict[str, dict]) -> list[str]:
     return rows
 
 
+# Settings the lease trains to dev BLEU 50 seed by seed beside transformer.yaml as shipped (lease-seedN): each
+# becomes a GPU default only if, at one commit on one machine, every one of >= 3 seeds passes 50 sooner in seconds
+# and at most one validation later in updates (docs/gpu.md, "One lease").
+LEASE_VARIANTS = ("bf16-residual", "bf16-nodrop")
+
+
+def bleu_at(seed: dict, step: int) -> str:
+    """Dev BLEU at `step` from the seed's curve (records since the twenty-ninth session)."""
+    return next((f"{bleu:.2f}" for at, _, bleu in seed.get("dev_bleu_curve", []) if at == step), "–")
+
+
+def eval_every(record: dict) -> int | None:
+    return next((int(o.split("=")[1]) for o in record.get("overrides", []) if o.startswith("train.eval_every=")),
+                None)
+
+
+def variant_rows(runs: dict[str, dict]) -> list[str]:
+    rows = []
+    for variant in LEASE_VARIANTS:
+        prefix, verdicts, commits = f"dev-bleu50-lease-{variant}-seed", [], set()
+        for name, record in sorted(runs.items()):
+            base = runs.get(f"dev-bleu50-lease-seed{name.removeprefix(prefix)}") if name.startswith(prefix) else None
+            if base is None:
+                continue
+            ours, theirs = record["seeds"][0], base["seeds"][0]
+            commits |= {record["commit"], base["commit"]}
+            if ours["seconds_to_target"] is None or theirs["seconds_to_target"] is None:
+                rows.append(f"- {variant}, seed {ours['seed']}: a run did not reach the target")
+                verdicts.append(False)
+                continue
+            later = ours["step_at_target"] - theirs["step_at_target"]
+            verdicts.append(ours["seconds_to_target"] < theirs["seconds_to_target"]
+                            and later <= (eval_every(record) or 0))
+            rows.append(f"- {variant}, seed {ours['seed']} ({record['commit']}; shipped {base['commit']}): "
+                        f"{ours['seconds_to_target']:.1f} s at update {ours['step_at_target']:,} against "
+                        f"{theirs['seconds_to_target']:.1f} s at {theirs['step_at_target']:,}; its dev BLEU at "
+                        f"{theirs['step_at_target']:,}: {bleu_at(ours, theirs['step_at_target'])}")
+        if not verdicts:
+            continue
+        if len(commits) > 1:
+            verdict = "not decided: runs of different commits (seconds compare only at one commit)"
+        elif len(verdicts) < 3:
+            verdict = f"not decided: {len(verdicts)} seed(s) of the 3 asked"
+        else:
+            verdict = "make it the GPU default" if all(verdicts) else "keep the shipped recipe"
+        rows.append(f"- {variant} against the shipped recipe: {verdict}")
+    return rows
+
+
 def greedy_rows(records: dict[str, dict]) -> list[str]:
     """Validation's greedy decoding of a trained model (scripts/bench_greedy.py): warm sentences/s and the cold
     first pass per batch size, with SDPA's cuDNN kernels off (nmt's choice) or on, where the record says."""
@@ -222,6 +271,7 @@ def report(results: Path, slug: str) -> str:
         lines += ["", "## Where the update's device time goes (scripts/profile_update.py)", "", *profile_rows(profiles)]
     if runs:
         lines += ["", "## Time to BLEU (wall clock from process start)", "", *time_to_bleu_rows(runs), ""]
+        lines += variant_rows(runs)
     if greedy:
         lines += ["## Validation's greedy decoding (scripts/bench_greedy.py)", "", *greedy_rows(greedy), ""]
     for name, record in abs_.items():

@@ -151,3 +151,36 @@ def test_test_bleu_within_five_minutes_reads_the_training_s_wall_clock(tmp_path,
 def test_a_test_bleu_goal_without_a_record_is_said_unmeasured(tmp_path):
     write(tmp_path, "gpu-bench-transformer-eager-h100.json", **bench(0.08, 200_000))
     assert "test BLEU 55 within 5 minutes: not measured" in summary(tmp_path)
+
+
+def lease_seed(tmp_path, name: str, seed: int, seconds: float, step: int, commit: str = "abc1234", curve=()):
+    record = {"commit": commit, "overrides": ["train.eval_every=250"],
+              "seeds": [{"seed": seed, "dev_bleu_target": 50.0, "seconds_to_target": seconds, "step_at_target": step,
+                         "best_dev_bleu": 50.3, "validation_s": 6.0, "dev_bleu_curve": list(curve)}]}
+    write(tmp_path, f"gpu-time-to-dev-bleu50-lease-{name}-h100.json", **record)
+
+
+@pytest.mark.parametrize("variant_runs, verdict", [
+    # sooner in seconds on every seed, at most one validation (250 updates) later: the default
+    ([(76.6, 3000), (80.0, 2750), (79.0, 3000)], "make it the GPU default"),
+    # one seed two validations later
+    ([(76.6, 3000), (80.0, 3250), (79.0, 3000)], "keep the shipped recipe"),
+    # one seed slower in seconds
+    ([(76.6, 3000), (86.0, 2750), (79.0, 3000)], "keep the shipped recipe"),
+    ([(76.6, 3000)], "not decided: 1 seed(s) of the 3 asked")])
+def test_a_lease_variant_becomes_the_default_only_when_every_seed_is_sooner(tmp_path, variant_runs, verdict):
+    for seed, (seconds, step) in enumerate(variant_runs, start=1):
+        lease_seed(tmp_path, f"seed{seed}", seed, 85.0, 2750)
+        lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, seconds, step,
+                   curve=[[2750, 60.0, 49.61], [3000, 65.4, 50.27]])
+    text = summary(tmp_path)
+    assert f"- bf16-residual against the shipped recipe: {verdict}" in text
+    assert "- bf16-residual, seed 1 (abc1234; shipped abc1234): 76.6 s at update 3,000 against 85.0 s at 2,750; " \
+           "its dev BLEU at 2,750: 49.61" in text
+
+
+def test_a_lease_variant_against_another_commit_is_not_decided(tmp_path):
+    for seed in (1, 2, 3):
+        lease_seed(tmp_path, f"seed{seed}", seed, 85.0, 2750, commit="4f81733")
+        lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, 76.0, 2750)
+    assert "against the shipped recipe: not decided: runs of different commits" in summary(tmp_path)
