@@ -438,8 +438,6 @@ def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
     if attention_dropout:
         raise ConfigError(f"train.packed_attention flex has no attention dropout: set model.attention_dropout: 0 "
                           f"(now {attention_dropout}{', model.dropout' if m.attention_dropout is None else ''})")
-    if t.device == "cpu":
-        raise ConfigError("train.packed_attention flex trains on a GPU only (FlexAttention has no backward on a CPU)")
     import torch  # only for this setting: the config module stays free of torch for the CLI's start-up
 
     from nmt.models.flex_masks import flex_attention_available

@@ -188,6 +188,9 @@ class Trainer:
         self.resuming = run.checkpoint_path(CheckpointKind.LAST).is_file()  # as when this training was asked for
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
+        if cfg.train.packed_attention == "flex" and self.device.type != "cuda":  # `device: auto` resolved, too
+            raise NMTError(f"train.packed_attention flex trains on a GPU only (FlexAttention has no backward on a "
+                           f"CPU); this run's device is {self.device.type}")
         if self.device.type == "cpu":
             limit_onednn_cache(cfg.train.onednn_cache)  # before the first matmul (nmt.cpu_memory)
         if cfg.train.threads:
@@ -220,9 +223,6 @@ class Trainer:
         self.model = model.to(self.device)
         set_loss_block_rows(self.model, cfg.train.loss_block_rows)
         if cfg.train.packed_attention == "flex":  # the config refused it off packed rows and with attention dropout
-            if self.device.type != "cuda":
-                raise NMTError(f"train.packed_attention flex trains on a GPU only (FlexAttention has no backward on "
-                               f"a CPU); this run's device is {self.device.type}")
             self.model.packed_attention = "flex"
         self.startup.mark("model_to_device")
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)

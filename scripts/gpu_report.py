@@ -110,8 +110,8 @@ def variant_rows(runs: dict[str, dict]) -> list[str]:
     for variant in LEASE_VARIANTS:
         prefix, verdicts, commits = f"dev-bleu50-lease-{variant}-seed", [], set()
         for name, record in sorted(runs.items()):
-            base = runs.get(f"dev-bleu50-lease-seed{name.removeprefix(prefix)}") if name.startswith(prefix) else None
-            if base is None:
+            base = runs.get(f"dev-bleu50-lease-seed{name.removeprefix(prefix)}")
+            if not name.startswith(prefix) or base is None:
                 continue
             ours, theirs = record["seeds"][0], base["seeds"][0]
             commits |= {record["commit"], base["commit"]}

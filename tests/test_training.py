@@ -274,13 +274,17 @@ def test_dynamic_shapes_compile_once_when_the_first_batch_is_square(monkeypatch,
     assert counters["stats"]["unique_graphs"] >= 1
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the device auto picks is this machine's GPU")
-def test_flex_attention_on_a_device_that_turns_out_to_be_a_cpu_is_refused(tmp_path, toy_data_dir):
-    """train.device auto finds no GPU: train.packed_attention flex (no backward on a CPU) is refused in one line."""
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_flex_attention_on_a_cpu_is_refused_before_the_data_is_prepared(tmp_path, device):
+    """train.packed_attention flex (no backward on a CPU) on a CPU, asked for or what `device: auto` found: refused
+    in one line as soon as the device is known, before the data directory (here empty) is looked at."""
+    if device == "auto" and torch.cuda.is_available():
+        pytest.skip("the device auto picks is this machine's GPU")
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, model={"attention_dropout": 0.0},
-                                   train={"device": "auto", "packed_attention": "flex", "pack_length": 128}))
+                                   train={"device": device, "packed_attention": "flex", "pack_length": 128}))
     with pytest.raises(NMTError, match="trains on a GPU only .*this run's device is cpu"):
-        Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
+        Trainer(cfg, Run(tmp_path / "run"), tmp_path / "no-data", url="file:///nonexistent.zip",
+                log=lambda *_: None)
 
 
 # Regional compilation: three layers of each stack share one compiled graph (six layers, two graphs), plus the output

@@ -180,23 +180,22 @@ class PackedMasks:
 
 class Transformer(EncoderDecoder):
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, num_layers: int, num_heads: int,
-                 ff_dim: int, dropout: float | DropoutRates, pre_norm: bool, tie_output: bool,
+                 ff_dim: int, dropout: DropoutRates, pre_norm: bool, tie_output: bool,
                  max_positions: int = 1024, bf16_residual: bool = False):
         super().__init__()
         dim = tgt_embed.embedding_dim
-        rates = dropout if isinstance(dropout, DropoutRates) else DropoutRates.of(dropout)
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self._init_embeddings()  # first, so a seed gives the same weights as when the builder did this
-        self.positions = PositionalEncoding(dim, rates.residual, max_positions, bf16_residual)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, rates, pre_norm)
+        self.positions = PositionalEncoding(dim, dropout.residual, max_positions, bf16_residual)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
                                             for _ in range(num_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, rates, pre_norm)
+        self.decoder_layers = nn.ModuleList(DecoderLayer(dim, num_heads, ff_dim, dropout, pre_norm)
                                             for _ in range(num_layers))
         # Pre-LN stacks end with a LayerNorm; post-LN outputs are already normalized.
         self.encoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()
         self.decoder_norm = LayerNorm(dim) if pre_norm else nn.Identity()
         self.head = OutputHead(dim, tgt_embed.num_embeddings, tgt_embed if tie_output else None)
-        self.packed_attention = "sdpa"  # packed rows' attention kernel: train.packed_attention (set_packed_attention)
+        self.packed_attention = "sdpa"  # packed rows' attention kernel: train.packed_attention (the Trainer sets it)
 
     def compile_regions(self, static_shapes: bool) -> list[nn.Module]:
         """What train.compile_scope layers compiles (nmt.compile_model.compile_regions): the repeated layers, and
