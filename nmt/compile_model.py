@@ -34,7 +34,7 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
     static = bool(cfg.length_multiple or cfg.pack_length)
     if not static:  # the loss's block loop depends on the token count: a recompile per batch inside the graph
         compile_loss_outside_graph(model)
-        without_duck_sizing()
+        dynamic_shapes_traced_once()
     if batch_widths is not None:  # every width compiles once, more than dynamo's default 8 may be
         dynamo = torch._dynamo.config
         limit = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # torch < 2.6
@@ -61,14 +61,20 @@ def compile_for_training(model: nn.Module, train_model: nn.Module, cfg: TrainCon
     return CompiledTraining(compiled, cuda_graphs)
 
 
-def without_duck_sizing() -> None:
-    """Dynamic shapes without dynamo's duck sizing, for the rest of the process. Duck sizing gives sizes that are
-    equal in the first batch one symbol: a first batch of 16 sentences 16 tokens long (or as long in source as in
-    target) compiles a graph guarded on batch == length, and the next batch compiles everything again (the
-    2026-11-27 H200 lease: tests/test_cuda.py's 3 graphs where 2 were due; ~20 s a recompile on the H100s)."""
+def dynamic_shapes_traced_once() -> None:
+    """Dynamic shapes that trace each graph once, for the rest of the process:
+    - without dynamo's duck sizing, which makes sizes that are equal in the first batch one symbol: a first batch of
+      16 sentences 16 tokens long (or as long in source as in target) compiles a graph guarded on batch == length,
+      and the next batch compiles everything again (the 2026-11-27 H200 lease: tests/test_cuda.py's 3 graphs where
+      2 were due; ~20 s a recompile on the H100s);
+    - with Python floats as constants (the layer norms' eps, label smoothing): left symbolic, as torch >= 2.6 does
+      under dynamic shapes, the first trace fails where layer_norm needs a real eps and dynamo traces the whole
+      model through AOT autograd again (the tiny test Transformer's first compiled update: 30 s, 15 s with them
+      constant). They never change within a run, so nothing is compiled again for them."""
     from torch.fx.experimental import _config as symbolic_shapes  # dynamo's own knob; its guard message names it
 
     symbolic_shapes.use_duck_shape = False
+    torch._dynamo.config.specialize_float = True
 
 
 def compile_regions(regions: list[nn.Module], dynamic: bool, mode: str = "default") -> None:
