@@ -29,7 +29,8 @@ def content_digest(obj: Any) -> str:
     def feed(value: Any) -> None:
         if isinstance(value, torch.Tensor):
             digest.update(f"T{value.dtype}{tuple(value.shape)}".encode())
-            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            # The array's buffer itself, not a bytes copy of it (the same bytes, ~15% sooner on a 612 MB last.pt).
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
         elif isinstance(value, dict):
             for key in sorted(value, key=str):
                 digest.update(f"K{key!r}".encode())
@@ -80,6 +81,24 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         if content_digest(state) != expected:
             raise NMTError(f"checkpoint {path} is corrupt: its contents do not match the checksum saved with them")
     return state
+
+
+def peek_checkpoint(path: Path) -> Any:
+    """A checkpoint's plain values (its step, its config) without reading its tensors: torch.load maps the file
+    (mmap=True) and reads only what is looked at, where `load_checkpoint` reads every byte and hashes it (a
+    transformer.yaml last.pt: 612 MB, ~1 s). For what a checkpoint says of itself only; the weights to use come from
+    `load_checkpoint`, checked against their checksum."""
+    path = Path(path)
+    if not path.is_file():
+        raise NMTError(f"checkpoint not found: {path}")
+    if path.stat().st_size == 0:
+        raise NMTError(f"cannot read checkpoint {path}: the file is empty")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
+        raise NMTError(f"cannot read checkpoint {path}: {_unreadable_reason(path, err)}") from None
 
 
 def _unreadable_reason(path: Path, err: Exception) -> str:

@@ -363,17 +363,14 @@ class Run:
         """A checkpoint as a dict with at least `required` keys; anything else is a one-line error naming the file."""
         from nmt.checkpoint import load_checkpoint
 
-        state = load_checkpoint(path, map_location="cpu")
-        if not isinstance(state, dict):
-            raise NMTError(f"{path} is not an nmt checkpoint (holds a {type(state).__name__})")
-        missing = [k for k in required if k not in state]
-        if missing:
-            hint = " (a weights-only checkpoint such as best.pt cannot resume training)" \
-                if OPTIMIZER_KEY in missing and MODEL_KEY in state else ""
-            raise NMTError(f"{path} is not a complete nmt checkpoint: missing {', '.join(missing)}{hint}")
-        if not isinstance(state[CONFIG_KEY], dict) or not isinstance(state[CONFIG_KEY].get("model"), dict):
-            raise NMTError(f"{path} has no usable config section")
-        return state
+        return _checked(load_checkpoint(path, map_location="cpu"), path, required)
+
+    def peek(self, path: Path) -> TrainingState:
+        """What a checkpoint says of itself (config, step, progress) without reading its tensors' bytes or verifying
+        them (see `peek_checkpoint`): not for weights that will be used."""
+        from nmt.checkpoint import peek_checkpoint
+
+        return TrainingState.from_payload(_checked(peek_checkpoint(path), path, WEIGHTS_KEYS))
 
     @classmethod
     def of_checkpoint(cls, directory: Path | None, checkpoint: Path | None) -> "Run":
@@ -485,7 +482,21 @@ class Run:
 def _saved_step(run: Run, path: Path) -> int | None:
     """The step a checkpoint was saved at (last.pt keeps it in its progress counters), or None if unreadable."""
     try:
-        state = TrainingState.from_payload(run.load(path))
+        state = run.peek(path)
     except NMTError:
         return None
     return state.progress.get("step") if isinstance(state.progress, dict) else state.step
+
+
+def _checked(state: object, path: Path, required: tuple[str, ...]) -> dict:
+    """`state` if it is an nmt checkpoint with at least `required` keys; else a one-line error naming the file."""
+    if not isinstance(state, dict):
+        raise NMTError(f"{path} is not an nmt checkpoint (holds a {type(state).__name__})")
+    missing = [k for k in required if k not in state]
+    if missing:
+        hint = " (a weights-only checkpoint such as best.pt cannot resume training)" \
+            if OPTIMIZER_KEY in missing and MODEL_KEY in state else ""
+        raise NMTError(f"{path} is not a complete nmt checkpoint: missing {', '.join(missing)}{hint}")
+    if not isinstance(state[CONFIG_KEY], dict) or not isinstance(state[CONFIG_KEY].get("model"), dict):
+        raise NMTError(f"{path} has no usable config section")
+    return state

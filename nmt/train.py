@@ -835,7 +835,7 @@ def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable
     cfg = with_borrowed_tokenizer(cfg, run, log if run_log else None)
     last = run.checkpoint_path(CheckpointKind.LAST)
     if last.is_file():  # a run that cannot resume with this config fails before any work
-        run.check_resumable(run.load_weights(last).config, cfg)
+        run.check_resumable(run.peek(last).config, cfg)
     trainer = Trainer(cfg, run, data_dir, url, log)
     lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:

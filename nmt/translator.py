@@ -21,7 +21,7 @@ from nmt.device import EMULATED_BF16_NOTE, autocast, autocast_dtype, emulated_bf
 from nmt.errors import NMTError, warn
 from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
-from nmt.models.builder import build_from_args, build_model, upgrade_state_dict
+from nmt.models.builder import build_from_args, build_model, initializers_skipped, upgrade_state_dict
 from nmt.models.ensemble import Ensemble
 from nmt.run_dir import Run, Weights
 from nmt.search import LengthNormalization, as_log_probs, search
@@ -370,11 +370,12 @@ def _member_run(given: Path) -> tuple[Run, Path | None]:
 
 def _model_for(weights: Weights, cfg: Config, tokenizers: Tokenizers, path: Path) -> EncoderDecoder:
     """Rebuild from the checkpoint's model_args (older checkpoints: from the run's config) and load the weights."""
-    if weights.model_args is not None:
-        model = build_from_args(weights.model_args, cfg.model)
-    else:
-        model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
-                            tokenizers.joint)
+    with initializers_skipped():  # every parameter is replaced by the strict load below
+        if weights.model_args is not None:
+            model = build_from_args(weights.model_args, cfg.model)
+        else:
+            model = build_model(cfg.model, tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size(),
+                                tokenizers.joint)
     saved_arch = weights.config.get("model", {}).get("arch")
     if saved_arch not in (None, cfg.model.arch):
         raise NMTError(f"{path} holds a {saved_arch} model, but this run is a {cfg.model.arch}")

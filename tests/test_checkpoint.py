@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import (BackgroundWriter, capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint,
-                            snapshot)
+from nmt.checkpoint import (BackgroundWriter, capture_rng_state, load_checkpoint, peek_checkpoint, restore_rng_state,
+                            save_checkpoint, snapshot)
 from nmt.errors import NMTError
 
 
@@ -72,6 +72,27 @@ def test_a_flipped_byte_is_detected_not_loaded(tmp_path):
     path.write_bytes(bytes(blob))
     with pytest.raises(NMTError, match="is corrupt"):
         load_checkpoint(path)
+
+
+def test_a_peek_reads_the_plain_values_and_neither_reads_nor_verifies_the_tensors(tmp_path):
+    """What translate and resume read of a checkpoint only to learn its step or config (last.pt of
+    transformer.yaml: 612 MB, read and hashed in ~1 s): the file mapped, not read, and not verified; so a flipped
+    byte in the tensor data goes unnoticed here, and load_checkpoint, which gives the weights to use, refuses it."""
+    path = tmp_path / "c.pt"
+    save_checkpoint({"model": {"w": torch.randn(300, 300)}, "progress": {"step": 7}}, path)
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    peeked = peek_checkpoint(path)
+    assert peeked["progress"] == {"step": 7} and peeked["model"]["w"].shape == (300, 300)
+    with pytest.raises(NMTError, match="is corrupt"):
+        load_checkpoint(path)
+    for broken, message in ((tmp_path / "none.pt", "checkpoint not found"), (tmp_path / "empty.pt", "file is empty"),
+                            (tmp_path / "text.pt", "not a PyTorch checkpoint")):
+        if broken.name != "none.pt":
+            broken.write_text("" if broken.name == "empty.pt" else "model: {}\n")
+        with pytest.raises(NMTError, match=message):
+            peek_checkpoint(broken)
 
 
 def test_checkpoints_without_a_checksum_still_load(tmp_path):

@@ -102,6 +102,31 @@ def test_tied_embeddings_share_one_matrix():
     assert untied.src_embed.weight is not untied.tgt_embed.weight
 
 
+@pytest.mark.parametrize("name", ARCHS)
+def test_a_model_built_without_initialization_then_loaded_is_the_model(name):
+    """What translate does (nmt.translator): build with the initializers skipped, then load every parameter. No
+    random number is drawn while it builds (the generator is where it was), the loaded model gives the original's
+    outputs, and the initializers are back afterwards, also when the build fails."""
+    from nmt.models.builder import build_from_args, checkpoint_model_args, initializers_skipped
+
+    original = make_model(**ARCHS[name], init="xavier").eval()
+    cfg = ModelConfig(**ARCHS[name], embed_dim=32, hidden_size=32, num_layers=2, num_heads=4, ff_dim=64, dropout=0.0,
+                      init="xavier")
+    args = checkpoint_model_args(cfg, VOCAB, VOCAB, True)
+    before = torch.get_rng_state()
+    with initializers_skipped():
+        rebuilt = build_from_args(args, cfg)
+    assert torch.equal(torch.get_rng_state(), before)
+    rebuilt.load_state_dict(original.state_dict())
+    rebuilt.eval()
+    src, tgt = pad([sentence(5, 1), sentence(3, 2)]), pad([sentence(4, 3), sentence(6, 4)])
+    torch.testing.assert_close(rebuilt(src, tgt), original(src, tgt), rtol=0, atol=0)
+    with pytest.raises(ZeroDivisionError), initializers_skipped():
+        1 / 0
+    build_from_args(args, cfg)
+    assert not torch.equal(torch.get_rng_state(), before)  # initialized again: random numbers drawn
+
+
 def test_xavier_init_zeroes_biases_and_keeps_embeddings():
     torch.manual_seed(0)
     default = build_model(ModelConfig(arch="bahdanau", embed_dim=16, hidden_size=16), 50, 50, True)
