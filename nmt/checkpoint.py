@@ -66,16 +66,7 @@ def save_checkpoint(payload: dict, path: Path) -> None:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise NMTError(f"checkpoint not found: {path}")
-    if path.stat().st_size == 0:
-        raise NMTError(f"cannot read checkpoint {path}: the file is empty")
-    try:
-        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": a foreign file gets one line, below
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
-        raise NMTError(f"cannot read checkpoint {path}: {_unreadable_reason(path, err)}") from None
+    state = _torch_load(path, map_location=map_location)
     if isinstance(state, dict) and CHECKSUM_KEY in state:  # older checkpoints have none
         expected = state.pop(CHECKSUM_KEY)
         if content_digest(state) != expected:
@@ -88,15 +79,19 @@ def peek_checkpoint(path: Path) -> Any:
     (mmap=True) and reads only what is looked at, where `load_checkpoint` reads every byte and hashes it (a
     transformer.yaml last.pt: 612 MB, ~1 s). For what a checkpoint says of itself only; the weights to use come from
     `load_checkpoint`, checked against their checksum."""
-    path = Path(path)
+    return _torch_load(Path(path), map_location="cpu", mmap=True)
+
+
+def _torch_load(path: Path, **options) -> Any:
+    """torch.load(weights_only=True) of `path`, or a one-line error that says what the file is."""
     if not path.is_file():
         raise NMTError(f"checkpoint not found: {path}")
     if path.stat().st_size == 0:
         raise NMTError(f"cannot read checkpoint {path}: the file is empty")
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": a foreign file gets one line, below
             warnings.simplefilter("ignore")
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            return torch.load(path, weights_only=True, **options)
     except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
         raise NMTError(f"cannot read checkpoint {path}: {_unreadable_reason(path, err)}") from None
 

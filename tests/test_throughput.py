@@ -77,6 +77,25 @@ def test_the_cpus_measured_peak_is_in_the_training_precision():
     assert measured_matmul_tflops(torch.device("cpu"), size=64, seconds=0.01) > 0
 
 
+def test_the_measured_peak_is_the_fastest_window_not_the_mean(monkeypatch):
+    """Another process on the cores for a moment slows one window of the start-up probe, not the peak. A fake clock
+    makes it exact: each matmul takes 1 ms, except in the first window, stalled, where each takes 100 ms."""
+    import types
+
+    import nmt.throughput as throughput
+
+    clock = {"now": 0.0, "matmuls": 0}
+
+    def synchronize(device):  # called once per matmul on a CPU (a burst of 1)
+        clock["matmuls"] += 1
+        clock["now"] += 0.1 if clock["matmuls"] <= 2 else 0.001  # the warm-up's and the first window's matmul
+    monkeypatch.setattr(throughput, "synchronize", synchronize)
+    monkeypatch.setattr(throughput, "time", types.SimpleNamespace(perf_counter=lambda: clock["now"]))
+    size = 16
+    peak = throughput.measured_matmul_tflops(torch.device("cpu"), size=size, seconds=0.06, windows=3)
+    assert peak == pytest.approx(2 * size**3 / 0.001 / 1e12)
+
+
 def test_step_timer_splits_phases_and_blocked_seconds_and_resets():
     timer = StepTimer(torch.device("cpu"))
     started = time.perf_counter()
