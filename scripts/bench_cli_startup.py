@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 import sysconfig
+import tempfile
+import time
 from pathlib import Path
 
 from results_record import write_record
@@ -27,16 +29,17 @@ NEUTRAL = "/"  # the children's working directory: not a checkout, whose nmt/ `p
 
 
 def timed(argv: list[str], env: dict) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of one child process, from os.wait4's own accounting of that child."""
-    import time
-
-    started = time.perf_counter()
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=NEUTRAL)
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - started
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}): {child.stderr.read().decode()[-400:]}")
+    """(wall seconds, peak RSS in MiB) of one child process, from os.wait4's own accounting of that child. Its
+    stderr goes to a file (a pipe nobody reads while waiting could fill and stall it)."""
+    with tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=NEUTRAL)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            stderr.seek(0)
+            raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}): {stderr.read().decode()[-400:]}")
     return seconds, usage.ru_maxrss / 1024
 
 
