@@ -35,7 +35,7 @@ def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: floa
     fp32, TF32 or not as torch is set): one measurement at start-up, the practical peak (a GPU's for fp32 training
     or when it is missing from the table). The fastest of `windows` short windows, not their mean: a peak, and a
     process that shares the cores for a moment (a 2-core CPU's make demo beside a code scan read 0.067 TFLOP/s in
-    one 0.3-s window, and logged 140% MFU against it) slows some windows, not all."""
+    one 0.3-s window, and logged up to 142% MFU against it) slows some windows, not all."""
     # A private generator: drawing from the global one would shift dropout masks after an exact resume.
     generator = torch.Generator(device).manual_seed(0)
     dtype = dtype or torch.float32

@@ -171,10 +171,10 @@ lease)
   # and whether the bf16 stream (1.13x less device time; seed 1 passed dev BLEU 50 at update 3,000 in 76.6 s, one
   # validation after the fp32 stream's 2,750) becomes the GPU default. The twenty-ninth session (no GPU left) split
   # the Transformer's dropout (model.attention_dropout, model.activation_dropout): the compiled update's dropout
-  # kernels took 4.8 of its 43.6 ms and its attention backward runs the kernel's dropout variant (6.4 ms), and with no attention dropout packed
-  # rows can attend through FlexAttention (train.packed_attention flex) instead of SDPA's memory-efficient kernels
-  # (9.6 ms). A second call at once (warm, no new start), with LIMIT_S set to what the lease has left, runs what this
-  # one skipped.
+  # kernels took 4.8 of its 43.6 ms and its attention backward runs the kernel's dropout variant (6.4 ms), and with
+  # no attention dropout packed rows can attend through FlexAttention (train.packed_attention flex) instead of SDPA's
+  # memory-efficient kernels (9.6 ms). A second call at once (warm, no new start), with LIMIT_S set to what the lease
+  # has left, runs what this one skipped.
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=false)
   compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
   bf16_stream=(--set model.bf16_residual=true)
