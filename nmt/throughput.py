@@ -35,15 +35,26 @@ def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: floa
     fp32, TF32 or not as torch is set): one measurement at start-up, the practical peak (a GPU's for fp32 training
     or when it is missing from the table). The fastest of `windows` short windows, not their mean: a peak, and a
     process that shares the cores for a moment (a 2-core CPU's make demo beside a code scan read 0.067 TFLOP/s in
-    one 0.3-s window, and logged up to 142% MFU against it) slows some windows, not all."""
+    one 0.3-s window, and logged up to 142% MFU against it) slows some windows, not all. On a CPU the products are
+    `size`² or smaller, as large as fit a window (`fitting_size`)."""
     # A private generator: drawing from the global one would shift dropout masks after an exact resume.
     generator = torch.Generator(device).manual_seed(0)
     dtype = dtype or torch.float32
+
+    def operands(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return tuple(torch.randn(n, n, device=device, generator=generator).to(dtype) for _ in range(2))
+
     # A GPU runs the matmuls asynchronously: without a sync per burst the loop would queue seconds of work in its
     # 0.3 s and then wait for all of it at start-up.
     size, burst = (4 * size, 8) if device.type == "cuda" else (size, 1)
-    a = torch.randn(size, size, device=device, generator=generator).to(dtype)
-    b = torch.randn(size, size, device=device, generator=generator).to(dtype)
+    if device.type != "cuda" and size // 4 >= 64:
+        small = size // 4
+        a, b = operands(small)
+        a @ b  # warm-up
+        started = time.perf_counter()
+        a @ b
+        size = fitting_size(size, small, time.perf_counter() - started, seconds / windows)
+    a, b = operands(size)
     a @ b  # warm-up
     synchronize(device)
     fastest = 0.0
@@ -56,6 +67,16 @@ def measured_matmul_tflops(device: torch.device, size: int = 1024, seconds: floa
             runs += burst
         fastest = max(fastest, 2 * size**3 * runs / (time.perf_counter() - started) / 1e12)
     return fastest
+
+
+def fitting_size(size: int, small: int, small_seconds: float, window: float) -> int:
+    """The largest of size, size/2, size/4... (down to `small`) whose product, timed at `small` in `small_seconds`
+    and growing as the cube of the size, fits one window. A CPU without native bf16 emulates it: one 1024² bf16
+    product took 2.4 s on a 2-core AVX2 EPYC, so that the windows of 1024² products held every bf16 run's start-up
+    for 17 s; at 256², 0.025 s."""
+    while size > small and small_seconds * (size / small) ** 3 > window:
+        size //= 2
+    return max(size, small)
 
 
 def synchronize(device: torch.device) -> None:

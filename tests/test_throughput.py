@@ -96,6 +96,18 @@ def test_the_measured_peak_is_the_fastest_window_not_the_mean(monkeypatch):
     assert peak == pytest.approx(2 * size**3 / 0.001 / 1e12)
 
 
+def test_the_probe_shrinks_its_products_to_fit_a_window():
+    """A CPU without native bf16 took 2.4 s for one 1024² bf16 product and 0.025 s at 256² (an AVX2 EPYC): the
+    probe's windows then hold products of 256², not seven products of seconds each at start-up. fp32 there (0.6 ms
+    at 256²) keeps 1024²."""
+    from nmt.throughput import fitting_size
+
+    assert fitting_size(1024, 256, 0.025, window=0.05) == 256
+    assert fitting_size(1024, 256, 0.0006, window=0.05) == 1024
+    assert fitting_size(1024, 256, 0.004, window=0.05) == 512  # 0.032 s at 512², 0.256 s at 1024²
+    assert fitting_size(1024, 256, 10.0, window=0.05) == 256  # never below the size timed
+
+
 def test_step_timer_splits_phases_and_blocked_seconds_and_resets():
     timer = StepTimer(torch.device("cpu"))
     started = time.perf_counter()
