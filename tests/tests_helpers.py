@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from cli_process import run_cli
 from nmt.config import ModelConfig
 from nmt.data.tokenizer import EOS_ID, PAD_ID
 from nmt.models import build_model
@@ -55,13 +56,17 @@ def write_config(directory: Path, name="tiny", base: dict | None = None, **secti
     return path
 
 
-def nmt(*args, data_dir=None, env_extra=None, **kwargs):
-    """The CLI in a subprocess, as a user runs it."""
-    env = {**os.environ, **(env_extra or {})}
+def nmt(*args, data_dir=None, cwd=None, input=None, text=True, timeout=None, **popen) -> subprocess.CompletedProcess:
+    """The CLI in a process of its own, as a user runs it (`python -m nmt ARGS`; tests/cli_process.py). `popen`:
+    what only a subprocess of this process can take (pass_fds, preexec_fn), which then runs as one."""
+    env = dict(os.environ)
     if data_dir is not None:
         env["NMT_DATA_DIR"] = str(data_dir)
-    kwargs.setdefault("text", True)
-    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, env=env, **kwargs)
+    args = [str(arg) for arg in args]
+    if popen:
+        return subprocess.run([sys.executable, "-m", "nmt", *args], capture_output=True, env=env, cwd=cwd,
+                              input=input, text=text, timeout=timeout, **popen)
+    return run_cli(args, env, cwd=cwd, input=input, text=text, timeout=timeout)
 
 
 _NUMBERS = [("one", "un"), ("two", "deux"), ("three", "trois"), ("four", "quatre"), ("five", "cinq"),

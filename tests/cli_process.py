@@ -1,0 +1,98 @@
+"""`python -m nmt ARGS` in a process of its own, started in milliseconds rather than seconds.
+
+Importing torch takes ~3.3 s of every `python -m nmt` on a 2-core CPU: most of the time the suite spent in its ~200
+CLI calls. Here each call is a child forked from a server that imported torch and the other libraries once
+(tests/cli_fork_server.py): a process of its own, with the call's arguments, environment, working directory and
+standard streams, that imports nmt and runs the command as the interpreter would, exit status included.
+
+Plain subprocesses instead when NMT_TEST_SUBPROCESS=1, or when a call's environment differs from the server's in
+anything other than NMT_* variables (what torch and Python read as they import cannot change after the fork).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import locale
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SERVER = Path(__file__).with_name("cli_fork_server.py")
+
+
+class ForkServer:
+    """The server process of this test process, started at its first call."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.env = dict(os.environ)
+        self.process = subprocess.Popen([sys.executable, str(SERVER), str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=self.env)
+        theirs.close()
+        self.channel = ours
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        self.channel.close()  # the server reads the end of its channel and exits
+        self.process.wait(timeout=30)
+
+    def serves(self, env: dict) -> bool:
+        differing = {key for key in env.keys() | self.env.keys() if env.get(key) != self.env.get(key)}
+        return self.process.poll() is None and all(key.startswith("NMT_") for key in differing)
+
+    def run(self, args: list[str], env: dict, cwd: str, stdio: list[int], timeout: float | None) -> int:
+        request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
+        socket.send_fds(self.channel, [request], stdio)
+        pid = self.answer(timeout=30)["pid"]
+        try:
+            return self.answer(timeout)["returncode"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)  # as subprocess.run does on its timeout
+            self.answer(timeout=30)
+            raise
+
+    def answer(self, timeout: float | None) -> dict:
+        self.channel.settimeout(timeout)
+        message = self.channel.recv(1 << 16)
+        if not message:
+            raise RuntimeError(f"the CLI's fork server ({SERVER.name}) stopped: run with NMT_TEST_SUBPROCESS=1")
+        return json.loads(message)
+
+
+_server: ForkServer | None = None
+
+
+def run_cli(args: list[str], env: dict, cwd=None, input: str | bytes | None = None, text: bool = True,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+    """What subprocess.run([python, "-m", "nmt", *args], capture_output=True, ...) returns, text decoded as it
+    decodes it (the locale's encoding, universal newlines)."""
+    global _server
+    command = [sys.executable, "-m", "nmt", *args]
+    if os.environ.get("NMT_TEST_SUBPROCESS") == "1" or (_server is not None and not _server.serves(env)):
+        return subprocess.run(command, capture_output=True, env=env, cwd=cwd, input=input, text=text,
+                              timeout=timeout)
+    if _server is None:
+        _server = ForkServer()
+        if not _server.serves(env):
+            return run_cli(args, env, cwd, input, text, timeout)
+    encoding = locale.getpreferredencoding(False)
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        if input is not None:
+            stdin.write(input.encode(encoding) if isinstance(input, str) else input)
+            stdin.seek(0)
+        try:
+            returncode = _server.run(args, env, str(cwd or os.getcwd()), [f.fileno() for f in (stdin, stdout, stderr)],
+                                     timeout)
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(command, timeout) from None
+        outputs = []
+        for stream in (stdout, stderr):
+            stream.seek(0)
+            data = stream.read()
+            outputs.append(data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n") if text else data)
+    return subprocess.CompletedProcess(command, returncode, *outputs)

@@ -1,0 +1,54 @@
+"""tests/cli_process.py: a command forked from the server answers as `python -m nmt` in a subprocess does."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cli_process import run_cli
+
+
+def both_ways(args, env=None, **kwargs):
+    env = env or dict(os.environ)
+    forked = run_cli(args, env, **kwargs)
+    plain = subprocess.run([sys.executable, "-m", "nmt", *args], capture_output=True, env=env,
+                           text=kwargs.pop("text", True), **kwargs)
+    return forked, plain
+
+
+@pytest.mark.parametrize("args, input, returncode", [
+    (["--help"], None, 0),
+    (["score", "--run", "/nonexistent"], "a\tb\n", 2),  # a one-line error
+    (["translate", "--bogus"], None, 2),  # a usage error
+    (["translate", "--run", "RUN"], "we have two cats .\r\nthey have six keys .\rok\n", 0),  # lines end at \n only
+    (["translate", "--run", "RUN"], b"caf\xe9 .\nwe have two cats .\n", 0),  # not UTF-8, in and out as bytes
+], ids=["help", "error", "usage", "stdin-text", "stdin-bytes"])
+def test_a_forked_command_answers_as_a_subprocess_does(args, input, returncode, tmp_path, request):
+    if "RUN" in args:
+        args = [str(request.getfixturevalue("toy_transformer_run")) if arg == "RUN" else arg for arg in args]
+    text = not isinstance(input, bytes)
+    forked, plain = both_ways(args, input=input, text=text, cwd=tmp_path)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    assert forked.returncode == returncode, forked.stderr
+    if input and returncode == 0:  # a line out per line in
+        assert len(forked.stdout.splitlines()) == 2
+
+
+def test_the_child_takes_the_calls_directory_and_nmt_variables(tmp_path):
+    """`nmt translate` with no --run looks for runs/ under the working directory; NMT_DATA_DIR reaches the child."""
+    env = {**os.environ, "NMT_DATA_DIR": str(tmp_path / "elsewhere")}
+    forked = run_cli(["translate", "hello"], env, cwd=tmp_path)
+    assert forked.returncode == 2 and forked.stderr.startswith("error: no trained run found under runs/")
+    listed = run_cli(["prepare", "--help"], env, cwd=tmp_path)
+    assert listed.returncode == 0 and "NMT_DATA_DIR" in listed.stdout
+
+
+def test_a_command_past_its_timeout_is_killed(tmp_path, toy_transformer_run):
+    """As subprocess.run: TimeoutExpired, and the next command runs (the child reads a FIFO nobody writes)."""
+    fifo = tmp_path / "never"
+    os.mkfifo(fifo)
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli(["evaluate", "--run", str(toy_transformer_run), "--src", str(fifo), "--ref", str(fifo)],
+                dict(os.environ), timeout=3)
+    assert run_cli(["--help"], dict(os.environ)).returncode == 0
