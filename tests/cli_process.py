@@ -6,7 +6,8 @@ CLI calls. Here each call is a child forked from a server that imported torch an
 standard streams, that imports nmt and runs the command as the interpreter would, exit status included.
 
 Plain subprocesses instead when NMT_TEST_SUBPROCESS=1, or when a call's environment differs from the server's in
-anything other than NMT_* variables (what torch and Python read as they import cannot change after the fork).
+anything other than the variables read after the fork (READ_AFTER_FORK): what torch and Python read as they import
+cannot change in a child.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ import tempfile
 from pathlib import Path
 
 SERVER = Path(__file__).with_name("cli_fork_server.py")
+# nmt's own; pytest's (the running test's name); what a test that trains in its own process leaves set there: oneDNN's
+# cache bound (nmt sets it; oneDNN reads it as it builds its first kernel) and the compile cache's place (inductor sets
+# it; read as it first compiles).
+READ_AFTER_FORK = ("NMT_", "PYTEST_", "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "TORCHINDUCTOR_CACHE_DIR")
 
 
 class ForkServer:
@@ -43,7 +48,7 @@ class ForkServer:
 
     def serves(self, env: dict) -> bool:
         differing = {key for key in env.keys() | self.env.keys() if env.get(key) != self.env.get(key)}
-        return self.process.poll() is None and all(key.startswith("NMT_") for key in differing)
+        return self.process.poll() is None and all(key.startswith(READ_AFTER_FORK) for key in differing)
 
     def run(self, args: list[str], env: dict, cwd: str, stdio: list[int], timeout: float | None) -> int:
         request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
@@ -65,13 +70,14 @@ class ForkServer:
 
 
 _server: ForkServer | None = None
+forked_calls = 0  # calls the server answered
 
 
 def run_cli(args: list[str], env: dict, cwd=None, input: str | bytes | None = None, text: bool = True,
             timeout: float | None = None) -> subprocess.CompletedProcess:
     """What subprocess.run([python, "-m", "nmt", *args], capture_output=True, ...) returns, text decoded as it
     decodes it (the locale's encoding, universal newlines)."""
-    global _server
+    global _server, forked_calls
     command = [sys.executable, "-m", "nmt", *args]
     if os.environ.get("NMT_TEST_SUBPROCESS") == "1" or (_server is not None and not _server.serves(env)):
         return subprocess.run(command, capture_output=True, env=env, cwd=cwd, input=input, text=text,
@@ -90,6 +96,7 @@ def run_cli(args: list[str], env: dict, cwd=None, input: str | bytes | None = No
                                      timeout)
         except TimeoutError:
             raise subprocess.TimeoutExpired(command, timeout) from None
+        forked_calls += 1
         outputs = []
         for stream in (stdout, stderr):
             stream.seek(0)

@@ -35,13 +35,23 @@ def test_a_forked_command_answers_as_a_subprocess_does(args, input, returncode, 
         assert len(forked.stdout.splitlines()) == 2
 
 
-def test_the_child_takes_the_calls_directory_and_nmt_variables(tmp_path):
-    """`nmt translate` with no --run looks for runs/ under the working directory; NMT_DATA_DIR reaches the child."""
-    env = {**os.environ, "NMT_DATA_DIR": str(tmp_path / "elsewhere")}
-    forked = run_cli(["translate", "hello"], env, cwd=tmp_path)
-    assert forked.returncode == 2 and forked.stderr.startswith("error: no trained run found under runs/")
-    listed = run_cli(["prepare", "--help"], env, cwd=tmp_path)
-    assert listed.returncode == 0 and "NMT_DATA_DIR" in listed.stdout
+def test_the_child_takes_the_calls_directory_and_nmt_variables(tmp_path, monkeypatch):
+    """`nmt translate` with no --run looks for runs/ under the working directory; an NMT_* variable reaches the
+    child (NMT_CORPUS_URL, the corpus `nmt download` takes), and pytest's own (the running test's name) change
+    nothing; a variable torch or Python may read as they import starts a plain subprocess."""
+    import cli_process
+
+    forked_before = cli_process.forked_calls
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test (call)")
+    lost = run_cli(["translate", "hello"], dict(os.environ), cwd=tmp_path)
+    assert lost.returncode == 2 and lost.stderr.startswith("error: no trained run found under runs/")
+    missing = tmp_path / "elsewhere.zip"
+    download = run_cli(["download", "--data-dir", str(tmp_path / "data")],
+                       {**os.environ, "NMT_CORPUS_URL": str(missing)})
+    assert download.returncode == 2 and download.stderr == f"error: corpus archive not found: {missing}\n"
+    assert cli_process.forked_calls == forked_before + 2
+    threads = run_cli(["--help"], {**os.environ, "OMP_NUM_THREADS": "1"})
+    assert threads.returncode == 0 and cli_process.forked_calls == forked_before + 2
 
 
 def test_a_command_past_its_timeout_is_killed(tmp_path, toy_transformer_run):
