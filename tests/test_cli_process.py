@@ -50,7 +50,8 @@ def test_the_child_takes_the_calls_directory_and_nmt_variables(tmp_path, monkeyp
                        {**os.environ, "NMT_CORPUS_URL": str(missing)})
     assert download.returncode == 2 and download.stderr == f"error: corpus archive not found: {missing}\n"
     assert cli_process.forked_calls == forked_before + 2
-    threads = run_cli(["--help"], {**os.environ, "OMP_NUM_THREADS": "1"})
+    with pytest.warns(UserWarning, match=r"a plain subprocess for the CLI: .* in \['OMP_NUM_THREADS'\]"):
+        threads = run_cli(["--help"], {**os.environ, "OMP_NUM_THREADS": "1"})
     assert threads.returncode == 0 and cli_process.forked_calls == forked_before + 2
 
 
