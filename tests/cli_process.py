@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -41,6 +42,7 @@ class ForkServer:
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=self.env)
         theirs.close()
         self.channel = ours
+        self.lock = threading.Lock()  # one request and its two answers at a time (the server runs one child)
         atexit.register(self.close)
 
     def close(self) -> None:
@@ -58,14 +60,15 @@ class ForkServer:
 
     def run(self, args: list[str], env: dict, cwd: str, stdio: list[int], timeout: float | None) -> int:
         request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
-        socket.send_fds(self.channel, [request], stdio)
-        pid = self.answer(timeout=30)["pid"]
-        try:
-            return self.answer(timeout)["returncode"]
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)  # as subprocess.run does on its timeout
-            self.answer(timeout=30)
-            raise
+        with self.lock:
+            socket.send_fds(self.channel, [request], stdio)
+            pid = self.answer(timeout=30)["pid"]
+            try:
+                return self.answer(timeout)["returncode"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)  # as subprocess.run does on its timeout
+                self.answer(timeout=30)
+                raise
 
     def answer(self, timeout: float | None) -> dict:
         self.channel.settimeout(timeout)
