@@ -88,13 +88,12 @@ def run_cli(args: list[str], env: dict, cwd=None, input: str | bytes | None = No
     decodes it (the locale's encoding, universal newlines)."""
     global _server, forked_calls
     command = [sys.executable, "-m", "nmt", *args]
-    if os.environ.get("NMT_TEST_SUBPROCESS") == "1" or (_server is not None and not _server.serves(env)):
+    plain = os.environ.get("NMT_TEST_SUBPROCESS") == "1"
+    if _server is None and not plain:
+        _server = ForkServer()
+    if plain or not _server.serves(env):
         return subprocess.run(command, capture_output=True, env=env, cwd=cwd, input=input, text=text,
                               timeout=timeout)
-    if _server is None:
-        _server = ForkServer()
-        if not _server.serves(env):
-            return run_cli(args, env, cwd, input, text, timeout)
     encoding = locale.getpreferredencoding(False)
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         if input is not None:
