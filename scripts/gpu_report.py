@@ -105,6 +105,14 @@ def eval_every(record: dict) -> int | None:
                 None)
 
 
+def missed_target(ours: dict, theirs: dict) -> str:
+    """Which of a variant's seed and the shipped recipe's seed did not reach the dev BLEU target."""
+    reached = (ours["seconds_to_target"] is not None, theirs["seconds_to_target"] is not None)
+    return {(False, False): "neither run reached the target",
+            (False, True): "the variant did not reach the target",
+            (True, False): "the shipped recipe did not reach the target"}[reached]
+
+
 def variant_rows(runs: dict[str, dict]) -> list[str]:
     rows = []
     for variant in LEASE_VARIANTS:
@@ -116,8 +124,9 @@ def variant_rows(runs: dict[str, dict]) -> list[str]:
             ours, theirs = record["seeds"][0], base["seeds"][0]
             commits |= {record["commit"], base["commit"]}
             if ours["seconds_to_target"] is None or theirs["seconds_to_target"] is None:
-                rows.append(f"- {variant}, seed {ours['seed']}: a run did not reach the target")
-                verdicts.append(False)
+                rows.append(f"- {variant}, seed {ours['seed']}: {missed_target(ours, theirs)}")
+                # Reaching the target where the shipped recipe did not is a win; missing it is a loss either way.
+                verdicts.append(ours["seconds_to_target"] is not None)
                 continue
             later = ours["step_at_target"] - theirs["step_at_target"]
             verdicts.append(ours["seconds_to_target"] < theirs["seconds_to_target"]

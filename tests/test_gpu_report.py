@@ -179,6 +179,22 @@ def test_a_lease_variant_becomes_the_default_only_when_every_seed_is_sooner(tmp_
            "its dev BLEU at 2,750: 49.61" in text
 
 
+@pytest.mark.parametrize("ours, theirs, said, verdict", [
+    # the shipped recipe missed the target on seed 2 where the variant reached it: still a win on every seed
+    (76.0, None, "the shipped recipe did not reach the target", "make it the GPU default"),
+    (None, 85.0, "the variant did not reach the target", "keep the shipped recipe"),
+    (None, None, "neither run reached the target", "keep the shipped recipe")])
+def test_a_seed_where_a_run_missed_the_target_counts_against_the_run_that_missed(tmp_path, ours, theirs, said,
+                                                                                verdict):
+    for seed in (1, 2, 3):
+        shipped, variant = (theirs, ours) if seed == 2 else (85.0, 76.0)
+        lease_seed(tmp_path, f"seed{seed}", seed, shipped, None if shipped is None else 2750)
+        lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, variant, None if variant is None else 2750)
+    text = summary(tmp_path)
+    assert f"- bf16-residual, seed 2: {said}" in text
+    assert f"- bf16-residual against the shipped recipe: {verdict}" in text
+
+
 def test_a_lease_variant_against_another_commit_is_not_decided(tmp_path):
     for seed in (1, 2, 3):
         lease_seed(tmp_path, f"seed{seed}", seed, 85.0, 2750, commit="4f81733")
