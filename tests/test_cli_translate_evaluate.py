@@ -127,17 +127,19 @@ def test_translate_n_best_it_cannot_give_is_refused(run_dir, args, fragment):
     assert fragment in result.stderr and len(result.stderr.splitlines()) == 1
 
 
-def test_decode_settings_from_the_command_line_leave_the_run_alone(run_dir, real_data_dir):
+def test_decode_settings_from_the_command_line_leave_the_run_alone(run_dir, tmp_path):
     config = (run_dir / "config.yaml").read_text()
     free = nmt("translate", "--run", run_dir, "--beam", "1", "i'm home .")
     short = nmt("translate", "--run", run_dir, "--set", "decode.max_len_a=0", "--set", "decode.max_len_b=2",
                 "--beam", "1", "i'm home .")
     assert short.returncode == 0, short.stderr
     assert len(short.stdout.split()) < len(free.stdout.split())  # a piece and EOS at most
-    result = nmt("evaluate", "--run", run_dir, "--split", "valid", "--beam", "1", "--set", "decode.batch_size=7",
-                 data_dir=real_data_dir)
+    (tmp_path / "settings.txt").write_text("go .\ni'm home .\nhe's calm .\n")  # a whole split: the next tests
+    (tmp_path / "settings.ref.txt").write_text("Va !\nJe suis chez moi.\nIl est calme.\n")
+    result = nmt("evaluate", "--run", run_dir, "--src", tmp_path / "settings.txt", "--ref",
+                 tmp_path / "settings.ref.txt", "--beam", "1", "--set", "decode.batch_size=7")
     assert result.returncode == 0, result.stderr
-    report = json.loads((run_dir / "eval" / "valid.beam1.report.json").read_text())
+    report = json.loads((run_dir / "eval" / "settings.beam1.report.json").read_text())
     assert report["decode"]["batch_size"] == 7 and (run_dir / "config.yaml").read_text() == config
 
 
