@@ -134,7 +134,8 @@ def test_decode_settings_from_the_command_line_leave_the_run_alone(run_dir, tmp_
                 "--beam", "1", "i'm home .")
     assert short.returncode == 0, short.stderr
     assert len(short.stdout.split()) < len(free.stdout.split())  # a piece and EOS at most
-    (tmp_path / "settings.txt").write_text("go .\ni'm home .\nhe's calm .\n")  # a whole split: the next tests
+    # Three sentences are enough for the settings; decoding a whole split is the report test's (below).
+    (tmp_path / "settings.txt").write_text("go .\ni'm home .\nhe's calm .\n")
     (tmp_path / "settings.ref.txt").write_text("Va !\nJe suis chez moi.\nIl est calme.\n")
     result = nmt("evaluate", "--run", run_dir, "--src", tmp_path / "settings.txt", "--ref",
                  tmp_path / "settings.ref.txt", "--beam", "1", "--set", "decode.batch_size=7")
