@@ -83,17 +83,18 @@ forked_calls = 0  # calls the server answered
 
 
 def run_cli(args: list[str], env: dict, cwd=None, input: str | bytes | None = None, text: bool = True,
-            timeout: float | None = None) -> subprocess.CompletedProcess:
+            timeout: float | None = None, **popen) -> subprocess.CompletedProcess:
     """What subprocess.run([python, "-m", "nmt", *args], capture_output=True, ...) returns, text decoded as it
-    decodes it (the locale's encoding, universal newlines)."""
+    decodes it (the locale's encoding, universal newlines). `popen`: what only a subprocess of this process can take
+    (pass_fds, preexec_fn), which then runs as one."""
     global _server, forked_calls
     command = [sys.executable, "-m", "nmt", *args]
-    plain = os.environ.get("NMT_TEST_SUBPROCESS") == "1"
+    plain = os.environ.get("NMT_TEST_SUBPROCESS") == "1" or bool(popen)
     if _server is None and not plain:
         _server = ForkServer()
     if plain or not _server.serves(env):
         return subprocess.run(command, capture_output=True, env=env, cwd=cwd, input=input, text=text,
-                              timeout=timeout)
+                              timeout=timeout, **popen)
     encoding = locale.getpreferredencoding(False)
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         if input is not None:

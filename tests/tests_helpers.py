@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
@@ -57,16 +56,11 @@ def write_config(directory: Path, name="tiny", base: dict | None = None, **secti
 
 
 def nmt(*args, data_dir=None, cwd=None, input=None, text=True, timeout=None, **popen) -> subprocess.CompletedProcess:
-    """The CLI in a process of its own, as a user runs it (`python -m nmt ARGS`; tests/cli_process.py). `popen`:
-    what only a subprocess of this process can take (pass_fds, preexec_fn), which then runs as one."""
+    """The CLI in a process of its own, as a user runs it (`python -m nmt ARGS`; tests/cli_process.py)."""
     env = dict(os.environ)
     if data_dir is not None:
         env["NMT_DATA_DIR"] = str(data_dir)
-    args = [str(arg) for arg in args]
-    if popen:
-        return subprocess.run([sys.executable, "-m", "nmt", *args], capture_output=True, env=env, cwd=cwd,
-                              input=input, text=text, timeout=timeout, **popen)
-    return run_cli(args, env, cwd=cwd, input=input, text=text, timeout=timeout)
+    return run_cli([str(arg) for arg in args], env, cwd=cwd, input=input, text=text, timeout=timeout, **popen)
 
 
 _NUMBERS = [("one", "un"), ("two", "deux"), ("three", "trois"), ("four", "quatre"), ("five", "cinq"),
