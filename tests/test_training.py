@@ -212,6 +212,13 @@ def test_every_shipped_config_trains(config, tmp_path, real_data_dir, prepared):
         assert heat.read_bytes()[:4] == b"\x89PNG"
 
 
+def compile_with_backend(monkeypatch, backend: str) -> None:
+    """Every torch.compile of the test with `backend` (aot_eager: dynamo's graphs and guards and AOT autograd's trace,
+    without inductor's C++ compiles)."""
+    compile_with = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda *args, **kwargs: compile_with(*args, **{**kwargs, "backend": backend}))
+
+
 def eager_and_compiled_losses(tmp_path, data_dir, model: dict, train_settings: dict, compile_settings: dict) -> dict:
     """The logged losses of one config trained eagerly (False) and with `compile_settings` (True); dynamo's counters
     are left as the compiled run made them."""
@@ -242,8 +249,7 @@ def test_compiled_training_follows_eager(tmp_path, monkeypatch, real_data_dir, p
     """train.compile (torch.compile) gives the eager losses, step for step, without compiling a graph per batch."""
     from torch._dynamo.utils import counters
 
-    compile_with = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda *args, **kwargs: compile_with(*args, **{**kwargs, "backend": backend}))
+    compile_with_backend(monkeypatch, backend)
     losses = eager_and_compiled_losses(tmp_path, real_data_dir, {"dropout": 0.0},
                                        {"max_steps": 4, "eval_every": 100, **shapes}, {"compile": True})
     assert len(losses[True]) == 4
@@ -266,9 +272,7 @@ def test_dynamic_shapes_compile_once_when_the_first_batch_is_square(monkeypatch,
     from nmt.config import TrainConfig
     from tests_helpers import VOCAB, make_model
 
-    compile_with = torch.compile
-    monkeypatch.setattr(torch, "compile",
-                        lambda *args, **kwargs: compile_with(*args, **{**kwargs, "backend": "aot_eager"}))
+    compile_with_backend(monkeypatch, "aot_eager")
     model = make_model("transformer")
     torch._dynamo.reset()
     counters.clear()
@@ -314,8 +318,7 @@ def test_layers_compiled_one_graph_per_kind_train_as_eager(tmp_path, monkeypatch
     """train.compile_scope layers gives the eager losses, and compiles each kind of layer once, not each layer."""
     from torch._dynamo.utils import counters
 
-    compile_with = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda *args, **kwargs: compile_with(*args, **{**kwargs, "backend": backend}))
+    compile_with_backend(monkeypatch, backend)
     losses = eager_and_compiled_losses(tmp_path, real_data_dir, {"dropout": 0.0, "num_layers": 3},
                                        {"max_steps": 4, "eval_every": 2, **shapes},
                                        {"compile": True, "compile_scope": "layers"})
