@@ -17,6 +17,7 @@ import argparse
 import functools
 import json
 import math
+import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -130,38 +131,54 @@ def missed_target(ours: dict, theirs: dict) -> str:
             (True, False): "the shipped recipe did not reach the target"}[reached]
 
 
+LEASE_RUN = re.compile(r"dev-bleu50-lease-(?:(?P<variant>.+)-)?seed(?P<seed>\d+)(?:-(?P<commit>[0-9a-f]{7,40}))?")
+
+
+def lease_seeds(runs: dict[str, dict]) -> dict[tuple[str, str], dict[int, dict]]:
+    """The lease's dev-BLEU records by (variant, training code), then seed: "" is transformer.yaml as shipped
+    (lease-seedN); a record kept under its commit's name (lease-...-seedN-COMMIT) counts as lease-...-seedN."""
+    seeds: dict[tuple[str, str], dict[int, dict]] = {}
+    for name, record in runs.items():
+        match = LEASE_RUN.fullmatch(name)
+        if match and match["commit"] in (None, record["commit"]):
+            key = (match["variant"] or "", training_code(record["commit"]))
+            seeds.setdefault(key, {})[int(match["seed"])] = record
+    return seeds
+
+
 def variant_rows(runs: dict[str, dict]) -> list[str]:
-    rows = []
+    """Each lease variant against transformer.yaml as shipped, seed by seed where both trained the same code, and
+    the default rule's verdict per such code (LEASE_VARIANTS)."""
+    rows, by_code = [], lease_seeds(runs)
     for variant in LEASE_VARIANTS:
-        prefix, verdicts, codes = f"dev-bleu50-lease-{variant}-seed", [], set()
-        for name, record in sorted(runs.items()):
-            base = runs.get(f"dev-bleu50-lease-seed{name.removeprefix(prefix)}")
-            if not name.startswith(prefix) or base is None:
-                continue
-            ours, theirs = record["seeds"][0], base["seeds"][0]
-            codes |= {training_code(record["commit"]), training_code(base["commit"])}
-            if ours["seconds_to_target"] is None or theirs["seconds_to_target"] is None:
-                rows.append(f"- {variant}, seed {ours['seed']}: {missed_target(ours, theirs)}")
-                # Reaching the target where the shipped recipe did not is a win; missing it is a loss either way.
-                verdicts.append(ours["seconds_to_target"] is not None)
-                continue
-            later = ours["step_at_target"] - theirs["step_at_target"]
-            verdicts.append(ours["seconds_to_target"] < theirs["seconds_to_target"]
-                            and later <= (eval_every(record) or 0))
-            rows.append(f"- {variant}, seed {ours['seed']} ({record['commit']}; shipped {base['commit']}): "
-                        f"{ours['seconds_to_target']:.1f} s at update {ours['step_at_target']:,} against "
-                        f"{theirs['seconds_to_target']:.1f} s at {theirs['step_at_target']:,}; its dev BLEU at "
-                        f"{theirs['step_at_target']:,}: {bleu_at(ours, theirs['step_at_target'])}")
-        if not verdicts:
-            continue
-        if len(codes) > 1:
-            verdict = ("not decided: runs of different training code (seconds compare only where nmt/, configs/ and "
-                       "scripts/time_to_bleu.py are the same)")
-        elif len(verdicts) < 3:
-            verdict = f"not decided: {len(verdicts)} seed(s) of the 3 asked"
-        else:
-            verdict = "make it the GPU default" if all(verdicts) else "keep the shipped recipe"
-        rows.append(f"- {variant} against the shipped recipe: {verdict}")
+        for code in [code for v, code in by_code if v == variant]:
+            ours_by_seed, base_by_seed = by_code[(variant, code)], by_code.get(("", code), {})
+            verdicts, commits = [], {record["commit"] for record in ours_by_seed.values()}
+            for seed in sorted(set(ours_by_seed) & set(base_by_seed)):
+                record, base = ours_by_seed[seed], base_by_seed[seed]
+                ours, theirs = record["seeds"][0], base["seeds"][0]
+                commits |= {record["commit"], base["commit"]}
+                if ours["seconds_to_target"] is None or theirs["seconds_to_target"] is None:
+                    rows.append(f"- {variant}, seed {seed}: {missed_target(ours, theirs)}")
+                    # Reaching the target where the shipped recipe did not is a win; missing it is a loss either way.
+                    verdicts.append(ours["seconds_to_target"] is not None)
+                    continue
+                later = ours["step_at_target"] - theirs["step_at_target"]
+                verdicts.append(ours["seconds_to_target"] < theirs["seconds_to_target"]
+                                and later <= (eval_every(record) or 0))
+                rows.append(f"- {variant}, seed {seed} ({record['commit']}; shipped {base['commit']}): "
+                            f"{ours['seconds_to_target']:.1f} s at update {ours['step_at_target']:,} against "
+                            f"{theirs['seconds_to_target']:.1f} s at {theirs['step_at_target']:,}; its dev BLEU at "
+                            f"{theirs['step_at_target']:,}: {bleu_at(ours, theirs['step_at_target'])}")
+            if not verdicts:
+                verdict = (f"not decided: the shipped recipe trained none of its seeds "
+                           f"({', '.join(map(str, sorted(ours_by_seed)))}) with the same training code (seconds "
+                           "compare only where nmt/, configs/ and scripts/time_to_bleu.py are the same)")
+            elif len(verdicts) < 3:
+                verdict = f"not decided: {len(verdicts)} seed(s) of the 3 asked"
+            else:
+                verdict = "make it the GPU default" if all(verdicts) else "keep the shipped recipe"
+            rows.append(f"- {variant} against the shipped recipe ({', '.join(sorted(commits))}): {verdict}")
     return rows
 
 

@@ -197,7 +197,7 @@ def test_a_lease_variant_becomes_the_default_only_when_every_seed_is_sooner(tmp_
         lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, seconds, step,
                    curve=[[2750, 60.0, 49.61], [3000, 65.4, 50.27]])
     text = summary(tmp_path)
-    assert f"- bf16-residual against the shipped recipe: {verdict}" in text
+    assert f"- bf16-residual against the shipped recipe (abc1234): {verdict}" in text
     assert "- bf16-residual, seed 1 (abc1234; shipped abc1234): 76.6 s at update 3,000 against 85.0 s at 2,750; " \
            "its dev BLEU at 2,750: 49.61" in text
 
@@ -215,27 +215,41 @@ def test_a_seed_where_a_run_missed_the_target_counts_against_the_run_that_missed
         lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, variant, None if variant is None else 2750)
     text = summary(tmp_path)
     assert f"- bf16-residual, seed 2: {said}" in text
-    assert f"- bf16-residual against the shipped recipe: {verdict}" in text
+    assert f"- bf16-residual against the shipped recipe (abc1234): {verdict}" in text
 
 
 def test_a_lease_variant_against_another_commit_is_not_decided(tmp_path):
     for seed in (1, 2, 3):
         lease_seed(tmp_path, f"seed{seed}", seed, 85.0, 2750, commit="4f81733")
         lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, 76.0, 2750)
-    assert "against the shipped recipe: not decided: runs of different training code" in summary(tmp_path)
+    assert ("- bf16-residual against the shipped recipe (abc1234): not decided: the shipped recipe trained none of "
+            "its seeds (1, 2, 3) with the same training code") in summary(tmp_path)
 
 
 @pytest.mark.skipif(not has_commits("9dcd45c", "7076217", "4f81733"), reason="needs this repository's history")
 @pytest.mark.parametrize("shipped_commit, verdict", [
     # 9dcd45c -> 7076217 changed README and records only: the same training code, so the seeds compare
-    ("9dcd45c", "make it the GPU default"),
+    ("9dcd45c", "(7076217, 9dcd45c): make it the GPU default"),
     # 4f81733 -> 7076217 changed nmt/: seconds of the two do not compare
-    ("4f81733", "not decided: runs of different training code")])
+    ("4f81733", "(7076217): not decided: the shipped recipe trained none of its seeds (1, 2, 3) with the same "
+                "training code")])
 def test_seeds_of_commits_with_the_same_training_code_compare(tmp_path, shipped_commit, verdict):
     for seed in (1, 2, 3):
         lease_seed(tmp_path, f"seed{seed}", seed, 85.0, 2750, commit=shipped_commit)
         lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, 76.0, 2750, commit="7076217")
-    assert f"- bf16-residual against the shipped recipe: {verdict}" in summary(tmp_path)
+    assert f"- bf16-residual against the shipped recipe {verdict}" in summary(tmp_path)
+
+
+def test_a_seed_kept_under_its_commit_s_name_pairs_with_the_seed_of_that_code(tmp_path):
+    for seed in (1, 2, 3):
+        lease_seed(tmp_path, f"seed{seed}", seed, 85.0, 2750, commit="abc1234")
+        lease_seed(tmp_path, f"bf16-residual-seed{seed}", seed, 76.0, 2750, commit="abc1234")
+    lease_seed(tmp_path, "seed2", 2, 70.0, 2750, commit="def5678")  # a later lease's, of other code
+    lease_seed(tmp_path, "seed2-abc1234", 2, 85.0, 2750, commit="abc1234")  # the earlier one's, kept
+    lease_seed(tmp_path, "seed3-def5678", 3, 60.0, 2750, commit="abc1234")  # a name that lies: not read as seed 3
+    text = summary(tmp_path)
+    assert "- bf16-residual, seed 2 (abc1234; shipped abc1234): 76.0 s at update 2,750 against 85.0 s" in text
+    assert "- bf16-residual against the shipped recipe (abc1234): make it the GPU default" in text
 
 
 def test_the_mfu_goal_is_met_only_by_the_config_as_shipped(tmp_path):
