@@ -215,22 +215,46 @@ def median_seconds(seeds: list[dict]) -> float | None:
     return None if math.isinf(median) else median
 
 
+def config_then(record: dict) -> str:
+    """The text of the bench's config at the bench's commit (its overrides were relative to that), or as it is now
+    where git cannot say."""
+    path = record.get("config", "configs/transformer.yaml")
+    out = subprocess.run(["git", "-C", str(REPOSITORY), "show", f"{record['commit']}:{path}"], capture_output=True,
+                         text=True)
+    return out.stdout if out.returncode == 0 else (REPOSITORY / path).read_text()
+
+
+# Settings that leave a warm training update as it is (validation, checkpoints, when to stop, logging, decoding,
+# data): a bench that differs from the config only in these measured the update the config ships.
+NOT_THE_UPDATE = ("name", "data.", "decode.", "train.max_steps", "train.max_epochs", "train.eval_", "train.save_every",
+                  "train.keep_last", "train.log_every", "train.patience", "train.best_metric", "train.time_budget_s",
+                  "train.nonfinite_loss", "train.init_from")
+
+
 def unshipped(record: dict) -> list[str]:
-    """The bench's settings that its config as shipped does not have: the overrides that change a value (and the
-    bench's --compile where the config compiles nothing), as KEY=VALUE."""
-    from nmt.config import load_config, to_dict  # the project's own reading of a config and its overrides
+    """The bench's settings of the update that its config as shipped now does not have (the config at the bench's
+    commit with the bench's overrides and --compile, against the config today), as KEY=VALUE."""
+    import yaml  # here, not at the top: a report of no bench needs neither (nor the nmt on sys.path)
+    from nmt.config import ConfigError, apply_overrides, from_dict, to_dict  # the CLI's own reading of a config
 
     def flat(tree: dict, prefix: str = "") -> dict:
         return {k: v for key, value in tree.items()
                 for k, v in (flat(value, f"{prefix}{key}.") if isinstance(value, dict)
                              else {f"{prefix}{key}": value}).items()}
 
-    config, overrides = REPOSITORY / record.get("config", "configs/transformer.yaml"), record.get("overrides", [])
-    shipped = flat(to_dict(load_config(config, warn=lambda _: None)))
-    trained = flat(to_dict(load_config(config, overrides, warn=lambda _: None)))
+    def settings(text: str, overrides: list[str]) -> dict:
+        return flat(to_dict(from_dict(apply_overrides(yaml.safe_load(text) or {}, overrides))))
+
+    path = REPOSITORY / record.get("config", "configs/transformer.yaml")
+    shipped = settings(path.read_text(), [])
+    try:
+        trained = settings(config_then(record), record.get("overrides", []))
+    except ConfigError:  # a setting since renamed or removed: say what the bench set, as it set it
+        return record.get("overrides", []) or ["(the config at the bench's commit)"]
     if record["figures"][0].get("compile"):
         trained["train.compile"] = True
-    return [f"{key}={trained[key]}" for key in trained if trained[key] != shipped[key]]
+    return [f"{key}={trained[key]}" for key in trained
+            if trained[key] != shipped[key] and not key.startswith(NOT_THE_UPDATE)]
 
 
 def mfu_goal(transformer: dict[str, dict]) -> str:

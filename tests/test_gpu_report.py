@@ -254,7 +254,8 @@ def test_a_seed_kept_under_its_commit_s_name_pairs_with_the_seed_of_that_code(tm
 
 def test_the_mfu_goal_is_met_only_by_the_config_as_shipped(tmp_path):
     shipped = bench(0.26, 900_000)
-    shipped["overrides"] = ["train.pack_length=128", "train.cuda_graph=true"]  # what transformer.yaml ships
+    # what transformer.yaml ships, and a validation setting that leaves the update as it is
+    shipped["overrides"] = ["train.pack_length=128", "train.cuda_graph=true", "train.eval_every=250"]
     write(tmp_path, "gpu-bench-transformer-packed128-graph-h100.json", **shipped)
     bigger = bench(0.3, 1_000_000)
     bigger["overrides"] = ["train.max_tokens=65536", "model.attention_dropout=0"]
@@ -262,3 +263,17 @@ def test_the_mfu_goal_is_met_only_by_the_config_as_shipped(tmp_path):
     assert "MFU ≥ 25% on transformer.yaml: as shipped best 26.0% (transformer-packed128-graph): met; with settings " \
            "it does not ship best 30.0% (transformer-64k: model.attention_dropout=0.0 train.max_tokens=65536)" \
            in summary(tmp_path)
+
+
+@pytest.mark.skipif(not has_commits("8f9ccc4"), reason="needs this repository's history")
+def test_a_bench_s_overrides_apply_to_its_commit_s_config(tmp_path):
+    # at 8f9ccc4 transformer.yaml packed no rows: the bench's overrides made the update it ships today
+    then = bench(0.099, 673_228)
+    then.update(commit="8f9ccc4", config="configs/transformer.yaml",
+                overrides=["train.pack_length=128", "train.cuda_graph=true"])
+    write(tmp_path, "gpu-bench-transformer-packed128-graph-h100.json", **then)
+    eager = bench(0.032, 218_286)  # no overrides at 8f9ccc4: that commit's eager token buckets, not today's update
+    eager.update(commit="8f9ccc4", config="configs/transformer.yaml", overrides=[])
+    write(tmp_path, "gpu-bench-transformer-eager-h100.json", **eager)
+    assert "as shipped best 9.9% (transformer-packed128-graph): not met; with settings it does not ship best 3.2% " \
+           "(transformer-eager: train.pack_length=0 train.cuda_graph=False)" in summary(tmp_path)
