@@ -20,8 +20,8 @@ rm -rf "$pack"
 mkdir -p "$pack/trees"
 cp "$corpus" "$pack/fra-eng.zip"
 git -C "$root" rev-parse --short HEAD > "$pack/COMMIT"
-# What a time-to-BLEU run's seconds depend on (scripts/gpu_report.py's TRAINING_CODE): the lease skips seeds that an
-# earlier lease of the same code trained.
+# What a time-to-BLEU run's seconds depend on (scripts/gpu_report.py's training_code: nmt/, configs/ and the
+# script): the lease skips seeds that an earlier lease of the same code trained.
 git -C "$root" rev-parse HEAD:nmt HEAD:configs HEAD:scripts/time_to_bleu.py | paste -sd' ' > "$pack/TRAINING_CODE"
 befores=("$@"); [ ${#befores[@]} -gt 0 ] || befores=(ddabc86 606d490)
 for commit in "${befores[@]}"; do

@@ -25,17 +25,18 @@ from pathlib import Path
 MFU_GOAL, DEV_BLEU_SECONDS_GOAL = 0.25, 90.0
 TEST_BLEU_GOAL, TEST_BLEU_SECONDS_GOAL = 55.0, 300.0
 REPOSITORY = Path(__file__).resolve().parent.parent
-# What a time-to-BLEU run's seconds depend on in the repository: two records of commits whose trees agree here
-# trained the same code (a lease of a later commit that changed only docs or records measures what the earlier one
-# did, so their seeds compare).
-TRAINING_CODE = ("nmt", "configs", "scripts/time_to_bleu.py")
+# What a measurement depends on in the repository, with the script that made it: two records of commits whose trees
+# agree here measured the same code (a lease of a later commit that changed only docs or records measures what the
+# earlier one did, so their seeds compare).
+TRAINING_CODE = ("nmt", "configs")
 
 
 @functools.cache
-def training_code(commit: str, repository: Path = REPOSITORY) -> str:
-    """The git objects of TRAINING_CODE at `commit`, or the commit itself where git cannot say (the device's copy
-    has no .git; a commit this clone lacks)."""
-    out = subprocess.run(["git", "-C", str(repository), "rev-parse", *(f"{commit}:{path}" for path in TRAINING_CODE)],
+def training_code(commit: str, measured_by: str = "scripts/time_to_bleu.py") -> str:
+    """The git objects of TRAINING_CODE and the measuring script at `commit`, or the commit itself where git cannot
+    say (the device's copy has no .git; a commit this clone lacks)."""
+    paths = (*TRAINING_CODE, measured_by)
+    out = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", *(f"{commit}:{path}" for path in paths)],
                          capture_output=True, text=True)
     return " ".join(out.stdout.split()) if out.returncode == 0 else commit
 
@@ -348,7 +349,7 @@ def pair_rows(records: dict[str, dict]) -> list[str]:
     name (NAME-COMMIT, when a later lease wrote NAME anew) pairs as NAME."""
     def key(name: str, record: dict) -> str:
         return name.removesuffix(f"-{record['commit']}")
-    by_key = {(key(name, r), training_code(r["commit"])): r for name, r in records.items()}
+    by_key = {(key(name, r), training_code(r["commit"], "scripts/profile_update.py")): r for name, r in records.items()}
     rows = []
     for base_suffix, suffix, change in PROFILE_PAIRS:
         for (name, code), record in sorted(by_key.items()):
