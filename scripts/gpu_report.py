@@ -59,7 +59,8 @@ def bench_rows(records: dict[str, dict]) -> list[str]:
     for name, record in sorted(records.items(), key=lambda kv: -kv[1]["figures"][0]["tokens_per_s"]):
         f = record["figures"][0]
         mfus = [w["mfu"] for w in f.get("windows", [])] or [f["mfu"]]
-        overrides = record.get("overrides", []) + (["(compiled)"] if f.get("compile") else [])
+        overrides = [f"{name}={value}" for name, value in record.get("environment", {}).items()] + \
+            record.get("overrides", []) + (["(compiled)"] if f.get("compile") else [])
         rows.append(f"| {name} | {record['commit']} | {f['tokens_per_s']:,.0f} | {f['mfu']:.1%} | "
                     f"{min(mfus):.1%}–{max(mfus):.1%} | {f.get('warmup_s', 0):.0f} | "
                     f"{blocked_share(f.get('windows', []))} | {' '.join(overrides) or '(config as shipped)'} |")
@@ -234,7 +235,8 @@ NOT_THE_UPDATE = ("name", "data.", "decode.", "train.max_steps", "train.max_epoc
 
 def unshipped(record: dict) -> list[str]:
     """The bench's settings of the update that its config as shipped now does not have (the config at the bench's
-    commit with the bench's overrides and --compile, against the config today), as KEY=VALUE."""
+    commit with the bench's overrides and --compile, against the config today; the environment the bench set for
+    the compiler), as KEY=VALUE."""
     import yaml  # here, not at the top: a report of no bench needs neither (nor the nmt on sys.path)
     from nmt.config import ConfigError, apply_overrides, from_dict, to_dict  # the CLI's own reading of a config
 
@@ -247,15 +249,16 @@ def unshipped(record: dict) -> list[str]:
         return flat(to_dict(from_dict(apply_overrides(yaml.safe_load(text) or {}, overrides))))
 
     path = REPOSITORY / record.get("config", "configs/transformer.yaml")
+    environment = [f"{name}={value}" for name, value in record.get("environment", {}).items()]  # the compiler's
     shipped = settings(path.read_text(), [])
     try:
         trained = settings(config_then(record), record.get("overrides", []))
     except ConfigError:  # a setting since renamed or removed: say what the bench set, as it set it
-        return record.get("overrides", []) or ["(the config at the bench's commit)"]
+        return (record.get("overrides", []) or ["(the config at the bench's commit)"]) + environment
     if record["figures"][0].get("compile"):
         trained["train.compile"] = True
     return [f"{key}={trained[key]}" for key in trained
-            if trained[key] != shipped[key] and not key.startswith(NOT_THE_UPDATE)]
+            if trained[key] != shipped[key] and not key.startswith(NOT_THE_UPDATE)] + environment
 
 
 def mfu_goal(transformer: dict[str, dict]) -> str:

@@ -37,10 +37,24 @@ def device_description() -> str:
     return cpu
 
 
+# Environment variables that change what is measured, not only where caches go: the compiler's settings read from
+# the environment (e.g. TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1, which tunes inductor's kernels' block sizes).
+MEASURED_ENVIRONMENT = ("TORCHINDUCTOR_", "TRITON_")
+
+
+def measured_environment(environ=os.environ) -> dict[str, str]:
+    return {name: value for name, value in sorted(environ.items())
+            if name.startswith(MEASURED_ENVIRONMENT) and not name.endswith("_CACHE_DIR")}
+
+
 def write_record(path: Path, **figures) -> None:
-    record = {"command": " ".join(["python", *sys.argv]), "commit": current_commit(),
-              "device": device_description(),
-              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **figures}
+    """The record, its command as run: with the environment variables that changed the measurement before it, and
+    those also as `environment` (scripts/gpu_report.py counts them among the settings a config does not ship)."""
+    environment = measured_environment()
+    command = [*(f"{name}={value}" for name, value in environment.items()), "python", *sys.argv]
+    record = {"command": " ".join(command), "commit": current_commit(), "device": device_description(),
+              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              **({"environment": environment} if environment else {}), **figures}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
