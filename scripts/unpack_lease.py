@@ -31,7 +31,9 @@ def unpack(archive: Path, root: Path = REPOSITORY) -> list[str]:
     """Extract `archive` under `root`; returns what was kept under a commit's name, one line each."""
     kept = []
     with tarfile.open(archive) as tar:
-        for member in tar.getmembers():
+        # Every member checked before anything moves: absolute paths, '..' and links out of root are refused.
+        members = [tarfile.data_filter(member, str(root)) for member in tar.getmembers()]
+        for member in members:
             target = root / member.name
             if not (member.isfile() and member.name.startswith("results/gpu-") and target.exists()):
                 continue
@@ -39,9 +41,12 @@ def unpack(archive: Path, root: Path = REPOSITORY) -> list[str]:
             existing = json.loads(target.read_text())
             if existing.get("commit") != incoming.get("commit"):
                 keep = kept_name(target, existing["commit"])
+                if keep.exists():
+                    raise SystemExit(f"error: {keep.relative_to(root)} exists: {member.name} of the same commit "
+                                     "would replace it; move one of them first")
                 target.rename(keep)
                 kept.append(f"{member.name} ({existing['commit']}) kept as {keep.relative_to(root)}")
-        tar.extractall(root, filter="data")  # refuses absolute paths, '..' and links out of root
+        tar.extractall(root, members=members, filter="data")
     return kept
 
 

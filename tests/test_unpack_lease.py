@@ -47,10 +47,27 @@ def test_a_record_of_another_commit_is_kept_under_its_commit_s_name(tmp_path):
     assert (root / "gpu-session/lease/seed2.h200.b438195.done").exists()
 
 
-def test_a_member_outside_the_repository_is_refused(tmp_path):
+def test_a_member_outside_the_repository_is_refused_before_anything_moves(tmp_path):
     root = tmp_path / "repo"
-    root.mkdir()
-    tgz = archive(tmp_path / "evil.tgz", {"../outside.txt": b"x"})
+    (root / "results").mkdir(parents=True)
+    name = "results/gpu-bench-transformer-eager-h200.json"
+    (root / name).write_bytes(record("4f81733", 1.0))
+    tgz = archive(tmp_path / "evil.tgz", {name: record("b438195", 2.0), "../outside.txt": b"x"})
     with pytest.raises(tarfile.FilterError):
         unpack_lease.unpack(tgz, root)
     assert not (tmp_path / "outside.txt").exists()
+    assert json.loads((root / name).read_text())["commit"] == "4f81733"  # not moved aside
+    assert sorted(p.name for p in (root / "results").iterdir()) == ["gpu-bench-transformer-eager-h200.json"]
+
+
+def test_a_kept_record_is_never_replaced(tmp_path):
+    root = tmp_path / "repo"
+    (root / "results").mkdir(parents=True)
+    name = "results/gpu-bench-transformer-eager-h200.json"
+    (root / name).write_bytes(record("4f81733", 1.0))
+    (root / "results/gpu-bench-transformer-eager-4f81733-h200.json").write_bytes(record("4f81733", 0.5))
+    tgz = archive(tmp_path / "lease.tgz", {name: record("b438195", 2.0)})
+    with pytest.raises(SystemExit, match="exists"):
+        unpack_lease.unpack(tgz, root)
+    kept = json.loads((root / "results/gpu-bench-transformer-eager-4f81733-h200.json").read_text())
+    assert kept["seeds"][0]["seconds_to_target"] == 0.5
