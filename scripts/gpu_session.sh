@@ -204,13 +204,21 @@ lease)
     step cuda-tests-new 180:240 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py \
       -k "test_compiled_training_on_cuda_follows_eager or test_flex_attention_on_packed_rows_trains_like_sdpa"
   }
+  # The issue asks for the old and the new path on one GPU, one after the other: transformer.yaml's training step at
+  # ddabc86 (eager, tight batches) and as it ships, alternating, 3 rounds (never run on a GPU yet). Its record is
+  # rewritten after every round, so a run stopped at its limit keeps the rounds it finished.
+  old_vs_new() {
+    step ab-transformer 100:200 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
+      scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
+  }
   # On an H100, first the MFU goal on the GPU it names: the H200's 26.3% settings (~70 s of compile, then warm
-  # windows), then the same tuned, then the tests of the path measured.
+  # windows), then the same tuned, then the tests of the path measured and the old against the new path.
   if $h100 && $on_gpu; then
     NEEDS=150:210 bench compiled-64k-bf16-flex "${compiled[@]}" "${bf16_stream[@]}" "${flex[@]}" \
       --set train.max_tokens=65536
     cdt
     cuda_tests_new
+    old_vs_new
   fi
   # The seeds the defaults' rule still lacks, transformer.yaml as shipped and without the inner dropout by turns, so
   # that a call cut short keeps pairs. The H200's seed 1 of both (7076217) counts where this tree trains the same
@@ -222,7 +230,9 @@ lease)
     dev_bleu_lease "seed$seed" "$seed" "${lease_sets[@]}"
     dev_bleu_lease "bf16-nodrop-seed$seed" "$seed" "${lease_sets[@]}" "${bf16_stream[@]}" "${no_inner_dropout[@]}"
   done
-  # Elsewhere the tests and the tuned figure after the seeds (the plain one on the H200: 26.3%, 7076217).
+  # Elsewhere the old against the new path, the tests and the tuned figure after the seeds (the plain one on the
+  # H200: 26.3%, 7076217).
+  $h100 || old_vs_new
   $h100 || cuda_tests_new
   $h100 || ! $on_gpu || cdt
   # The bf16 stream's missing seeds (seeds 2-3 at 7076217 on the H200).
