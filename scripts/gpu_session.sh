@@ -11,11 +11,12 @@
 #
 #   bash scripts/gpu_session.sh lease     # a 15-minute lease in one call: on an H100 first the 64k compiled update's
 #                                         #   MFU (26.3% on the H200), plain and with inductor's kernels tuned
-#                                         #   (coordinate descent), and the new CUDA tests; the seeds the GPU
-#                                         #   defaults' rule lacks, transformer.yaml as shipped and without the inner
-#                                         #   dropout by turns (seeds 2-3 on the H200 while the training code is
-#                                         #   7076217's, else 1-3); elsewhere then the new CUDA tests and the tuned
-#                                         #   64k figure; the bf16 stream's missing seeds; every CUDA test; at once a
+#                                         #   (coordinate descent), the new CUDA tests and the old path against the
+#                                         #   new (ddabc86); the seeds the GPU defaults' rule lacks, transformer.yaml
+#                                         #   as shipped and without the inner dropout by turns (seeds 2-3 on the
+#                                         #   H200 while the training code is 7076217's, else 1-3); elsewhere then
+#                                         #   the old path against the new, the new CUDA tests and the tuned 64k
+#                                         #   figure; the bf16 stream's missing seeds; every CUDA test; at once a
 #                                         #   second call, LIMIT_S=<what the lease has left>, runs what it skipped
 #
 # and, in later leases, the phases that take the issue further, highest value first:
