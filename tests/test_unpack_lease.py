@@ -27,12 +27,19 @@ def record(commit: str, seconds: float) -> bytes:
     return json.dumps({"commit": commit, "seeds": [{"seed": 2, "seconds_to_target": seconds}]}).encode()
 
 
-def test_a_record_of_another_commit_is_kept_under_its_commit_s_name(tmp_path):
+def repository(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    """A repository root holding `files` (paths under results/)."""
     root = tmp_path / "repo"
     (root / "results").mkdir(parents=True)
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_a_record_of_another_commit_is_kept_under_its_commit_s_name(tmp_path):
     name = "results/gpu-time-to-dev-bleu50-lease-seed2-h200.json"
-    (root / name).write_bytes(record("4f81733", 84.1))
-    (root / "results/gpu-bench-transformer-eager-h200.json").write_bytes(record("7076217", 1.0))
+    root = repository(tmp_path, {name: record("4f81733", 84.1),
+                                 "results/gpu-bench-transformer-eager-h200.json": record("7076217", 1.0)})
     tgz = archive(tmp_path / "lease.tgz", {name: record("b438195", 74.0),
                                            "results/gpu-bench-transformer-eager-h200.json": record("7076217", 2.0),
                                            "gpu-session/lease/seed2.h200.b438195.done": b""})
@@ -48,10 +55,8 @@ def test_a_record_of_another_commit_is_kept_under_its_commit_s_name(tmp_path):
 
 
 def test_a_member_outside_the_repository_is_refused_before_anything_moves(tmp_path):
-    root = tmp_path / "repo"
-    (root / "results").mkdir(parents=True)
     name = "results/gpu-bench-transformer-eager-h200.json"
-    (root / name).write_bytes(record("4f81733", 1.0))
+    root = repository(tmp_path, {name: record("4f81733", 1.0)})
     tgz = archive(tmp_path / "evil.tgz", {name: record("b438195", 2.0), "../outside.txt": b"x"})
     with pytest.raises(tarfile.FilterError):
         unpack_lease.unpack(tgz, root)
@@ -61,11 +66,9 @@ def test_a_member_outside_the_repository_is_refused_before_anything_moves(tmp_pa
 
 
 def test_a_kept_record_is_never_replaced(tmp_path):
-    root = tmp_path / "repo"
-    (root / "results").mkdir(parents=True)
     name = "results/gpu-bench-transformer-eager-h200.json"
-    (root / name).write_bytes(record("4f81733", 1.0))
-    (root / "results/gpu-bench-transformer-eager-4f81733-h200.json").write_bytes(record("4f81733", 0.5))
+    root = repository(tmp_path, {name: record("4f81733", 1.0),
+                                 "results/gpu-bench-transformer-eager-4f81733-h200.json": record("4f81733", 0.5)})
     tgz = archive(tmp_path / "lease.tgz", {name: record("b438195", 2.0)})
     with pytest.raises(SystemExit, match="exists"):
         unpack_lease.unpack(tgz, root)
