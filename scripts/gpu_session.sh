@@ -207,8 +207,9 @@ lease)
       -k "test_compiled_training_on_cuda_follows_eager or test_flex_attention_on_packed_rows_trains_like_sdpa"
   }
   # The issue asks for the old and the new path on one GPU, one after the other: transformer.yaml's training step at
-  # ddabc86 (eager, tight batches) and as it ships, alternating, 3 rounds (never run on a GPU yet). Its record is
-  # rewritten after every round, so a run stopped at its limit keeps the rounds it finished.
+  # ddabc86 (eager, tight batches) and as it ships, alternating, 3 rounds (never completed on a GPU: the 2026-11-26
+  # lease's stopped at the TypeError above). Its record is rewritten after every round, so a run stopped at its
+  # limit keeps the rounds it finished.
   old_vs_new() {
     step ab-transformer 100:200 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
       scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
