@@ -207,12 +207,12 @@ lease)
       -k "test_compiled_training_on_cuda_follows_eager or test_flex_attention_on_packed_rows_trains_like_sdpa"
   }
   # The issue asks for the old and the new path on one GPU, one after the other: transformer.yaml's training step at
-  # ddabc86 (eager, tight batches) and as it ships, alternating, 3 rounds (never completed on a GPU: the 2026-11-26
-  # lease's stopped at the TypeError above). Its record is rewritten after every round, so a run stopped at its
-  # limit keeps the rounds it finished.
+  # ddabc86 (eager, tight batches) and as it ships, alternating, 2 rounds (never completed on a GPU: the 2026-11-26
+  # lease's stopped at the TypeError above): on the H200 about what the first call has left after the seeds. Its
+  # record is rewritten after every round, so a run stopped at its limit keeps the rounds it finished.
   old_vs_new() {
     step ab-transformer 100:200 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
-      scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
+      scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 2
   }
   # On an H100, first the MFU goal on the GPU it names: the H200's 26.3% settings (~70 s of compile, then warm
   # windows), then the same tuned; then the time goal there (dev BLEU 50 within 90 s, never met on an H100: 108.6 s,
