@@ -59,8 +59,8 @@ def bench_rows(records: dict[str, dict]) -> list[str]:
     for name, record in sorted(records.items(), key=lambda kv: -kv[1]["figures"][0]["tokens_per_s"]):
         f = record["figures"][0]
         mfus = [w["mfu"] for w in f.get("windows", [])] or [f["mfu"]]
-        overrides = [f"{name}={value}" for name, value in record.get("environment", {}).items()] + \
-            record.get("overrides", []) + (["(compiled)"] if f.get("compile") else [])
+        overrides = environment_settings(record) + record.get("overrides", []) + \
+            (["(compiled)"] if f.get("compile") else [])
         rows.append(f"| {name} | {record['commit']} | {f['tokens_per_s']:,.0f} | {f['mfu']:.1%} | "
                     f"{min(mfus):.1%}–{max(mfus):.1%} | {f.get('warmup_s', 0):.0f} | "
                     f"{blocked_share(f.get('windows', []))} | {' '.join(overrides) or '(config as shipped)'} |")
@@ -233,32 +233,46 @@ NOT_THE_UPDATE = ("name", "data.", "decode.", "train.max_steps", "train.max_epoc
                   "train.nonfinite_loss", "train.init_from")
 
 
+def environment_settings(record: dict) -> list[str]:
+    """The compiler's settings a bench took from the environment (results_record.py's `environment`), NAME=VALUE."""
+    return [f"{name}={value}" for name, value in record.get("environment", {}).items()]
+
+
+def flat(tree: dict, prefix: str = "") -> dict:
+    """A nested mapping as dotted keys: {"train": {"lr": 1}} -> {"train.lr": 1}."""
+    dotted = {}
+    for key, value in tree.items():
+        dotted.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return dotted
+
+
+def settings_of(config_text: str, overrides: list[str]) -> dict:
+    """Every setting of a config's text with its overrides, as the CLI reads them (defaults filled in), dotted."""
+    import yaml  # here, not at the top: a report of no bench needs neither (nor the nmt on sys.path)
+    from nmt.config import apply_overrides, from_dict, to_dict
+    return flat(to_dict(from_dict(apply_overrides(yaml.safe_load(config_text) or {}, overrides))))
+
+
+@functools.cache
+def shipped_settings(config: str) -> dict:
+    return settings_of((REPOSITORY / config).read_text(), [])
+
+
 def unshipped(record: dict) -> list[str]:
     """The bench's settings of the update that its config as shipped now does not have (the config at the bench's
     commit with the bench's overrides and --compile, against the config today; the environment the bench set for
     the compiler), as KEY=VALUE."""
-    import yaml  # here, not at the top: a report of no bench needs neither (nor the nmt on sys.path)
-    from nmt.config import ConfigError, apply_overrides, from_dict, to_dict  # the CLI's own reading of a config
+    from nmt.config import ConfigError
 
-    def flat(tree: dict, prefix: str = "") -> dict:
-        return {k: v for key, value in tree.items()
-                for k, v in (flat(value, f"{prefix}{key}.") if isinstance(value, dict)
-                             else {f"{prefix}{key}": value}).items()}
-
-    def settings(text: str, overrides: list[str]) -> dict:
-        return flat(to_dict(from_dict(apply_overrides(yaml.safe_load(text) or {}, overrides))))
-
-    path = REPOSITORY / record.get("config", "configs/transformer.yaml")
-    environment = [f"{name}={value}" for name, value in record.get("environment", {}).items()]  # the compiler's
-    shipped = settings(path.read_text(), [])
+    shipped = shipped_settings(record.get("config", "configs/transformer.yaml"))
     try:
-        trained = settings(config_then(record), record.get("overrides", []))
+        trained = settings_of(config_then(record), record.get("overrides", []))
     except ConfigError:  # a setting since renamed or removed: say what the bench set, as it set it
-        return (record.get("overrides", []) or ["(the config at the bench's commit)"]) + environment
+        return (record.get("overrides", []) or ["(the config at the bench's commit)"]) + environment_settings(record)
     if record["figures"][0].get("compile"):
         trained["train.compile"] = True
     return [f"{key}={trained[key]}" for key in trained
-            if trained[key] != shipped[key] and not key.startswith(NOT_THE_UPDATE)] + environment
+            if trained[key] != shipped[key] and not key.startswith(NOT_THE_UPDATE)] + environment_settings(record)
 
 
 def mfu_goal(transformer: dict[str, dict]) -> str:

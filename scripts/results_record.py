@@ -42,8 +42,8 @@ def device_description() -> str:
 MEASURED_ENVIRONMENT = ("TORCHINDUCTOR_", "TRITON_")
 
 
-def measured_environment(environ=os.environ) -> dict[str, str]:
-    return {name: value for name, value in sorted(environ.items())
+def measured_environment() -> dict[str, str]:
+    return {name: value for name, value in sorted(os.environ.items())
             if name.startswith(MEASURED_ENVIRONMENT) and not name.endswith("_CACHE_DIR")}
 
 
