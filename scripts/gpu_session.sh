@@ -154,6 +154,14 @@ profile() {  # profile NAME SECONDS[:AT_MOST] [--set ...]: a warm update's devic
     --device "$DEVICE" "${profiled[@]}" "${tiny[@]}" "$@" --out "$RESULTS/gpu-profile-$name-$slug.json"
 }
 
+old_vs_new() {  # NEEDS[:AT_MOST] ROUNDS: the old and the new path on this machine, one after the other, as the issue
+  # asks: transformer.yaml's training step at ddabc86 (eager, tight batches) and as it ships, alternating ROUNDS times
+  # (never completed on a GPU: the 2026-11-26 lease's stopped at the TypeError above). Its record is rewritten after
+  # every round, so a run stopped at its limit keeps the rounds it finished.
+  step ab-transformer "$1" env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
+    scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" "$2"
+}
+
 test_bleu_linear() {  # [--set ...]: test BLEU within 5 minutes of process start, the lr falling to zero as the
   # training budget runs out (the demo's schedule since the fourteenth session: +1.95 valid BLEU on a CPU), seed 1
   step time-to-test-bleu-linear "$(( test_wall + 60 ))" "$PYTHON" scripts/time_to_bleu.py \
@@ -206,14 +214,6 @@ lease)
     step cuda-tests-new 180:240 "$PYTHON" -m pytest -q -rs -m cuda tests/test_cuda.py \
       -k "test_compiled_training_on_cuda_follows_eager or test_flex_attention_on_packed_rows_trains_like_sdpa"
   }
-  # The issue asks for the old and the new path on one GPU, one after the other: transformer.yaml's training step at
-  # ddabc86 (eager, tight batches) and as it ships, alternating, 2 rounds (never completed on a GPU: the 2026-11-26
-  # lease's stopped at the TypeError above): on the H200 about what the first call has left after the seeds. Its
-  # record is rewritten after every round, so a run stopped at its limit keeps the rounds it finished.
-  old_vs_new() {
-    step ab-transformer 100:200 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
-      scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 2
-  }
   # On an H100, first the MFU goal on the GPU it names: the H200's 26.3% settings (~70 s of compile, then warm
   # windows), then the same tuned; then the time goal there (dev BLEU 50 within 90 s, never met on an H100: 108.6 s,
   # one seed, 8f9ccc4), transformer.yaml as shipped, seeds 1-3; then the tests of the path measured and the old
@@ -224,7 +224,7 @@ lease)
     cdt
     for seed in 1 2 3; do dev_bleu_lease "seed$seed" "$seed" "${lease_sets[@]}"; done
     cuda_tests_new
-    old_vs_new
+    old_vs_new 100:200 2
   fi
   # The seeds the defaults' rule still lacks, transformer.yaml as shipped and without the inner dropout by turns, so
   # that a call cut short keeps pairs. The H200's seed 1 of both (7076217) counts where this tree trains the same
@@ -238,7 +238,7 @@ lease)
   done
   # Elsewhere the old against the new path, the tests and the tuned figure after the seeds (the plain one on the
   # H200: 26.3%, 7076217).
-  $h100 || old_vs_new
+  $h100 || old_vs_new 100:200 2  # about what the H200's first call has left after the seeds
   $h100 || cuda_tests_new
   $h100 || ! $on_gpu || cdt
   # The bf16 stream's missing seeds (seeds 2-3 at 7076217 on the H200).
@@ -268,8 +268,7 @@ measure)
   # (dispatch and launches); with the real model's FLOPs it bounds what eager can reach here (~15 s).
   step host-overhead 30 "$PYTHON" scripts/bench_host_overhead.py --config configs/transformer.yaml --device "$DEVICE" \
     --record "$RESULTS/gpu-host-overhead-transformer-$slug.json"
-  step ab-transformer 300 env "${ab[@]}" RECORD="$RESULTS/gpu-train-ab-transformer-$slug.json" \
-    scripts/ab_train.sh .device/trees/ddabc86 "$ab_config" 3
+  old_vs_new 300 3
   # The rest of the static shapes: packed rows eager and compiled, then lengths rounded to 8 (a graph per width).
   bench packed128 --set train.pack_length=128 --set train.cuda_graph=false
   bench packed128-compile --set train.pack_length=128 --set train.cuda_graph=false --compile
