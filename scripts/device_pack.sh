@@ -20,9 +20,11 @@ rm -rf "$pack"
 mkdir -p "$pack/trees"
 cp "$corpus" "$pack/fra-eng.zip"
 git -C "$root" rev-parse --short HEAD > "$pack/COMMIT"
-# What a time-to-BLEU run's seconds depend on (scripts/gpu_report.py's training_code: nmt/, configs/ and the
-# script): the lease skips seeds that an earlier lease of the same code trained.
-git -C "$root" rev-parse HEAD:nmt HEAD:configs HEAD:scripts/time_to_bleu.py | paste -sd' ' > "$pack/TRAINING_CODE"
+# What a time-to-BLEU run's seconds depend on, as scripts/gpu_report.py pairs seeds by it (its training_code: the
+# git objects of nmt/, configs/ and the measuring script; one definition): the lease skips seeds that an earlier
+# lease of the same code trained. gpu_report imports only the standard library at its top.
+"${PYTHON:-python3}" -c 'import sys; sys.path.insert(0, sys.argv[1]); from gpu_report import training_code
+print(training_code("HEAD"))' "$root/scripts" > "$pack/TRAINING_CODE"
 befores=("$@"); [ ${#befores[@]} -gt 0 ] || befores=(ddabc86 606d490)
 for commit in "${befores[@]}"; do
   mkdir -p "$pack/trees/$commit"

@@ -1,6 +1,7 @@
 """scripts/gpu_report.py: the summary a GPU lease prints at its end says which of issue 15's goals its records meet."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,15 @@ def test_a_compiler_setting_from_the_environment_is_not_the_config_as_shipped(tm
     assert "as shipped not measured: not met; with settings it does not ship best 28.0% " \
            "(transformer-packed128-graph-cdt: TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1)" in text
     assert "| TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 train.pack_length=128 train.cuda_graph=true |" in text
+
+
+@pytest.mark.skipif(not has_commits("7076217"), reason="needs this repository's history")
+def test_the_lease_s_h200_seed1_code_is_7076217_s_training_code_as_the_report_reads_it():
+    # gpu_session.sh skips the H200's seed 1 where .device/TRAINING_CODE (device_pack.sh: gpu_report's
+    # training_code) equals this constant: a change to what counts as training code must change it too
+    text = (SCRIPT.parent / "gpu_session.sh").read_text().replace("\\\n", "")
+    constant = re.search(r'^H200_SEED1_TRAINING_CODE="([^"]*)"', text, re.MULTILINE)[1]
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                          "from gpu_report import training_code; print(training_code('7076217'))", SCRIPT.parent],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == constant
