@@ -29,9 +29,10 @@ def kept_name(path: Path, commit: str) -> Path:
 
 def unpack(archive: Path, root: Path = REPOSITORY) -> list[str]:
     """Extract `archive` under `root`; returns what was kept under a commit's name, one line each."""
-    kept = []
+    moves: list[tuple[Path, Path, str]] = []  # (record, its kept name, its commit)
     with tarfile.open(archive) as tar:
-        # Every member checked before anything moves: absolute paths, '..' and links out of root are refused.
+        # Every member checked before anything moves: absolute paths, '..' and links out of root are refused, and so
+        # is a record whose kept name is taken (an earlier unpack kept a record of that commit there).
         members = [tarfile.data_filter(member, str(root)) for member in tar.getmembers()]
         for member in members:
             target = root / member.name
@@ -44,10 +45,11 @@ def unpack(archive: Path, root: Path = REPOSITORY) -> list[str]:
                 if keep.exists():
                     raise SystemExit(f"error: {keep.relative_to(root)} exists: {member.name} of the same commit "
                                      "would replace it; move one of them first")
-                target.rename(keep)
-                kept.append(f"{member.name} ({existing['commit']}) kept as {keep.relative_to(root)}")
+                moves.append((target, keep, existing["commit"]))
+        for target, keep, _ in moves:
+            target.rename(keep)
         tar.extractall(root, members=members, filter="data")
-    return kept
+    return [f"{target.relative_to(root)} ({commit}) kept as {keep.relative_to(root)}" for target, keep, commit in moves]
 
 
 def main() -> None:

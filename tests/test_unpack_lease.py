@@ -65,12 +65,17 @@ def test_a_member_outside_the_repository_is_refused_before_anything_moves(tmp_pa
     assert sorted(p.name for p in (root / "results").iterdir()) == ["gpu-bench-transformer-eager-h200.json"]
 
 
-def test_a_kept_record_is_never_replaced(tmp_path):
+def test_a_kept_record_is_never_replaced_and_nothing_moves(tmp_path):
     name = "results/gpu-bench-transformer-eager-h200.json"
-    root = repository(tmp_path, {name: record("4f81733", 1.0),
+    movable = "results/gpu-bench-transformer-compiled-h200.json"  # before the refused one: must not move either
+    root = repository(tmp_path, {movable: record("4f81733", 3.0), name: record("4f81733", 1.0),
                                  "results/gpu-bench-transformer-eager-4f81733-h200.json": record("4f81733", 0.5)})
-    tgz = archive(tmp_path / "lease.tgz", {name: record("b438195", 2.0)})
+    tgz = archive(tmp_path / "lease.tgz", {movable: record("b438195", 4.0), name: record("b438195", 2.0)})
     with pytest.raises(SystemExit, match="exists"):
         unpack_lease.unpack(tgz, root)
     kept = json.loads((root / "results/gpu-bench-transformer-eager-4f81733-h200.json").read_text())
     assert kept["seeds"][0]["seconds_to_target"] == 0.5
+    assert sorted(p.name for p in (root / "results").iterdir()) == [
+        "gpu-bench-transformer-compiled-h200.json", "gpu-bench-transformer-eager-4f81733-h200.json",
+        "gpu-bench-transformer-eager-h200.json"]
+    assert json.loads((root / movable).read_text())["seeds"][0]["seconds_to_target"] == 3.0
