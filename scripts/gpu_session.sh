@@ -61,9 +61,9 @@ SET=${SET:-}              # overrides for the bleu, test, recipe and decode trai
 RECIPES=${RECIPES:-8192:7e-4:2000 8192:1e-3:2000 32768:1e-3 32768:1.4e-3 65536:2e-3}
 OUT=${OUT:-gpu-session/out}
 # The training code (git objects of nmt/, configs/, scripts/time_to_bleu.py, as scripts/gpu_report.py compares
-# seeds by) of 7076217, whose H200 lease trained seed 1 of transformer.yaml and of the no-inner-dropout variant, and
-# of eb814a1, whose H100 lease trained transformer.yaml's seeds 1-3 (the same code: nmt/ left byte-identical since).
-H200_SEED1_TRAINING_CODE="ece39ef58c97cc6a710cc44c0d01d778ca8c5cb5 49e11df0fe976d7a3b2093ea58c095be23a76417 \
+# seeds by) that the last leases trained: 7076217's, whose H200 lease trained seed 1 of transformer.yaml and of the
+# no-inner-dropout variant, and eb814a1's, the same code, whose H100 lease trained transformer.yaml's seeds 1-3.
+LEASED_TRAINING_CODE="ece39ef58c97cc6a710cc44c0d01d778ca8c5cb5 49e11df0fe976d7a3b2093ea58c095be23a76417 \
 d590269485a8e3a07998f3884720211d3324dd5d"
 # A CPU dry run's records (tiny models) stay out of results/, where they could be taken for GPU figures.
 RESULTS=$([ "$DEVICE" = cpu ] && echo gpu-session/dry-run-results || echo results)
@@ -183,6 +183,12 @@ dev_bleu_lease() {  # NAME SEED [--set ...]: the time goal's run as the lease tr
     --out "$RESULTS/gpu-time-to-dev-bleu50-lease-$name-$slug.json"
 }
 
+# The lease's variants of transformer.yaml's GPU update (the tune phase's too).
+compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
+bf16_stream=(--set model.bf16_residual=true)
+no_inner_dropout=(--set model.attention_dropout=0 --set model.activation_dropout=0)
+flex=("${no_inner_dropout[@]}" --set train.packed_attention=flex)
+
 case $phase in
 lease)
   # A whole lease of device time (15 minutes, the machine's start included) in one call: issue 15's open GPU figures
@@ -197,13 +203,9 @@ lease)
   # for time on the last three leases. A second call at once (warm, no new start), LIMIT_S set to what the lease has
   # left, runs what this one skipped.
   lease_sets=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=false)
-  compiled=(--set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true)
-  bf16_stream=(--set model.bf16_residual=true)
-  no_inner_dropout=(--set model.attention_dropout=0 --set model.activation_dropout=0)
-  flex=("${no_inner_dropout[@]}" --set train.packed_attention=flex)
   on_gpu=$([ "$DEVICE" = cpu ] && echo false || echo true)  # FlexAttention has no backward on a CPU: no dry run
   h100=$([ "$slug" = h100 ] && echo true || echo false)
-  same_code=$([ "$(cat .device/TRAINING_CODE 2>/dev/null)" = "$H200_SEED1_TRAINING_CODE" ] && echo true || echo false)
+  same_code=$([ "$(cat .device/TRAINING_CODE 2>/dev/null)" = "$LEASED_TRAINING_CODE" ] && echo true || echo false)
   # FlexAttention's CUDA test (trains like SDPA, eager and inductor kernels: never run on a GPU yet, while its
   # speed was) and the one that caught the duck-sizing recompile. Started with 180 s left (skipped at 224 s on the
   # afternoon lease when it asked 240; on the H200 at d4e8732 the CUDA file's first two tests, the duck-sizing one
@@ -333,9 +335,7 @@ tune)
   # descent tunes each generated kernel's blocks and warps by timing them, at its own compile cost: at 65,536 tokens
   # on the H100 (eb814a1) not done in 300 s, so here it has the whole call (the lease's 64k settings otherwise).
   BENCH_ENV="TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1" NEEDS=300 bench compiled-64k-bf16-flex-cdt \
-    --set train.pack_length=128 --set train.cuda_graph=true --set train.compile=true --set model.bf16_residual=true \
-    --set model.attention_dropout=0 --set model.activation_dropout=0 --set train.packed_attention=flex \
-    --set train.max_tokens=65536
+    "${compiled[@]}" "${bf16_stream[@]}" "${flex[@]}" --set train.max_tokens=65536
   ;;
 recipe)
   # Issue 15's recipe, chosen on valid: each TOKENS:LR[:WARMUP] trained from process start until dev BLEU 50

@@ -292,11 +292,11 @@ def test_a_compiler_setting_from_the_environment_is_not_the_config_as_shipped(tm
 
 
 @pytest.mark.skipif(not has_commits("7076217"), reason="needs this repository's history")
-def test_the_lease_s_h200_seed1_code_is_7076217_s_training_code_as_the_report_reads_it():
-    # gpu_session.sh skips the H200's seed 1 where .device/TRAINING_CODE (device_pack.sh: gpu_report's
-    # training_code) equals this constant: a change to what counts as training code must change it too
+def test_the_lease_s_leased_code_is_7076217_s_training_code_as_the_report_reads_it():
+    # gpu_session.sh skips the H200's seed 1 and the H100's shipped seeds where .device/TRAINING_CODE (device_pack.sh:
+    # gpu_report's training_code) equals this constant: a change to what counts as training code must change it too
     text = (SCRIPT.parent / "gpu_session.sh").read_text().replace("\\\n", "")
-    constant = re.search(r'^H200_SEED1_TRAINING_CODE="([^"]*)"', text, re.MULTILINE)[1]
+    constant = re.search(r'^LEASED_TRAINING_CODE="([^"]*)"', text, re.MULTILINE)[1]
     out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
                           "from gpu_report import training_code; print(training_code('7076217'))", SCRIPT.parent],
                          capture_output=True, text=True, check=True)
