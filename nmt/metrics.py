@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu import metrics as sacrebleu_metrics
+from sacrebleu.metrics import BLEU, TER
 
 from nmt.errors import warn
 
@@ -37,6 +38,16 @@ def bleu_tokenizer(target_lang: str) -> str | None:
              "(tok:char in the signature)")
         return "char"
     return None
+
+
+class CHRF(sacrebleu_metrics.CHRF):
+    """sacrebleu's chrF, every score one type. Its bootstrap resamples statistics as float32 and scores a resample
+    without a single matching n-gram as a Python 0.0, every other as a numpy float32; `statistics.mean` then fails on
+    the mix (sacrebleu 2.6: "don't know how to coerce float and float32"), so `nmt evaluate` of a weak model, whose
+    resamples can match nothing, crashed. float() changes no score."""
+
+    def _compute_f_score(self, statistics) -> float:
+        return float(super()._compute_f_score(statistics))
 
 
 def bleu_metric(target_lang: str = "") -> BLEU:

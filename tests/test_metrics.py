@@ -53,3 +53,11 @@ def test_confidence_intervals_come_from_sacrebleus_bootstrap_and_narrow_with_mor
     assert 0.35 < four["bleu_ci95"] / once["bleu_ci95"] < 0.65
     assert corpus_scores(hypotheses, [[h] for h in hypotheses], n_bootstrap=100)["bleu_ci95"] == 0.0  # perfect
     assert "bleu_ci95" not in corpus_scores(hypotheses, references)
+
+
+def test_bootstrap_survives_resamples_that_match_nothing():
+    # One sentence matches, one shares no character: a quarter of the resamples hold only the second. sacrebleu's
+    # chrF scored those as a Python 0.0 and the rest as float32, and its interval's mean failed on the mix.
+    scores = corpus_scores(["le chat noir dort sur le tapis", "zzz"], [["le chat noir dort sur le tapis"], ["qqq"]],
+                           n_bootstrap=200)
+    assert scores["chrf"] > 0 and scores["chrf_ci95"] > 0 and scores["bleu_ci95"] > 0
