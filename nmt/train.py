@@ -825,7 +825,8 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
             run_log.record(f"error: {err}")
         raise
     if run_log:  # rank 0's: the others never validate (their best dev BLEU would read -1)
-        run_log(f"done at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}{progress.chosen_best()}")
+        best = f"{progress.best_bleu:.2f}" if progress.best_bleu >= 0 else "none yet (no validation ran)"
+        run_log(f"done at step {progress.step}, best dev BLEU {best}{progress.chosen_best()}")
     return progress
 
 

@@ -138,6 +138,7 @@ def test_interrupt_saves_checkpoint(tmp_path, real_data_dir, prepared, stop_sign
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "interrupted: checkpoint saved at step" in stderr and "Traceback" not in stderr
+    assert "best dev BLEU none yet (no validation ran)" in stderr  # stopped before the first: not "-1.00"
     assert load_checkpoint(Run(run).checkpoint_path("last"))["progress"]["step"] >= 1
 
 
