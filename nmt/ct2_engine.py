@@ -26,8 +26,8 @@ from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
-from nmt.translator import (Hypothesis, Translation, count_pieces, encode_prefixes, encode_source,
-                            with_overrides)
+from nmt.translator import (Hypothesis, Translation, check_prefixes_fit, count_pieces, encode_prefixes,
+                            encode_source, with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
@@ -54,6 +54,9 @@ def read_export_metadata(model_dir: Path) -> dict:
     try:
         metadata = json.loads(path.read_text(encoding="utf-8"))
         decode = DecodeConfig(**metadata["decode"])
+        positions = metadata.get("max_target_positions")
+        if positions is not None and (type(positions) is not int or positions < 1):
+            raise ValueError(f"max_target_positions {positions!r} is not a positive integer")
     except (ValueError, KeyError, TypeError) as err:
         raise NMTError(f"{path} is damaged or from another version ({type(err).__name__}: {err}); "
                        "export the run again") from None
@@ -123,6 +126,8 @@ class CTranslate2Engine:
         self.source_lang, self.target_lang = metadata.get("languages") or ("", "")
         self.eval_dir = self.model_dir / "eval"
         self.quantization = metadata.get("quantization")
+        # None in exports made before nmt recorded it: CTranslate2's own error then says what is too long.
+        self.max_target_positions = metadata.get("max_target_positions")
         try:
             self.tokenizers = Tokenizers.from_dir(self.model_dir)
             self.normalizer = Normalizer(**json.loads((self.model_dir / "normalizer.json").read_text("utf-8")))
@@ -182,13 +187,20 @@ class CTranslate2Engine:
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
         todo = [i for i, p in enumerate(pieces) if p]
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences), str)
+        check_prefixes_fit(forced, self.max_target_positions)
         if todo:
             options = translate_options(decode, max(len(pieces[i]) for i in todo) + 1)
             if forced:  # as nmt's search does: room for every prefix and its EOS
                 options["max_decoding_length"] = max(options["max_decoding_length"], max(map(len, forced)) + 1)
-            outputs = self.engine.translate_batch([pieces[i] for i in todo], num_hypotheses=n_best,
-                                                  return_scores=True, target_prefix=[forced[i] for i in todo]
-                                                  if forced else None, **options)
+            try:
+                outputs = self.engine.translate_batch([pieces[i] for i in todo], num_hypotheses=n_best,
+                                                      return_scores=True, target_prefix=[forced[i] for i in todo]
+                                                      if forced else None, **options)
+            except RuntimeError as err:  # an older export's prefix past the position table: said as the user's
+                if not forced or "position" not in str(err):
+                    raise
+                raise NMTError(f"the prefix is longer than this model continues (CTranslate2: {err}); export the "
+                               "run again and nmt names the limit before decoding") from None
             by_sentence, limit = dict(zip(todo, outputs)), options["max_decoding_length"]
             # CTranslate2 scores a prefix's pieces out, and an output cut at the length limit without an EOS (nmt's
             # search pays EOS's price there): those are scored again, whole.

@@ -163,6 +163,7 @@ class Translator:
             else:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
+        check_prefixes_fit(forced, self.model.max_target_positions)
         encoded = [self._encode(s) for s in sentences]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
@@ -289,6 +290,19 @@ def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Se
     if len(prefixes) != count:
         raise NMTError(f"{len(prefixes)} prefixes for {count} sentences: give one per sentence (none: null or \"\")")
     return [tokenizers.target.encode(normalizer.target(p), out_type=out_type) if p else [] for p in prefixes]
+
+
+def check_prefixes_fit(forced: list[list] | None, max_positions: int | None) -> None:
+    """Refuse a target prefix longer than the model can continue and score: a translation that starts with it reads
+    the start token, the prefix and its end (EOS) at positions of their own, as config checks count the longest
+    output (`max_positions`; None: a recurrent decoder, any length). Both engines check here, before decoding."""
+    if not forced or max_positions is None:
+        return
+    longest = max(range(len(forced)), key=lambda i: len(forced[i]))
+    if len(forced[longest]) > max_positions - 2:
+        raise NMTError(f"prefix {longest} is {len(forced[longest])} pieces; this model continues a prefix of at most "
+                       f"{max_positions - 2} (model.max_positions {max_positions} holds it with the start token and "
+                       "EOS)")
 
 
 def decode_row_bytes(model_cfg, vocab: int, source_len: int, steps: int) -> int:

@@ -9,7 +9,7 @@ import torch
 
 from nmt.errors import NMTError
 from nmt.translator import Translator
-from tests_helpers import nmt, toy_parallel_corpus
+from tests_helpers import nmt, text_of_pieces, toy_parallel_corpus
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="CTranslate2 not installed (pip install 'nmt[export]')")
 
@@ -81,6 +81,31 @@ def test_export_continues_prefixes_as_nmt_does(toy_transformer_run, tmp_path):
     for a, b in zip(ours, theirs):  # CTranslate2 scores the prefix's pieces too
         if a.text == b.text:
             assert b.hypotheses[0].log_prob == pytest.approx(a.hypotheses[0].log_prob, rel=1e-3, abs=1e-3)
+
+
+def test_export_refuses_a_prefix_its_positions_cannot_hold_as_nmt_does(toy_transformer_run, tmp_path):
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    exported = CTranslate2Engine(tmp_path / "ct2")
+    longest = text_of_pieces(exported, 1022)  # the most a 1024-position table holds with the start token and EOS
+    assert exported.translate(["Go."], beam_size=1, prefixes=[longest])[0].text.startswith(longest)
+    too_long = longest + longest[-1]
+    with pytest.raises(NMTError) as ours:
+        translator.translate(["Go."], prefixes=[too_long])
+    with pytest.raises(NMTError) as theirs:  # before: CTranslate2 decoded it, then could not score it whole
+        exported.translate(["Go."], prefixes=[too_long])
+    assert str(theirs.value) == str(ours.value) and "at most 1022" in str(ours.value)
+    # An export from before nmt recorded the limit: CTranslate2's own refusal, as one line of the user's error.
+    metadata_path = tmp_path / "ct2" / "nmt_export.json"
+    metadata = json.loads(metadata_path.read_text())
+    del metadata["max_target_positions"]
+    metadata_path.write_text(json.dumps(metadata))
+    refused = nmt("translate", "--engine", "ctranslate2", "--model", tmp_path / "ct2", "--prefix", longest * 2, "Go.")
+    assert refused.returncode != 0 and refused.stdout == ""
+    last = refused.stderr.splitlines()[-1]
+    assert last.startswith("error: the prefix is longer than this model continues (CTranslate2: ")
+    assert last.endswith("export the run again and nmt names the limit before decoding")
+    assert "internal error" not in refused.stderr
 
 
 def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp_path):

@@ -88,3 +88,14 @@ TOY_RUN = {
               "save_every": 10, "log_every": 5, "threads": 1, "device": "cpu"},
     "decode": {"beam_size": 2, "max_len_b": 5},
 }
+
+
+def text_of_pieces(engine, count: int) -> str:
+    """Target-language text that `engine` (either kind) encodes as exactly `count` pieces: one piece repeated that
+    SentencePiece reads back one for one (a byte piece, in a small vocabulary)."""
+    target = engine.tokenizers.target
+    for piece in range(4, target.get_piece_size()):
+        text = target.decode([piece] * count)
+        if len(target.encode(engine.normalizer.target(text))) == count:
+            return text
+    raise AssertionError(f"no piece of this vocabulary repeats {count} times one for one")

@@ -51,6 +51,8 @@ class EncoderDecoder(nn.Module):
     takes_source_lengths = False
     # True: `step` and `forward` return log-probabilities, normalized already (an ensemble's mixture), not logits.
     gives_log_probs = False
+    # The decoder positions a search may use (start token included), or None: a recurrent decoder reads any length.
+    max_target_positions: int | None = None
 
     @property
     def attention_layers_heads(self) -> tuple[int, int]:

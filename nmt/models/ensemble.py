@@ -38,6 +38,12 @@ class Ensemble(EncoderDecoder):
         shapes = [m.attention_layers_heads for m in self.members if m.has_attention]
         return (min(s[0] for s in shapes), min(s[1] for s in shapes)) if shapes else (0, 0)
 
+    @property
+    def max_target_positions(self) -> int | None:  # type: ignore[override]
+        """The fewest of any member: each reads every step."""
+        bounded = [m.max_target_positions for m in self.members if m.max_target_positions is not None]
+        return min(bounded, default=None)
+
     def check_attention_choice(self, choice: AttentionChoice) -> None:
         for member in self.members:
             if member.has_attention:

@@ -213,6 +213,10 @@ class Transformer(EncoderDecoder):
     def attention_layers_heads(self) -> tuple[int, int]:
         return len(self.decoder_layers), self.decoder_layers[0].cross_attn.num_heads
 
+    @property
+    def max_target_positions(self) -> int:  # type: ignore[override]
+        return len(self.positions.table)
+
     def encode_memory(self, src: torch.Tensor, packing: Packing | None = None, masks: PackedMasks | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) → memory (B, S, D), src_mask (B, S)."""
