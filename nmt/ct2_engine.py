@@ -26,7 +26,7 @@ from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
-from nmt.translator import (Hypothesis, Translation, check_prefixes_fit, count_pieces, encode_prefixes,
+from nmt.translator import (Hypothesis, Translation, check_target_room, count_pieces, encode_prefixes,
                             encode_source, with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
@@ -187,7 +187,7 @@ class CTranslate2Engine:
         results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
         todo = [i for i, p in enumerate(pieces) if p]
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences), str)
-        check_prefixes_fit(forced, self.max_target_positions)
+        check_target_room(forced, self.max_target_positions, "prefix")
         if todo:
             options = translate_options(decode, max(len(pieces[i]) for i in todo) + 1)
             if forced:  # as nmt's search does: room for every prefix and its EOS
@@ -239,6 +239,7 @@ class CTranslate2Engine:
         if len(sources) != len(targets):
             raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
         target_pieces = [self.tokenizers.target.encode(self.normalizer.target(t), out_type=str) for t in targets]
+        check_target_room(target_pieces, self.max_target_positions, "target")
         scored = self._score_pieces([self._pieces(s) for s in sources], target_pieces, positions_per_batch)
         return [_from_scoring(target, result, self.decode.length_penalty) for target, result in zip(targets, scored)]
 

@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 from nmt.data.stream import in_chunks
 from nmt.engines import Engine
 from nmt.errors import NMTError
-from nmt.translator import Hypothesis
+from nmt.translator import Hypothesis, TargetTooLong
 
 
 @dataclass
@@ -49,9 +49,16 @@ def pairs_of_lines(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
 
 
 def score_stream(engine: Engine, pairs: Iterable[tuple[str, str]], chunk_size: int = 512) -> Iterator[Hypothesis]:
-    """Score an unbounded stream of pairs in chunks, one result per pair, in order."""
+    """Score an unbounded stream of pairs (one per input line) in chunks, one result per pair, in order; a target
+    too long for the model is named by its line."""
+    done = 0
     for chunk in in_chunks(pairs, chunk_size):
-        yield from engine.score([s for s, _ in chunk], [t for _, t in chunk])
+        try:
+            scored = engine.score([s for s, _ in chunk], [t for _, t in chunk])
+        except TargetTooLong as err:
+            raise NMTError(err.said_of(f"the target on line {done + err.index + 1:,}")) from None
+        yield from scored
+        done += len(chunk)
 
 
 def score_line(scored: Hypothesis) -> str:

@@ -163,7 +163,7 @@ class Translator:
             else:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
-        check_prefixes_fit(forced, self.model.max_target_positions)
+        check_target_room(forced, self.model.max_target_positions, "prefix")
         encoded = [self._encode(s) for s in sentences]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
@@ -201,7 +201,7 @@ class Translator:
     def score(self, sources: list[str], targets: list[str], positions_per_batch: int = 4096) -> list[Hypothesis]:
         """The model's log-probability of each target given its source (teacher forcing, no search), in input order,
         with the score beam search would give it. Both sides are normalized and tokenized as the training pairs
-        were; targets are never cut (a model's position table may refuse one that is too long).
+        were; targets are never cut: one longer than the model's position table holds is refused (TargetTooLong).
 
         Batches hold about `positions_per_batch` target positions (their (N, V) log-probabilities at once)."""
         if len(sources) != len(targets):
@@ -209,6 +209,7 @@ class Translator:
         norm = LengthNormalization.from_config(self.decode)
         encoded = [(self._encode(s), self.tokenizers.target.encode(self.normalizer.target(t), out_type=int))
                    for s, t in zip(sources, targets)]
+        check_target_room([t for _, t in encoded], self.model.max_target_positions, "target")
         order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i][1]), len(encoded[i][0])))
         results: list[Hypothesis | None] = [None] * len(encoded)
         self.model.eval()
@@ -292,17 +293,27 @@ def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Se
     return [tokenizers.target.encode(normalizer.target(p), out_type=out_type) if p else [] for p in prefixes]
 
 
-def check_prefixes_fit(forced: list[list] | None, max_positions: int | None) -> None:
-    """Refuse a target prefix longer than the model can continue and score: a translation that starts with it reads
-    the start token, the prefix and its end (EOS) at positions of their own, as config checks count the longest
-    output (`max_positions`; None: a recurrent decoder, any length). Both engines check here, before decoding."""
-    if not forced or max_positions is None:
+class TargetTooLong(NMTError):
+    """A target (a prefix to continue, or a translation to score) longer than the model's position table holds."""
+
+    def __init__(self, what: str, index: int, pieces: int, max_positions: int):
+        self.index, self.pieces, self.max_positions = index, pieces, max_positions
+        super().__init__(self.said_of(f"{what} {index}"))
+
+    def said_of(self, name: str) -> str:
+        return (f"{name} is {self.pieces} pieces; this model holds a target of at most {self.max_positions - 2} "
+                f"(model.max_positions {self.max_positions}, with the start token and EOS)")
+
+
+def check_target_room(targets: list[list] | None, max_positions: int | None, what: str) -> None:
+    """Refuse a target longer than the model can read whole: a translation held to a prefix, or scored, takes the
+    start token, its pieces and EOS at positions of their own, as config checks count the longest output
+    (`max_positions`; None: a recurrent decoder, any length). Both engines check here, before any decoding."""
+    if not targets or max_positions is None:
         return
-    longest = max(range(len(forced)), key=lambda i: len(forced[i]))
-    if len(forced[longest]) > max_positions - 2:
-        raise NMTError(f"prefix {longest} is {len(forced[longest])} pieces; this model continues a prefix of at most "
-                       f"{max_positions - 2} (model.max_positions {max_positions} holds it with the start token and "
-                       "EOS)")
+    longest = max(range(len(targets)), key=lambda i: len(targets[i]))
+    if len(targets[longest]) > max_positions - 2:
+        raise TargetTooLong(what, longest, len(targets[longest]), max_positions)
 
 
 def decode_row_bytes(model_cfg, vocab: int, source_len: int, steps: int) -> int:

@@ -95,6 +95,9 @@ def test_export_refuses_a_prefix_its_positions_cannot_hold_as_nmt_does(toy_trans
     with pytest.raises(NMTError) as theirs:  # before: CTranslate2 decoded it, then could not score it whole
         exported.translate(["Go."], prefixes=[too_long])
     assert str(theirs.value) == str(ours.value) and "at most 1022" in str(ours.value)
+    with pytest.raises(NMTError) as scored:  # and a target to score: its message names it as a target
+        exported.score(["Hi.", "Go."], ["Salut !", too_long])
+    assert str(scored.value) == str(ours.value).replace("prefix 0", "target 1")
     # An export from before nmt recorded the limit: CTranslate2's own refusal, as one line of the user's error.
     metadata_path = tmp_path / "ct2" / "nmt_export.json"
     metadata = json.loads(metadata_path.read_text())

@@ -36,16 +36,15 @@ def test_prefixes_one_per_sentence_or_a_one_line_error(translator):
 
 def test_a_prefix_the_positions_cannot_hold_is_refused_naming_the_limit(translator, toy_transformer_run):
     # model.max_positions 1024 holds the start token, the prefix and EOS: 1022 pieces are continued, 1023 refused
-    # before any decoding (a 1023-piece output can be searched but not scored whole: that needs 1025 positions).
+    # before any decoding (as `score` refuses such a target: CTranslate2's scoring of it needs 1025 positions).
     longest = text_of_pieces(translator, 1022)
     assert translator.translate(["Go."], beam_size=1, prefixes=[longest])[0].text.startswith(longest)
-    with pytest.raises(NMTError, match=r"^prefix 1 is 1023 pieces; this model continues a prefix of at most 1022 "):
+    with pytest.raises(NMTError, match=r"^prefix 1 is 1023 pieces; this model holds a target of at most 1022 "):
         translator.translate(["Go.", "Hi."], prefixes=[None, longest + longest[-1]])
     refused = nmt("translate", "--run", toy_transformer_run, "--prefix", longest * 2, "Go.")
     assert refused.returncode != 0 and refused.stdout == ""
-    assert refused.stderr.splitlines()[-1] == ("error: prefix 0 is 2044 pieces; this model continues a prefix of at "
-                                               "most 1022 (model.max_positions 1024 holds it with the start token "
-                                               "and EOS)")
+    assert refused.stderr.splitlines()[-1] == ("error: prefix 0 is 2044 pieces; this model holds a target of at most "
+                                               "1022 (model.max_positions 1024, with the start token and EOS)")
 
 
 def test_cli_prefix_for_arguments_stdin_and_n_best_lists(toy_transformer_run):

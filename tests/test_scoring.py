@@ -6,9 +6,9 @@ import random
 import pytest
 
 from nmt.errors import NMTError
-from nmt.scoring import Totals, pairs_of_lines
-from nmt.translator import Translator, runs_within
-from tests_helpers import nmt, toy_parallel_corpus
+from nmt.scoring import Totals, pairs_of_lines, score_stream
+from nmt.translator import TargetTooLong, Translator, runs_within
+from tests_helpers import nmt, text_of_pieces, toy_parallel_corpus
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,20 @@ def test_true_translations_score_higher_than_mismatched_ones(translator):
 def test_score_refuses_unpaired_input(translator):
     with pytest.raises(NMTError, match="2 sources but 1 targets"):
         translator.score(["a", "b"], ["x"])
+
+
+def test_a_target_the_positions_cannot_hold_is_refused_and_named_by_its_line(translator):
+    # model.max_positions 1024 holds the start token, the target and EOS: 1022 pieces are scored, 1023 refused.
+    longest = text_of_pieces(translator, 1022)
+    assert translator.score(["Go."], [longest])[0].pieces == 1023  # EOS included
+    with pytest.raises(TargetTooLong, match=r"^target 1 is 1023 pieces; this model holds a target of at most 1022 "):
+        translator.score(["Go.", "Hi."], ["Va !", longest + longest[-1]])
+    pairs = [("Go.", "Va !")] * 5 + [("Hi.", longest + longest[-1])]
+    scored = score_stream(translator, pairs, chunk_size=2)
+    assert len([next(scored) for _ in range(4)]) == 4  # the chunks before it are scored and printed
+    with pytest.raises(NMTError, match=r"^the target on line 6 is 1023 pieces; this model holds a target of at most "
+                                       r"1022 \(model.max_positions 1024, with the start token and EOS\)$"):
+        list(scored)
 
 
 def test_runs_within_a_budget_of_padded_positions():
