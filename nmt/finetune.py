@@ -96,6 +96,23 @@ def _borrow(cfg: Config, source: Run, log: Callable[[str], None] | None) -> Conf
     return dataclasses.replace(cfg, data=data)
 
 
+def check_parent_shape(cfg: Config) -> None:
+    """Refuse `train.init_from` weights of another shape than `cfg.model` from what their checkpoint says of itself
+    (no tensors read): before a corpus is prepared, which can take minutes that the refusal would then waste."""
+    run, checkpoint = parent_run(cfg.train.init_from)
+    path, _ = run.find_checkpoint(checkpoint)
+    _check_same_shape(cfg, run.peek(path).config, path)
+
+
+def _check_same_shape(cfg: Config, parent_config: dict, path: Path) -> None:
+    theirs = model_args(from_dict(parent_config, Config).model)
+    differences = [f"model.{name} {value!r} here, {theirs.get(name)!r} there"
+                   for name, value in model_args(cfg.model).items() if theirs.get(name) != value]
+    if differences:
+        raise NMTError(f"train.init_from: {path} is a model of another shape ({'; '.join(differences)}): set the "
+                       "model section as the parent's")
+
+
 def load_parent_weights(model: torch.nn.Module, cfg: Config) -> dict:
     """Load `train.init_from`'s weights into `model` (a model of the same shape: refused otherwise); return what
     env.json records of them (the file, its step and dev BLEU, which the log's first lines say too)."""
@@ -109,12 +126,7 @@ def load_parent_weights(model: torch.nn.Module, cfg: Config) -> dict:
     state = run.load(path)
     weights = Weights.from_payload(state)
     run.check_translatable(weights, run.read_config(), run.tokenizers(), path)
-    theirs = model_args(from_dict(weights.config, Config).model)
-    differences = [f"model.{name} {value!r} here, {theirs.get(name)!r} there"
-                   for name, value in model_args(cfg.model).items() if theirs.get(name) != value]
-    if differences:
-        raise NMTError(f"train.init_from: {path} is a model of another shape ({'; '.join(differences)}): set the "
-                       "model section as the parent's")
+    _check_same_shape(cfg, weights.config, path)
     try:
         model.load_state_dict(upgrade_state_dict(weights.model))
     except (KeyError, RuntimeError, ValueError, TypeError) as err:

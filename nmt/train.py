@@ -42,7 +42,7 @@ from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, context_in
                         training_attention_kernels)
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
-from nmt.finetune import load_parent_weights, starting_from, with_borrowed_tokenizer
+from nmt.finetune import check_parent_shape, load_parent_weights, starting_from, with_borrowed_tokenizer
 from nmt.metrics import corpus_scores
 from nmt.models import build_model
 from nmt.models.base import set_loss_block_rows
@@ -837,6 +837,8 @@ def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable
     last = run.checkpoint_path(CheckpointKind.LAST)
     if last.is_file():  # a run that cannot resume with this config fails before any work
         run.check_resumable(run.peek(last).config, cfg)
+    elif cfg.train.init_from:  # as weights of another shape do, before the corpus is prepared
+        check_parent_shape(cfg)
     trainer = Trainer(cfg, run, data_dir, url, log)
     lock = run.lock() if trainer.ctx.is_main else contextlib.nullcontext()
     try:

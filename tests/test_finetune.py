@@ -98,11 +98,13 @@ def test_a_fine_tuned_run_resumes_and_evaluates_once_its_parent_is_gone(tmp_path
     (lambda parent: {"data": {"tokenizer_sha256": "0" * 64}},
      "filled in by nmt from data.tokenizer_from: set that too, or neither"),
 ])
-def test_what_cannot_fit_the_parent_is_refused_before_training(tmp_path, toy_transformer_run, sections, message):
+def test_what_cannot_fit_the_parent_is_refused_before_the_data_is_prepared(tmp_path, toy_transformer_run, sections,
+                                                                         message):
     cfg = _child_config(tmp_path, toy_transformer_run, **sections(toy_transformer_run))
     with pytest.raises(NMTError, match=re.escape(message)):
         train(cfg, tmp_path / "run", tmp_path / "data", **QUIET)
     assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+    assert not (tmp_path / "data").exists()  # nor was the corpus prepared: a big one takes minutes
 
 
 def test_a_parent_that_is_no_run_is_one_line(tmp_path, toy_transformer_run):
