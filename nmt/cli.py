@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 import typer
 
@@ -207,28 +207,29 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     def output(index: int, result) -> str:
         return "\n".join(n_best_lines(index, result)) if n_best else result.text
 
-    if not sentences:
+    want_attention = (attention is not None or show_attention) and translator.has_attention
+    given_prefix = _argument_text(prefix) if prefix else None
+    if sentences:
+        texts = [_argument_text(s) for s in sentences]
+        results: Iterable = translator.translate(texts, attention=choice if want_attention else None,
+                                                 n_best=n_best or 1,
+                                                 prefixes=[given_prefix] * len(texts) if given_prefix else None)
+    else:
         # Undecodable bytes become U+FFFD rather than ending the stream, and only \n ends a line (a lone \r is
         # text, as in `cut` or `wc -l`): one output line per input line, always.
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        stream = translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None,
-                                  n_best=n_best or 1, prefix=prefix)
-        for index, result in enumerate(stream):
-            typer.echo(output(index, result))
-        return
-    want_attention = (attention is not None or show_attention) and translator.has_attention
-    texts = [_argument_text(s) for s in sentences]
-    results = translator.translate(texts, attention=choice if want_attention else None, n_best=n_best or 1,
-                                   prefixes=[_argument_text(prefix)] * len(texts) if prefix else None)
+        results = translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None,
+                                   n_best=n_best or 1, prefix=given_prefix,
+                                   attention=choice if want_attention else None)
     for index, result in enumerate(results):
         typer.echo(output(index, result))
         if show_attention and result.attention is not None:
             strongest = result.attention.argmax(-1).tolist()
             typer.echo("  " + "  ".join(f"{t}→{result.source_pieces[s]}"
                                         for t, s in zip(result.target_pieces, strongest)))
-    if attention is not None:
-        _save_heatmap(results[0], attention)
+        if index == 0 and attention is not None:  # the first sentence's, given or read: written once it is done
+            _save_heatmap(result, attention)
 
 
 def _decode_settings(sets: Optional[List[str]], named: dict) -> dict:

@@ -71,15 +71,17 @@ def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = 
 
 
 def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | None = None,
-                     n_best: int = 1, prefix: str | None = None) -> Iterator[Translation]:
+                     n_best: int = 1, prefix: str | None = None,
+                     attention: AttentionChoice | None = None) -> Iterator[Translation]:
     """Translate an unbounded stream in chunks (default: 4 decode batches), one result per input line, in order;
-    with `prefix`, every translation starts with it.
+    with `prefix`, every translation starts with it; with `attention`, each carries that source attention.
 
     Only the final line feed (and a CR before it) ends a line; any other CR is text, as for `wc -l`.
     """
     texts = (line.removesuffix("\n").removesuffix("\r") for line in lines)
     for chunk in in_chunks(texts, chunk_size or engine.decode.batch_size * 4):
-        yield from engine.translate(chunk, n_best=n_best, prefixes=[prefix] * len(chunk) if prefix else None)
+        yield from engine.translate(chunk, attention=attention, n_best=n_best,
+                                    prefixes=[prefix] * len(chunk) if prefix else None)
 
 
 def n_best_lines(index: int, translation: Translation) -> list[str]:

@@ -65,6 +65,16 @@ def test_translate_attention_outputs(run_dir, tmp_path):
     width, height = png_size(heat)
     assert width > 200 and height > 150
     assert "→" in result.stdout.splitlines()[1]
+    # Sentences read from stdin get the same: a heatmap of the first, each line's strongest links (both were
+    # dropped without a word before).
+    piped_heat = tmp_path / "piped.png"
+    piped = nmt("translate", "--run", run_dir, "--attention", piped_heat, "--show-attention",
+                input="i'm home .\nhe's calm .\n")
+    assert piped.returncode == 0, piped.stderr
+    assert piped_heat.read_bytes() == heat.read_bytes()  # the first sentence's, as when given as an argument
+    lines = piped.stdout.splitlines()
+    assert len(lines) == 4 and lines[:2] == result.stdout.splitlines()[:2] and "→" in lines[3]
+    assert f"attention heatmap written to {piped_heat}" in piped.stderr
 
 
 def test_translate_n_best_lists_in_the_moses_format(run_dir):
