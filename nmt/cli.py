@@ -208,6 +208,9 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         return "\n".join(n_best_lines(index, result)) if n_best else result.text
 
     want_attention = (attention is not None or show_attention) and translator.has_attention
+    if (attention is not None or show_attention) and not translator.has_attention:
+        warn("no attention to show: " + ("the CTranslate2 engine returns none (the nmt engine, --run, does)"
+                                         if translator.name == "ctranslate2" else "a seq2seq model has none"))
     given_prefix = _argument_text(prefix) if prefix else None
     if sentences:
         texts = [_argument_text(s) for s in sentences]
@@ -228,7 +231,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
             strongest = result.attention.argmax(-1).tolist()
             typer.echo("  " + "  ".join(f"{t}→{result.source_pieces[s]}"
                                         for t, s in zip(result.target_pieces, strongest)))
-        if index == 0 and attention is not None:  # the first sentence's, given or read: written once it is done
+        if index == 0 and attention is not None and want_attention:  # the first sentence's, given or read
             _save_heatmap(result, attention)
 
 
@@ -261,7 +264,7 @@ def _argument_text(argument: str) -> str:
 
 def _save_heatmap(result, path: Path) -> None:
     if result.attention is None:
-        _log("no attention to plot (empty input, or the seq2seq model has no attention)")
+        _log(f"no attention to plot: the first sentence is empty (nothing written to {path})")
         return
     from nmt.plotting import plot_attention
 

@@ -171,9 +171,14 @@ def test_cli_export_and_translate_with_the_engine(toy_transformer_run, tmp_path)
     assert {"model.bin", "spm.model", "normalizer.json", "nmt_export.json"} <= {p.name for p in out.iterdir()}
     again = nmt("export", "--run", toy_transformer_run, "-o", out)
     assert again.returncode == 2 and "exists; pass --force" in again.stderr
-    translated = nmt("translate", "--engine", "ctranslate2", "--model", out, "I have two cats.", "")
+    heat = tmp_path / "heat.png"
+    translated = nmt("translate", "--engine", "ctranslate2", "--model", out, "--attention", heat, "I have two cats.",
+                     "")
     assert translated.returncode == 0, translated.stderr
     assert len(translated.stdout.split("\n")) == 3 and translated.stdout.split("\n")[1] == ""
+    # CTranslate2 gives no attention: said as such (it was "the seq2seq model has no attention"), nothing written
+    assert "warning: no attention to show: the CTranslate2 engine returns none" in translated.stderr
+    assert "seq2seq" not in translated.stderr and not heat.exists()
 
 
 def test_rnn_runs_cannot_be_exported(tmp_path, toy_data_dir):
