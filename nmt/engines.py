@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from nmt.config import DecodeConfig
 from nmt.data.normalizer import Normalizer
+from nmt.data.tokenizer import Tokenizers
 from nmt.data.stream import in_chunks
 from nmt.errors import NMTError
 from nmt.models.base import AttentionChoice
@@ -29,6 +30,8 @@ class Engine(Protocol):
     attention_layers_heads: tuple[int, int]
     trained_on: Path | None  # where the model's training data was prepared (evaluate falls back to it), if known
     normalizer: Normalizer  # the run's, applied to sources (and, at preparation, to the references of its splits)
+    tokenizers: Tokenizers  # the run's SentencePiece model(s)
+    max_target_positions: int | None  # the decoder's positions (start token included); None: any length
     source_lang: str  # what the report's length buckets count (words, or characters for zh/ja/ko)
     target_lang: str  # what BLEU's tokenizer follows (nmt.metrics)
 

@@ -43,7 +43,7 @@ from nmt.engines import Engine
 from nmt.errors import ConfigError, NMTError
 from nmt.models.base import AttentionChoice
 from nmt.search import SearchCancelled
-from nmt.translator import with_overrides
+from nmt.translator import check_target_room, encode_prefixes, with_overrides
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -434,6 +434,10 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         if request.attention and engine.has_attention:
             choice = AttentionChoice(request.layer, request.head)
             engine.check_attention_choice(choice)  # NMTError → 400
+        # A prefix the model cannot hold is the request's own fault, named by its place in it (NMTError → 400) before
+        # it is queued: in a batch it would fail the batch, which then decodes every other request again alone.
+        check_target_room(encode_prefixes(engine.tokenizers, engine.normalizer, prefixes, len(sentences)),
+                          engine.max_target_positions, "prefix")
         decode = request_decode(engine.decode, request)  # ConfigError → 400
         check_n_best(request.n_best, decode)
         rows = request.n_best if decode.samples else decode.beam_size

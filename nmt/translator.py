@@ -105,6 +105,10 @@ class Translator:
     def attention_layers_heads(self) -> tuple[int, int]:
         return self.model.attention_layers_heads
 
+    @property
+    def max_target_positions(self) -> int | None:
+        return self.model.max_target_positions
+
     def check_attention_choice(self, choice: AttentionChoice) -> None:
         self.model.check_attention_choice(choice)
 
@@ -163,7 +167,7 @@ class Translator:
             else:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
-        check_target_room(forced, self.model.max_target_positions, "prefix")
+        check_target_room(forced, self.max_target_positions, "prefix")
         encoded = [self._encode(s) for s in sentences]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
@@ -209,7 +213,7 @@ class Translator:
         norm = LengthNormalization.from_config(self.decode)
         encoded = [(self._encode(s), self.tokenizers.target.encode(self.normalizer.target(t), out_type=int))
                    for s, t in zip(sources, targets)]
-        check_target_room([t for _, t in encoded], self.model.max_target_positions, "target")
+        check_target_room([t for _, t in encoded], self.max_target_positions, "target")
         order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i][1]), len(encoded[i][0])))
         results: list[Hypothesis | None] = [None] * len(encoded)
         self.model.eval()

@@ -85,6 +85,20 @@ def test_prefixes_start_their_translations_and_are_checked_like_sentences(client
     assert alone.status_code == 200 and prefixed.status_code == 413 and "too costly" in prefixed.text
 
 
+def test_a_prefix_the_model_cannot_hold_is_refused_by_its_place_before_any_decoding(translator):
+    from tests_helpers import text_of_pieces
+
+    too_long = text_of_pieces(translator, 1023)  # max_positions 1024 holds the start token, 1022 pieces and EOS
+    with TestClient(create_app(translator, Limits(max_chars=2000, batch_window_s=0.01))) as client:
+        refused = client.post("/translate", json={"sentences": ["Go.", "Hi.", "Run!"],
+                                                  "prefixes": [None, "Va", too_long]})
+        batches = client.get("/health").json()["batches_run"]
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["detail"] == ("prefix 2 is 1023 pieces; this model holds a target of at most 1022 "
+                                        "(model.max_positions 1024, with the start token and EOS)")
+    assert batches == 0  # refused as the request came: no batch (of other clients' requests too) failed on it
+
+
 def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
     # best.pt and last.pt hold the same weights here: the ensemble must translate as the model alone does.
     twins = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"},
