@@ -123,13 +123,14 @@ class Translator:
     def count_pieces(self, sentence: str, prefix: str | None = None) -> int:
         return count_pieces(self.tokenizers, self.normalizer, self.decode, sentence, prefix)
 
-    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1) -> int:
+    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1, prefix_len: int = 0) -> int:
         """decode.batch_size, or fewer sentences when their rows (beam_size each; n_best draws when sampling) would
-        not fit in memory; an error when not even one sentence's rows fit."""
+        not fit in memory; an error when not even one sentence's rows fit. The search's steps: the length limit, or
+        the longest prefix and its EOS where that is longer (as the search's own limit)."""
         if not self.members:
             return decode.batch_size
         per_sentence = n_best if decode.samples else decode.beam_size
-        steps = int(decode.max_len_a * source_len) + decode.max_len_b
+        steps = max(int(decode.max_len_a * source_len) + decode.max_len_b, prefix_len + 1)
         vocab = self.tokenizers.target.get_piece_size()
         row = sum(decode_row_bytes(shape, vocab, source_len, steps) for _, shape in self.members)
         rows = decode_rows_that_fit(row, self.device)
@@ -174,7 +175,8 @@ class Translator:
             if not ids:  # empty or whitespace-only input keeps its line, untranslated
                 results[i] = Translation(sentences[i], "", [], [])
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-        batch_size = self._sentences_that_fit(max((len(encoded[i]) for i in order), default=0) + 1, decode, n_best)
+        batch_size = self._sentences_that_fit(max((len(encoded[i]) for i in order), default=0) + 1, decode, n_best,
+                                              max(map(len, forced), default=0) if forced else 0)
         self.model.eval()
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]

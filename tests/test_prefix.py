@@ -47,6 +47,21 @@ def test_a_prefix_the_positions_cannot_hold_is_refused_naming_the_limit(translat
                                                "1022 (model.max_positions 1024, with the start token and EOS)")
 
 
+def test_a_long_prefix_counts_in_the_memory_a_decoding_batch_takes(translator, monkeypatch):
+    import nmt.translator as module
+
+    asked = []  # the bytes per hypothesis row that the batch size is derived from
+    monkeypatch.setattr(module, "decode_rows_that_fit", lambda row, device, share=0.5: asked.append(row) or 10**6)
+    prefix = text_of_pieces(translator, 600)
+    translator.translate(["Go."], beam_size=2)
+    assert translator.translate(["Go."], beam_size=2, prefixes=[prefix])[0].text.startswith(prefix)
+    assert len(asked) == 2
+    source_len = len(translator.tokenizers.source.encode(translator.normalizer.source("Go."))) + 1
+    shape, vocab = translator.members[0][1], translator.tokenizers.target.get_piece_size()
+    # Its 600 steps and EOS, not the length limit's few, are what each row's key/value caches grow to.
+    assert asked[1] == module.decode_row_bytes(shape, vocab, source_len, 601) > 10 * asked[0]
+
+
 def test_cli_prefix_for_arguments_stdin_and_n_best_lists(toy_transformer_run):
     args = ["translate", "--run", toy_transformer_run, "--prefix", "Nous avons", "--beam", "3"]
     given = nmt(*args, *SOURCES[:3])
