@@ -109,6 +109,9 @@ def test_export_refuses_a_prefix_its_positions_cannot_hold_as_nmt_does(toy_trans
     assert last.startswith("error: the prefix is longer than this model continues (CTranslate2: ")
     assert last.endswith("export the run again and nmt names the limit before decoding")
     assert "internal error" not in refused.stderr
+    metadata_path.write_text(json.dumps({**metadata, "max_target_positions": "1024"}))
+    with pytest.raises(NMTError, match=r"damaged or from another version \(ValueError: max_target_positions '1024' "):
+        CTranslate2Engine(tmp_path / "ct2")
 
 
 def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp_path):
