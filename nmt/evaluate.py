@@ -157,7 +157,7 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     elapsed = time.perf_counter() - started
     lowercased = test_set.normalized_references and engine.normalizer.lowercase_target
     report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
-              "sentences": len(sources),
+              "sentences": len(sources), "sources_cut": count_cut_sources(engine, sources),
               **corpus_scores(hypotheses, references, with_ter=True, target_lang=engine.target_lang,
                               n_bootstrap=BOOTSTRAP_SAMPLES),
               "buckets": length_buckets(sources, hypotheses, references, engine.target_lang, engine.source_lang),
@@ -172,6 +172,13 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
         raise NMTError(f"cannot write the evaluation to {out_dir}: {err.strerror} (scored: BLEU {report['bleu']:.2f} "
                        f"chrF {report['chrf']:.2f} TER {report['ter']:.2f}, {report['bleu_signature']})") from None
     return report
+
+
+def count_cut_sources(engine: Engine, sources: list[str]) -> int:
+    """How many sources the engine read only in part: those over decode.max_input_tokens pieces with EOS, which it
+    cuts (each said in a warning as it decodes; a report that scores them says how many)."""
+    limit = engine.decode.max_input_tokens - 1
+    return sum(len(engine.tokenizers.source.encode(engine.normalizer.source(s))) > limit for s in sources)
 
 
 def format_report(report: dict) -> str:
@@ -192,6 +199,10 @@ def format_report(report: dict) -> str:
     for row in report["buckets"]:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")
+    if report.get("sources_cut"):  # older reports have no count
+        lines.append(f"  note: {report['sources_cut']} of the {report['sentences']} sources were cut to "
+                     f"decode.max_input_tokens {report['decode']['max_input_tokens']} pieces (EOS included): their "
+                     "translations miss the rest")
     if report.get("references_lowercased"):  # "case:mixed" in the signature, yet no reference has a capital
         lines.append("  note: the references are lowercased (the run's target normalization, as the built-in "
                      "corpus does for English): these scores do not count case")

@@ -54,6 +54,27 @@ def test_a_report_says_when_its_references_were_lowercased_by_the_runs_normaliza
     assert ev.evaluate(engine, files, tmp_path)["references_lowercased"] is False
 
 
+def test_a_report_counts_the_sources_the_engine_read_only_in_part(toy_transformer_run, tmp_path):
+    """A test set's sources over decode.max_input_tokens are cut: their BLEU is that of a part, and the report (not
+    only the warnings that scroll by) says how many."""
+    sources = ["I have two cats.", "I have two cats and three dogs, she said.", "Go."]
+    test_set = ev.EvaluationSet(sources, [["J'ai deux chats."], ["J'ai deux chats et trois chiens, dit-elle."],
+                                          ["Va !"]], "probe", "a test")
+    whole = ev.evaluate(Translator.from_run(toy_transformer_run, device="cpu"), test_set, tmp_path)
+    assert whole["sources_cut"] == 0 and "were cut" not in ev.format_report(whole)
+    said = []
+    engine = Translator.from_run(toy_transformer_run, device="cpu", warn=said.append)
+    pieces = [len(engine.tokenizers.source.encode(engine.normalizer.source(s))) for s in sources]
+    limit = pieces[0] + 1  # the first fits with its EOS, exactly
+    assert pieces[1] >= limit > pieces[2]
+    engine = Translator.from_run(toy_transformer_run, device="cpu", warn=said.append,
+                                 decode_overrides={"max_input_tokens": limit})
+    report = ev.evaluate(engine, test_set, tmp_path)
+    assert report["sources_cut"] == 1 and len([line for line in said if "truncated" in line]) == 1
+    assert (f"note: 1 of the 3 sources were cut to decode.max_input_tokens {limit} pieces (EOS included): their "
+            "translations miss the rest") in ev.format_report(report)
+
+
 def test_a_report_scores_with_the_tokenizer_of_the_engines_target_language(toy_transformer_run, tmp_path):
     engine = Translator.from_run(toy_transformer_run, device="cpu")
     test_set = ev.EvaluationSet(["I have two cats."], [["J'ai deux chats."]], "probe", "a test")
