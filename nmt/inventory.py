@@ -46,7 +46,8 @@ def summarize(run: Run) -> RunSummary:
     try:
         records = run.metrics.records()
         steps = max((r["step"] for r in records), default=None)
-        best = max((r["dev_bleu"] for r in records if r["type"] == "valid" and "dev_bleu" in r), default=None)
+        best = max((r["dev_bleu"] for r in records if r["type"] == "valid"
+                    and type(r.get("dev_bleu")) in (int, float)), default=None)
     except NMTError:  # no metrics yet
         pass
     return RunSummary(run.directory, model, pair, steps, best, _evaluations(run.eval_dir), is_locked(run.directory))

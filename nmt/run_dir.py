@@ -118,7 +118,8 @@ class MetricsLog:
             handle.write(json.dumps(record) + "\n")
 
     def records(self) -> list[dict]:
-        """Every complete record, of every type; a torn last line (a kill mid-write) is skipped."""
+        """Every complete record, of every type; a torn last line (a kill mid-write) is skipped, as is a line that
+        is no record of this log (a hand edit, another tool's: its step no whole number)."""
         if not self.path.is_file():
             raise NMTError(f"no metrics in {self.path.parent} (train first)")
         out = []
@@ -127,7 +128,8 @@ class MetricsLog:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and record.get("type") in RECORD_TYPES and "step" in record:
+            if (isinstance(record, dict) and record.get("type") in RECORD_TYPES
+                    and type(record.get("step")) is int):  # bool is an int subclass; no step count
                 out.append(record)
         return out
 

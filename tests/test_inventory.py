@@ -19,6 +19,8 @@ def test_every_run_gets_its_row_damaged_or_training_ones_too(toy_transformer_run
         (root / "a" / "eval" / f"{name}.report.json").write_text(json.dumps({"bleu": bleu}))
     (root / "a" / "eval" / "torn.report.json").write_text("{")  # a report being written is passed over
     (root / "b" / "config.yaml").write_text("model: [")
+    with open(root / "b" / "metrics.jsonl", "a") as handle:  # a hand-edited log: `nmt runs` stopped at it
+        handle.write('{"type": "train", "step": "151"}\n{"type": "valid", "step": 150, "dev_bleu": null}\n')
     (root / "not-a-run").mkdir()
 
     runs = find_runs(root)

@@ -103,8 +103,8 @@ def test_metrics_log_skips_torn_lines_and_trims(tmp_path):
     for step in (1, 2, 3):
         log.append({"type": "train", "step": step, "loss": 1.0})
         log.append({"type": "checkpoint", "step": step, "seconds": 0.1})
-    with open(log.path, "a") as handle:
-        handle.write('{"type": "valid", "st')
+    with open(log.path, "a") as handle:  # lines of no record: edited by hand, another tool's, or torn
+        handle.write('{"type": "train", "step": "4"}\n{"type": "valid", "step": true}\n[1]\n{"type": "valid", "st')
     assert [r["step"] for r in log.records()] == [1, 1, 2, 2, 3, 3]
     assert log.split() == ([r for r in log.records() if r["type"] == "train"], [])
     # A resume from step 2 keeps every record up to it, the checkpoint waits too
