@@ -159,7 +159,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
         (staging / EXPORT_METADATA).write_text(json.dumps({
             "checkpoint": str(translator.checkpoint), "quantization": quantization,
             "languages": [translator.source_lang, translator.target_lang],
-            "max_target_positions": model.max_target_positions,  # the longest prefix the engine may force
+            "max_target_positions": model.max_target_positions,  # bounds the prefixes and targets it takes
             "decode": dataclasses.asdict(translator.decode),
             "data": dataclasses.asdict(translator.config.data) if translator.config else None,
             "prepared_data": str(translator.trained_on) if translator.trained_on else None}, indent=2) + "\n")
