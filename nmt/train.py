@@ -70,7 +70,7 @@ class Progress:
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0  # batches of this epoch consumed so far, by all ranks together
-    best_bleu: float = -1.0  # the best dev BLEU seen, whatever train.best_metric is
+    best_bleu: float = -1.0  # the best dev BLEU seen, whatever train.best_metric is (-1: none yet, as checkpoints say)
     best_metric: str = "bleu"  # what best_score and evals_without_gain count (train.best_metric when they were set)
     best_score: float | None = None  # its best value so far (None: no validation yet, or from before this field)
     evals_without_gain: int = 0
@@ -79,6 +79,11 @@ class Progress:
     # train.eval_in_background: this step's validation was handed over, its outcome not yet taken (a checkpoint
     # saved then is validated again when resumed: nmt.background_validation)
     validation_pending: bool = False
+
+    @property
+    def validated(self) -> bool:
+        """A validation has scored dev BLEU (best_bleu holds a score, not the sentinel)."""
+        return self.best_bleu >= 0
 
     def chosen_best(self) -> str:
         """What picked best.pt, for a log line, when it is not dev BLEU (which the line names anyway)."""
@@ -428,7 +433,7 @@ class Trainer:
         before train.best_metric kept dev BLEU; another metric now starts both afresh (best.pt is replaced at the
         next validation)."""
         p, metric = self.progress, self.cfg.train.best_metric
-        if p.best_score is None and p.best_metric == "bleu" and p.best_bleu >= 0:
+        if p.best_score is None and p.best_metric == "bleu" and p.validated:
             p.best_score = p.best_bleu
         if p.best_metric != metric:
             if not scheduler_steps_per_update(self.scheduler):  # its saved state compares values of the old metric
@@ -825,7 +830,7 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
             run_log.record(f"error: {err}")
         raise
     if run_log:  # rank 0's: the others never validate (their best dev BLEU would read -1)
-        best = f"{progress.best_bleu:.2f}" if progress.best_bleu >= 0 else "none yet (no validation ran)"
+        best = f"{progress.best_bleu:.2f}" if progress.validated else "none yet (no validation ran)"
         run_log(f"done at step {progress.step}, best dev BLEU {best}{progress.chosen_best()}")
     return progress
 
