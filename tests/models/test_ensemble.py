@@ -72,3 +72,12 @@ def test_an_ensemble_is_not_trained_and_needs_two_members():
     src = random_sources()
     with pytest.raises(ValueError, match="train its members one by one"):
         Ensemble([a, b])(src, src, targets=src.flatten())
+
+
+def test_an_ensemble_holds_the_target_positions_its_shortest_member_holds():
+    transformer, bahdanau = members()
+    short = make_model("transformer", max_positions=32)
+    assert (transformer.max_target_positions, short.max_target_positions) == (1024, 32)
+    assert bahdanau.max_target_positions is None  # a recurrent decoder reads any length
+    assert Ensemble([transformer, bahdanau, short]).max_target_positions == 32
+    assert Ensemble([bahdanau, make_model("luong")]).max_target_positions is None
