@@ -33,6 +33,8 @@ VOCABULARY = ("vocab_size", "joint_vocab", "tokenizer_type", "byte_fallback", "c
 def parent_run(init_from: str, key: str = "train.init_from") -> tuple[Run, Path | None]:
     """The run `init_from` names (a run directory, or a checkpoint file in RUN/checkpoints/) and that file, if one."""
     path = Path(init_from)
+    if not path.exists():  # a mistyped checkpoint file is no "run directory without config.yaml"
+        raise NMTError(f"{key}: {path} does not exist (give a run directory, or a checkpoint file in its checkpoints/)")
     try:
         if path.is_file():
             if path.parent.name != "checkpoints":

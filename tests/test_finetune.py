@@ -108,8 +108,14 @@ def test_what_cannot_fit_the_parent_is_refused_before_the_data_is_prepared(tmp_p
 
 
 def test_a_parent_that_is_no_run_is_one_line(tmp_path, toy_transformer_run):
-    with pytest.raises(NMTError, match=r"^train.init_from: .*nowhere is not a run directory"):
+    with pytest.raises(NMTError, match=r"^train.init_from: .*nowhere does not exist \(give a run directory, or a "):
         train(_child_config(tmp_path, tmp_path / "nowhere"), tmp_path / "run", tmp_path / "data", **QUIET)
+    mistyped = toy_transformer_run / "checkpoints" / "bset.pt"  # it said "... is not a run directory (no config.yaml)"
+    with pytest.raises(NMTError, match=r"^train.init_from: .*checkpoints/bset.pt does not exist"):
+        train(_child_config(tmp_path, mistyped), tmp_path / "run", tmp_path / "data", **QUIET)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NMTError, match=r"^train.init_from: .*empty is not a run directory"):
+        train(_child_config(tmp_path, tmp_path / "empty"), tmp_path / "run", tmp_path / "data", **QUIET)
     other = tmp_path / "other"
     shutil.copytree(toy_transformer_run, other)
     (other / "spm.model").write_bytes((other / "spm.model").read_bytes() + b"\0")
