@@ -233,6 +233,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                         for t, s in zip(result.target_pieces, strongest)))
         if index == 0 and attention is not None and want_attention:  # the first sentence's, given or read
             _save_heatmap(result, attention)
+    translator.truncations.summarize()
 
 
 def _decode_settings(sets: Optional[List[str]], named: dict) -> dict:
@@ -357,6 +358,7 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
     for scored in score_stream(scorer, pairs):
         totals.add(scored)
         typer.echo(score_line(scored))
+    scorer.truncations.summarize()
     _log(totals.describe())
 
 

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from nmt.config import Config, DataConfig, DecodeConfig, check_n_best
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
-from nmt.errors import NMTError
+from nmt.errors import NMTError, RepeatedWarning
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
@@ -117,6 +117,7 @@ class CTranslate2Engine:
                  warn: Callable[[str], None] | None = None):
         self.model_dir = Path(model_dir)
         self.warn = warn or (lambda message: None)
+        self.truncations = RepeatedWarning(self.warn, "truncated input")
         metadata = read_export_metadata(self.model_dir)  # a wrong directory is named before ctranslate2 is needed
         ctranslate2 = import_ctranslate2()
         self.decode, notes = effective_decode(with_overrides(metadata["decode"], decode_overrides))
@@ -162,7 +163,8 @@ class CTranslate2Engine:
         pass  # no attention to choose from: requests for it get translations without a matrix
 
     def _pieces(self, sentence: str) -> list[str]:
-        return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn, str)
+        return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens,
+                             self.truncations, str)
 
     def count_pieces(self, sentence: str, prefix: str | None = None) -> int:
         return count_pieces(self.tokenizers, self.normalizer, self.decode, sentence, prefix)

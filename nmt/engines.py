@@ -16,7 +16,7 @@ from nmt.config import DecodeConfig
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.stream import in_chunks
-from nmt.errors import NMTError
+from nmt.errors import NMTError, RepeatedWarning
 from nmt.models.base import AttentionChoice
 from nmt.translator import Hypothesis, Translation, Translator
 
@@ -32,6 +32,7 @@ class Engine(Protocol):
     normalizer: Normalizer  # the run's, applied to sources (and, at preparation, to the references of its splits)
     tokenizers: Tokenizers  # the run's SentencePiece model(s)
     max_target_positions: int | None  # the decoder's positions (start token included); None: any length
+    truncations: RepeatedWarning  # hears of each source cut to decode.max_input_tokens (the first few are shown)
     source_lang: str  # what the report's length buckets count (words, or characters for zh/ja/ko)
     target_lang: str  # what BLEU's tokenizer follows (nmt.metrics)
 

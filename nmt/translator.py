@@ -18,7 +18,7 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, same_vocabulary
 from nmt.device import EMULATED_BF16_NOTE, autocast, autocast_dtype, emulated_bf16, pick_device
-from nmt.errors import NMTError, warn
+from nmt.errors import NMTError, RepeatedWarning, warn
 from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, initializers_skipped, upgrade_state_dict
@@ -60,6 +60,7 @@ class Translator:
                  members: list[tuple[Path, ModelConfig]] | None = None):
         self.model, self.tokenizers, self.normalizer, self.decode = model, tokenizers, normalizer, decode
         self.device, self.autocast_dtype, self.warn = device, autocast_dtype, warn
+        self.truncations = RepeatedWarning(warn, "truncated input")
         self.run, self.checkpoint, self.config = run, checkpoint, config
         # Every model that decodes (one, or an ensemble's), by checkpoint and shape; empty for a model built here.
         self.members = members if members is not None else ([(checkpoint, config.model)] if config else [])
@@ -142,7 +143,8 @@ class Translator:
         return max(1, min(decode.batch_size, rows // per_sentence))
 
     def _encode(self, sentence: str) -> list[int]:
-        return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens, self.warn)
+        return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens,
+                             self.truncations)
 
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -42,6 +43,21 @@ def test_translate_arguments_and_stdin_keep_alignment(run_dir):
     assert len(out) == len(lines)
     assert out[1] == "" and out[2] == ""
     assert "truncated" in piped.stderr and "Traceback" not in piped.stderr
+
+
+def test_truncation_warnings_stop_after_three_and_give_a_total(run_dir):
+    # A file of over-long lines printed one warning per line, burying the rest of stderr.
+    lines = [f"{n} " + "word " * 400 for n in range(10)] + ["go ."]
+    piped = nmt("translate", "--run", run_dir, "--beam", "1", input="\n".join(lines) + "\n")
+    assert piped.returncode == 0, piped.stderr
+    assert len(piped.stdout.splitlines()) == len(lines)
+    said = piped.stderr.splitlines()
+    shown = [line for line in said if "truncated to" in line]
+    assert len(shown) == 3
+    for line, text in zip(shown, lines):
+        assert re.fullmatch(r"warning: input of \d{3} pieces truncated to 255: " + re.escape(f"{text[:40]!r}..."), line)
+    assert said[-2:] == ["warning: more truncated inputs: counted, no longer shown one by one",
+                         "warning: 10 truncated inputs in all"]
 
 
 def test_translate_into_a_reader_that_leaves_stops_quietly(run_dir, tmp_path):
