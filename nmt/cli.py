@@ -365,7 +365,8 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
 @app.command()
 def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
              checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
-             split: str = typer.Option("test", "--split", help="test or valid (of the run's prepared data)."),
+             split: Optional[str] = typer.Option(None, "--split", help="test or valid (of the run's prepared data; "
+                                                 "default: test)."),
              src: Optional[Path] = typer.Option(None, "--src", help="Source file instead of a split."),
              ref: Optional[List[Path]] = typer.Option(None, "--ref", help="Reference file(s) for --src (repeatable)."),
              beam: Optional[int] = Beam,
@@ -384,6 +385,9 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     """
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
+    if split is not None and src is not None:  # else the split was dropped without a word
+        raise NMTError(f"--split {split} names a split of the run's data and --src a file of your own: give one")
+    split = split or "test"
     if compare:
         compared = _runs_to_compare(run, compare, checkpoint, engine, model, out_dir, ensemble)
     else:

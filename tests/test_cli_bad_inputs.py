@@ -163,6 +163,8 @@ CASES = [
     ("evaluate-line-mismatch", ["evaluate", "--run", "{R}", "--src", "{T}/src.txt", "--ref", "{T}/ref.txt"],
      "mismatch", "has 1 line but the source has 2"),
     ("evaluate-split", ["evaluate", "--run", "{R}", "--split", "train"], None, "--split must be test or valid"),
+    ("evaluate-split-and-src", ["evaluate", "--run", "{R}", "--split", "valid", "--src", "{T}/src.txt", "--ref",
+                                "{T}/ref.txt"], "mismatch", "--split valid names a split of the run's data and --src"),
     ("evaluate-compare-one-run", ["evaluate", "--compare", "{R}"], None, "--compare needs two runs or more"),
     ("evaluate-compare-out-dir", ["evaluate", "--run", "{R}", "--compare", "{R}", "--out-dir", "{T}/o"], None,
      "writes no files: --out-dir does not apply"),
