@@ -147,8 +147,9 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                        "of the first sentence here."),
               show_attention: bool = typer.Option(False, "--show-attention",
                                                   help="Print the most attended source piece for each output piece."),
-              attention_layer: int = typer.Option(-1, "--attention-layer",
-                                                  help="Transformer: cross-attention layer to show (-1: last)."),
+              attention_layer: Optional[int] = typer.Option(None, "--attention-layer",
+                                                            help="Transformer: cross-attention layer to show (-1, "
+                                                                 "the default: the last)."),
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
               length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
@@ -179,6 +180,9 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     """
     if attention is not None:  # argument checks first: importing the engines (torch) takes ~2 s
         attention = _picture_path(attention)
+    if (attention_layer is not None or attention_head is not None) and attention is None and not show_attention:
+        raise NMTError("--attention-layer and --attention-head choose what --attention PNG or --show-attention "
+                       "shows: add one of them")
     if n_best is not None and show_attention:
         raise NMTError("--show-attention adds lines of its own, which an n-best list cannot hold: use one or the "
                        "other (--attention PNG works with --n-best)")
@@ -200,7 +204,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     check_n_best(n_best or 1, translator.decode)
     if seed is not None and not translator.decode.samples:
         raise NMTError("--seed seeds the sampler: add --sample-topk K (or --sample-topp P)")
-    choice = AttentionChoice(attention_layer, attention_head)
+    choice = AttentionChoice(-1 if attention_layer is None else attention_layer, attention_head)
     if translator.has_attention:
         translator.check_attention_choice(choice)
 

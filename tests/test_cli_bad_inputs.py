@@ -134,6 +134,8 @@ CASES = [
      "attention layer(s)"),
     ("translate-head", ["translate", "--run", "{R}", "--attention-head", "9", "--show-attention", "hi"], None,
      "attention layer(s)"),
+    ("translate-layer-alone", ["translate", "--run", "{R}", "--attention-layer", "0", "hi"], None,
+     "--attention-layer and --attention-head choose what --attention PNG or --show-attention shows"),
     ("translate-heat-dir", ["translate", "--run", "{R}", "--attention", "{T}/adir", "hi"], "dir", "is a directory"),
     ("translate-heat-under-file", ["translate", "--run", "{R}", "--attention", "{T}/file/heat.png", "hi"],
      "a-file", "is not a writable directory"),
