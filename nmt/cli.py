@@ -103,7 +103,8 @@ def download(url: Optional[str] = Url, data_dir: Path = DataDir,
 
 
 @app.command()
-def prepare(config: Optional[Path] = ConfigPath, data_dir: Path = DataDir, overrides: Optional[List[str]] = Overrides,
+def prepare(ctx: typer.Context, config: Optional[Path] = ConfigPath, data_dir: Path = DataDir,
+            overrides: Optional[List[str]] = Overrides,
             force: bool = typer.Option(False, "--force", help="Prepare again even if the manifest is up to date."),
             url: Optional[str] = Url) -> None:
     """Normalize, split (leakage-free), train SentencePiece and encode the corpus.
@@ -116,13 +117,27 @@ def prepare(config: Optional[Path] = ConfigPath, data_dir: Path = DataDir, overr
 
     # The data a new run of this config trains on: a fine-tuned one's on its parent's tokenizer.
     cfg = with_borrowed_tokenizer(load_config(config, overrides), log=_log).data
+    _check_url_applies(ctx, cfg)
     started = time.perf_counter()
     directory = ensure_prepared(cfg, data_dir, url, _log, force=force)
     typer.echo(f"prepared data: {directory} ({time.perf_counter() - started:.1f}s; {split_sizes_report(directory)})")
 
 
+def _check_url_applies(ctx: typer.Context, data) -> None:
+    """--url on the command line is where the built-in corpus downloads from: with text of one's own it would be
+    dropped without a word. (NMT_CORPUS_URL, set once for every run, may stand.)"""
+    from nmt.data.sources import builtin_corpus
+
+    # By name: typer carries a click of its own, whose ParameterSource is not click.core's.
+    source = ctx.get_parameter_source("url")
+    if source is not None and source.name == "COMMANDLINE" and builtin_corpus(data) is None:
+        raise NMTError("--url is where the built-in corpus downloads from; this config trains on text of its own "
+                       f"({data.source_file or data.corpus}): drop --url, or set data.corpus to a URL")
+
+
 @app.command()
-def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, e.g. configs/transformer.yaml."),
+def train(ctx: typer.Context,
+          config: Path = typer.Option(..., "--config", "-c", help="YAML config, e.g. configs/transformer.yaml."),
           run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<config name>/."),
           overrides: Optional[List[str]] = Overrides, data_dir: Path = DataDir, url: Optional[str] = Url) -> None:
     """Train a model (downloading and preparing the data first if needed); re-running resumes from `last`.
@@ -133,6 +148,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML config, 
     from nmt.config import load_config
 
     cfg = load_config(config, overrides)  # a bad config is refused before torch is imported (~2 s)
+    _check_url_applies(ctx, cfg.data)
     from nmt.train import train as run_training
 
     run_training(cfg, run_dir, data_dir, url, log=_log)  # its last line: "done at step N, best dev BLEU B"

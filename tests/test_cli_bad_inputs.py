@@ -212,6 +212,13 @@ CASES = [
     # data
     ("prepare-data-dir-is-file", ["prepare", "--data-dir", "{T}/file", "--url", "{T}/tiny.txt"], "a-file",
      "exists and is not a directory"),
+    ("prepare-url-for-own-corpus", ["prepare", "--config", "{T}/c.yaml", "--data-dir", "{T}/data", "--url",
+                                    "{T}/tiny.txt"],
+     "yaml:data: {corpus: mine.tsv, source_lang: de, target_lang: en}\n",
+     "--url is where the built-in corpus downloads from; this config trains on text of its own (mine.tsv)"),
+    ("train-url-for-own-files", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--url", "{T}/x.zip"],
+     "yaml:data: {source_file: a.de, target_file: a.en, source_lang: de, target_lang: en}\n" + BASE,
+     "this config trains on text of its own (a.de)"),
     ("download-not-zip", ["download", "--url", "{T}/tiny.txt", "--data-dir", "{T}/data"], "tiny-corpus",
      "is not a valid zip archive"),
     ("download-scheme", ["download", "--url", "ftp://example.invalid/x.zip", "--data-dir", "{T}/data"], None,

@@ -243,8 +243,8 @@ def ensure_prepared(cfg: DataConfig, data_dir: Path, url: str | None = None, log
     from nmt.data.download import download_corpus  # local import: only this entry point downloads
 
     from nmt.data.download import corpus_path
-    from nmt.data.sources import BUILTIN
+    from nmt.data.sources import builtin_corpus
 
-    if cfg.corpus in BUILTIN and not cfg.source_file and not corpus_path(data_dir).is_file():
+    if builtin_corpus(cfg) is not None and not corpus_path(data_dir).is_file():
         download_corpus(url or cfg.corpus_url, data_dir, cfg.corpus_sha256 if cfg.verify_checksum else None)
     return prepare(cfg, data_dir, force=force, log=log)

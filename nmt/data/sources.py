@@ -50,10 +50,15 @@ class CorpusSpec:
         return f"{self.source_lang}→{self.target_lang}"
 
 
+def builtin_corpus(cfg: DataConfig) -> BuiltinCorpus | None:
+    """The built-in corpus `cfg` trains on, or None for text of one's own (data.source_file wins over data.corpus)."""
+    return BUILTIN.get(cfg.corpus) if not cfg.source_file else None
+
+
 def resolve_normalizer(cfg: DataConfig) -> Normalizer:
     """Per-side normalization: explicit settings win; unset ones follow the built-in corpus's languages (through
     `reverse`), and are off for a corpus of your own."""
-    builtin = BUILTIN.get(cfg.corpus) if not cfg.source_file else None
+    builtin = builtin_corpus(cfg)
     source, target = _builtin_languages(builtin, cfg.reverse) if builtin else ("", "")
 
     def choose(explicit: bool | None, language: str, defaults: tuple[str, ...]) -> bool:
@@ -76,7 +81,7 @@ def _builtin_languages(builtin: BuiltinCorpus, reverse: bool) -> tuple[str, str]
 
 def languages(cfg: DataConfig) -> tuple[str, str]:
     """(source, target) language codes of `cfg`: its own, else the built-in corpus's."""
-    builtin = BUILTIN.get(cfg.corpus) if not cfg.source_file else None
+    builtin = builtin_corpus(cfg)
     if builtin is not None:
         default_source, default_target = _builtin_languages(builtin, cfg.reverse)
         return cfg.source_lang or default_source, cfg.target_lang or default_target
