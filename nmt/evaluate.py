@@ -152,12 +152,12 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
     check_writable(out_dir)
-    started = time.perf_counter()
+    started, cut_before = time.perf_counter(), engine.truncations.count
     hypotheses = [t.text for t in engine.translate(sources)]
     elapsed = time.perf_counter() - started
     lowercased = test_set.normalized_references and engine.normalizer.lowercase_target
     report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
-              "sentences": len(sources), "sources_cut": count_cut_sources(engine, sources),
+              "sentences": len(sources), "sources_cut": engine.truncations.count - cut_before,
               **corpus_scores(hypotheses, references, with_ter=True, target_lang=engine.target_lang,
                               n_bootstrap=BOOTSTRAP_SAMPLES),
               "buckets": length_buckets(sources, hypotheses, references, engine.target_lang, engine.source_lang),
@@ -172,13 +172,6 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
         raise NMTError(f"cannot write the evaluation to {out_dir}: {err.strerror} (scored: BLEU {report['bleu']:.2f} "
                        f"chrF {report['chrf']:.2f} TER {report['ter']:.2f}, {report['bleu_signature']})") from None
     return report
-
-
-def count_cut_sources(engine: Engine, sources: list[str]) -> int:
-    """How many sources the engine read only in part: those over decode.max_input_tokens pieces with EOS, which it
-    cuts (each said in a warning as it decodes; a report that scores them says how many)."""
-    limit = engine.decode.max_input_tokens - 1
-    return sum(len(engine.tokenizers.source.encode(engine.normalizer.source(s))) > limit for s in sources)
 
 
 def format_report(report: dict) -> str:
@@ -213,7 +206,7 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
                  device: str, data_dir: Path) -> Comparison:
     """Translate one shared test set (a split of the runs' data, or --src/--ref files) with every run, then
     `compare` them (the first is the baseline). Runs of another direction or another split are refused."""
-    systems, shared, first = [], None, None
+    systems, shared, first, cut = [], None, None, []
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)
         direction = f"{translator.source_lang}→{translator.target_lang}"
@@ -230,14 +223,20 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
             shared = loaded
         hypotheses = [t.text for t in translator.translate(shared.sources)]
         systems.append((str(translator.run.directory), hypotheses))
-    return compare(systems, shared.references, target_lang=translator.target_lang)
+        cut.append(translator.truncations.count)
+    compared = compare(systems, shared.references, target_lang=translator.target_lang)
+    return dataclasses.replace(compared, rows=[{**row, "sources_cut": n} for row, n in zip(compared.rows, cut)],
+                               sentences=len(shared.sources))
 
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-    rows: list[dict]  # per system: BLEU, bootstrap mean and 95% CI, p-value against the first (None for it)
+    # Per system: BLEU, bootstrap mean and 95% CI, p-value against the first (None for it), and where counted, the
+    # sources it read only in part (over its decode.max_input_tokens).
+    rows: list[dict]
     signature: str  # sacrebleu's BLEU signature: what makes the scores reproducible
     samples: int
+    sentences: int = 0
 
 
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],
@@ -259,4 +258,8 @@ def format_comparison(comparison: Comparison) -> str:
         p = "(baseline)" if row["p_value"] is None else f"{row['p_value']:.4f}"
         lines.append(f"{row['system'][:40]:40} {row['bleu']:7.2f} {row['mean']:8.2f} ± {row['ci95']:5.2f} {p:>14}")
     lines.append(f"BLEU signature: {comparison.signature} (paired bootstrap, {comparison.samples} samples)")
+    for row in comparison.rows:
+        if row.get("sources_cut"):
+            lines.append(f"note: {row['system']} cut {row['sources_cut']} of the {comparison.sentences} sources to "
+                         "its decode.max_input_tokens pieces: their translations miss the rest")
     return "\n".join(lines)

@@ -238,6 +238,13 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     rows = on_files.stdout.strip().splitlines()[1:-1]
     assert len(rows) == 2 and "(baseline)" in rows[0]
     assert float(rows[0].split()[1]) == pytest.approx(scores[0], abs=0.01)  # the files' BLEU, as scored above
+    # Sources cut to decode.max_input_tokens are counted per run, as a report counts them ("i'm home ." is over 3).
+    cut = nmt("evaluate", "--run", run_dir, "--compare", run_dir, "--src", src, "--ref", ref1, "--beam", "1",
+              "--set", "decode.max_input_tokens=3")
+    assert cut.returncode == 0, cut.stderr
+    assert cut.stdout.strip().splitlines()[-2:] == [
+        f"note: {run_dir} cut 1 of the 2 sources to its decode.max_input_tokens pieces: their translations miss "
+        "the rest"] * 2
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,7 @@ def test_a_report_counts_the_sources_the_engine_read_only_in_part(toy_transforme
                                  decode_overrides={"max_input_tokens": limit})
     report = ev.evaluate(engine, test_set, tmp_path)
     assert report["sources_cut"] == 1 and len([line for line in said if "truncated" in line]) == 1
+    assert ev.evaluate(engine, test_set, tmp_path)["sources_cut"] == 1  # this evaluation's, not the engine's total
     assert (f"note: 1 of the 3 sources were cut to decode.max_input_tokens {limit} pieces (EOS included): their "
             "translations miss the rest") in ev.format_report(report)
 
