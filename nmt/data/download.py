@@ -99,17 +99,29 @@ def _has_pairs(path: Path) -> bool:
         return any(line.strip() for line in handle)
 
 
+def file_url_path(url: str) -> Path:
+    """The path a file:// URL names on this machine (file:///p or file://localhost/p); a URL naming another host
+    is refused rather than read as a local path."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise NMTError(f"{url} names a file on host {parsed.netloc!r}: file:// URLs name this machine's files "
+                       "(file:///path)")
+    return Path(urllib.request.url2pathname(parsed.path))
+
+
 def _local_source(url: str) -> Path | None:
     """The local zip a file:// URL or a path names (checked), or None for an http(s) URL."""
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in ("http", "https"):
         return None
     if parsed.scheme == "file":
-        local = Path(urllib.request.url2pathname(parsed.path))
+        local = file_url_path(url)
     elif parsed.scheme in ("",) or (len(parsed.scheme) == 1 and os.name == "nt"):
         local = Path(url).expanduser()
     else:
         raise NMTError(f"unsupported corpus URL scheme {parsed.scheme!r} in {url} (use http(s)://, file:// or a path)")
+    if local.is_dir():
+        raise NMTError(f"{local} is a directory: give the corpus zip archive itself")
     if not local.is_file():
         raise NMTError(f"corpus archive not found: {local}")
     if not zipfile.is_zipfile(local):

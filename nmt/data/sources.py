@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig
-from nmt.data.download import corpus_path, sha256_file
+from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.errors import NMTError, counted
 
@@ -97,7 +97,7 @@ def _is_url(text: str) -> bool:
 
 def _local(text: str, what: str) -> Path:
     parsed = urllib.parse.urlparse(text)
-    path = Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else Path(text).expanduser()
+    path = file_url_path(text) if parsed.scheme == "file" else Path(text).expanduser()
     if not path.exists():
         raise NMTError(f"{what} not found: {path}")
     if not path.is_file():  # a pipe cannot serve: preparing reads a file more than once (hash, split, train)
