@@ -162,7 +162,7 @@ class CTranslate2Engine:
     def check_attention_choice(self, choice: AttentionChoice) -> None:
         pass  # no attention to choose from: requests for it get translations without a matrix
 
-    def _pieces(self, sentence: str) -> list[str]:
+    def _pieces(self, sentence: str) -> tuple[list[str], bool]:
         return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens,
                              self.truncations, str)
 
@@ -185,8 +185,8 @@ class CTranslate2Engine:
         if decode.samples and decode.sampling_seed != self.decode.sampling_seed:
             raise NMTError(f"CTranslate2 seeds its sampler once, at load (seed {self.decode.sampling_seed}): a seed of "
                            "its own for each call is the nmt engine's")
-        pieces = [self._pieces(s) for s in sentences]
-        results = [Translation(s, "", p, []) for s, p in zip(sentences, pieces)]
+        pieces, cut = map(list, zip(*map(self._pieces, sentences))) if sentences else ([], [])
+        results = [Translation(s, "", p, [], source_cut=c) for s, p, c in zip(sentences, pieces, cut)]
         todo = [i for i, p in enumerate(pieces) if p]
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences), str)
         check_target_room(forced, self.max_target_positions, "prefix")
@@ -242,7 +242,7 @@ class CTranslate2Engine:
             raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
         target_pieces = [self.tokenizers.target.encode(self.normalizer.target(t), out_type=str) for t in targets]
         check_target_room(target_pieces, self.max_target_positions, "target")
-        scored = self._score_pieces([self._pieces(s) for s in sources], target_pieces, positions_per_batch)
+        scored = self._score_pieces([self._pieces(s)[0] for s in sources], target_pieces, positions_per_batch)
         return [_from_scoring(target, result, self.decode.length_penalty) for target, result in zip(targets, scored)]
 
     def _hypothesis(self, tokens: list[str], score: float, alpha: float) -> Hypothesis:

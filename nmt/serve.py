@@ -471,7 +471,8 @@ def _as_json(result, with_attention: bool, with_n_best: bool) -> dict:
     n-best list when asked for (best first, the translation itself first of all), and its attention."""
     best = result.hypotheses[0] if result.hypotheses else None  # none for an empty sentence: null scores
     item = {"source": replace_lone_surrogates(result.source), "text": result.text,
-            "score": _number(best.score if best else None), "log_prob": _number(best.log_prob if best else None)}
+            "score": _number(best.score if best else None), "log_prob": _number(best.log_prob if best else None),
+            "source_cut": result.source_cut}
     if with_n_best:
         item["n_best"] = [{"text": h.text, "score": _number(h.score), "log_prob": _number(h.log_prob)}
                           for h in result.hypotheses]

@@ -46,6 +46,7 @@ class Translation:
     attention: torch.Tensor | None = None  # (target pieces + EOS, source pieces + EOS)
     # Best first, `text` first of all: the n best asked for (one by default); none for an empty input.
     hypotheses: list[Hypothesis] = dataclasses.field(default_factory=list)
+    source_cut: bool = False  # the source was over decode.max_input_tokens: `text` translates only its start
 
 
 class Translator:
@@ -142,7 +143,7 @@ class Translator:
                            f"available: use a smaller {'--n-best' if decode.samples else '--beam'}")
         return max(1, min(decode.batch_size, rows // per_sentence))
 
-    def _encode(self, sentence: str) -> list[int]:
+    def _encode(self, sentence: str) -> tuple[list[int], bool]:
         return encode_source(self.tokenizers, self.normalizer, sentence, self.decode.max_input_tokens,
                              self.truncations)
 
@@ -171,7 +172,7 @@ class Translator:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
         check_target_room(forced, self.max_target_positions, "prefix")
-        encoded = [self._encode(s) for s in sentences]
+        encoded, cut = map(list, zip(*map(self._encode, sentences))) if sentences else ([], [])
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
             if not ids:  # empty or whitespace-only input keeps its line, untranslated
@@ -190,7 +191,8 @@ class Translator:
                 tokens = hyps.tokens[j]
                 hypotheses = [self._hypothesis(pieces, score, norm, greedy=decode.beam_size == 1)
                               for pieces, score in ranked]
-                results[i] = Translation(sentences[i], hypotheses[0].text, [], [], hypotheses=hypotheses)
+                results[i] = Translation(sentences[i], hypotheses[0].text, [], [], hypotheses=hypotheses,
+                                         source_cut=cut[i])
                 if attention is not None:  # pieces label the heatmap axes
                     results[i].source_pieces = [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"]
                     results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
@@ -215,7 +217,7 @@ class Translator:
         if len(sources) != len(targets):
             raise NMTError(f"{len(sources)} sources but {len(targets)} targets: score takes pairs")
         norm = LengthNormalization.from_config(self.decode)
-        encoded = [(self._encode(s), self.tokenizers.target.encode(self.normalizer.target(t), out_type=int))
+        encoded = [(self._encode(s)[0], self.tokenizers.target.encode(self.normalizer.target(t), out_type=int))
                    for s, t in zip(sources, targets)]
         check_target_room([t for _, t in encoded], self.max_target_positions, "target")
         order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i][1]), len(encoded[i][0])))
@@ -268,23 +270,23 @@ def runs_within(lengths: list[int], budget: int) -> list[tuple[int, int]]:
 
 
 def encode_source(tokenizers: Tokenizers, normalizer: Normalizer, sentence: str, max_input_tokens: int,
-                  warn: Callable[[str], None] | None = None, out_type: type = int) -> list:
-    """What a model reads for `sentence`: normalized, SentencePiece ids (or pieces), cut to leave room for EOS;
-    `warn` hears of a cut. Both engines encode through here."""
+                  warn: Callable[[str], None] | None = None, out_type: type = int) -> tuple[list, bool]:
+    """What a model reads for `sentence`: normalized, SentencePiece ids (or pieces), cut to leave room for EOS, and
+    whether they were cut; `warn` hears of a cut. Both engines encode through here."""
     pieces = tokenizers.source.encode(normalizer.source(sentence), out_type=out_type)
     limit = max_input_tokens - 1
-    if len(pieces) > limit:
-        if warn is not None:
-            warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
-        pieces = pieces[:limit]
-    return pieces
+    if len(pieces) <= limit:
+        return pieces, False
+    if warn is not None:
+        warn(f"input of {len(pieces)} pieces truncated to {limit}: {sentence[:40]!r}...")
+    return pieces[:limit], True
 
 
 def count_pieces(tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeConfig, sentence: str,
                  prefix: str | None = None) -> int:
     """A sentence's cost unit, for both engines: the source pieces the model will read (EOS included, after
     truncation) and the pieces of the prefix it is held to (a step each)."""
-    source = len(encode_source(tokenizers, normalizer, sentence, decode.max_input_tokens)) + 1
+    source = len(encode_source(tokenizers, normalizer, sentence, decode.max_input_tokens)[0]) + 1
     forced = encode_prefixes(tokenizers, normalizer, [prefix], 1) if prefix else None
     return source + (len(forced[0]) if forced else 0)
 

@@ -44,7 +44,7 @@ def main() -> None:
         export_ctranslate2(translator, Path(tmp) / "ct2", args.quantization)
         engine = CTranslate2Engine(Path(tmp) / "ct2", decode_overrides=sampling)
         engine.translate(sources[:100])  # warm-up
-        pieces = [engine._pieces(s) for s in sources]
+        pieces = [engine._pieces(s)[0] for s in sources]
         options = translate_options(engine.decode, max(map(len, pieces)) + 1)
         sampler_alone = timed(lambda: engine.engine.translate_batch(pieces, return_scores=True, **options))
         whole = timed(lambda: engine.translate(sources))

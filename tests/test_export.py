@@ -32,6 +32,13 @@ def test_float32_export_decodes_like_nmt(toy_transformer_run, tmp_path):
     theirs = [r.target_pieces for r in exported.translate(sources, beam_size=1)]
     same = sum(a[:-1] == b for a, b in zip(ours, theirs))  # ours end with the </s> label
     assert same >= 0.95 * len(sources), f"{same} of {len(sources)} identical"
+    # Both engines mark a source they read only in part (over decode.max_input_tokens), for the server to say.
+    limit = len(translator._encode(sources[0])[0])  # room for all its pieces but the last, and EOS
+    assert len(translator._encode("Go.")[0]) < limit - 1
+    shorter = Translator(translator.model, translator.tokenizers, translator.normalizer,
+                         dataclasses.replace(translator.decode, max_input_tokens=limit), translator.device)
+    for engine in (shorter, CTranslate2Engine(tmp_path / "ct2", decode_overrides={"max_input_tokens": limit})):
+        assert [r.source_cut for r in engine.translate([sources[0], "", "Go."], beam_size=1)] == [True, False, False]
 
 
 def test_export_ranks_n_best_lists_and_scores_them_as_nmt_does(toy_transformer_run, tmp_path):
@@ -134,7 +141,7 @@ def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp
         ids = [target.piece_to_id(p) for p in t.target_pieces]
         if [target.id_to_piece(i) for i in ids] == t.target_pieces and not any(target.is_unknown(i) for i in ids):
             compared += 1
-            forced = translator._forced_log_probs([translator._encode(t.source)], [ids])
+            forced = translator._forced_log_probs([translator._encode(t.source)[0]], [ids])
             assert t.hypotheses[0].log_prob == pytest.approx(float(forced[0]), rel=1e-3, abs=1e-3)
     assert compared >= 20
     with pytest.raises(NMTError, match="seeds its sampler once, at load"):  # not silently the load-time seed

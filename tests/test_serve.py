@@ -58,6 +58,19 @@ def test_translations_carry_scores_and_n_best_lists_on_request(client, translato
     assert refused.status_code == 400 and "needs a beam of 3 or more" in refused.text
 
 
+def test_a_source_cut_to_the_input_limit_is_marked(client, translator):
+    # A sentence over decode.max_input_tokens came back translated in part, with nothing to say so.
+    pieces = len(translator._encode("I have two cats.")[0])
+    response = client.post("/translate", json={"sentences": ["I have two cats.", "Go."]})
+    assert [t["source_cut"] for t in response.json()["translations"]] == [False, False]
+    short = dataclasses.replace(translator.decode, max_input_tokens=pieces)  # room for all but one piece and EOS
+    cut = Translator(translator.model, translator.tokenizers, translator.normalizer, short, translator.device)
+    with TestClient(create_app(cut, Limits(batch_window_s=0.01))) as strict:
+        response = strict.post("/translate", json={"sentences": ["I have two cats.", "Go.", ""]})
+    assert response.status_code == 200, response.text
+    assert [t["source_cut"] for t in response.json()["translations"]] == [True, False, False]
+
+
 def test_health_describes_the_model(client):
     body = client.get("/health").json()
     assert body["status"] == "ok" and body["architecture"] == "transformer"
@@ -233,6 +246,15 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
         continued = translator.translate(["I have two cats."], beam_size=beam, prefixes=["Nous avons"])[0]
         assert driver.find_element(By.ID, "output").text == continued.text
         assert driver.find_element(By.ID, "prefix").get_attribute("lang") == "fr"
+        # A sentence past the model's input limit: the page says that only its start was translated.
+        long = "I have two cats. " * 58  # under the server's 1,000 characters, over 255 pieces
+        assert len(translator._encode(long)[0]) == translator.decode.max_input_tokens - 1 and len(long) < 1000
+        assert driver.find_element(By.ID, "status").text == ""
+        driver.find_element(By.ID, "prefix").clear()
+        box.clear()
+        box.send_keys(long)
+        driver.find_element(By.ID, "translate").click()
+        WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "status").text.startswith("only the start"))
         ARTIFACTS.mkdir(exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "serve-page.png"))
     finally:
