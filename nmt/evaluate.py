@@ -152,12 +152,13 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
     check_writable(out_dir)
-    started, cut_before = time.perf_counter(), engine.truncations.count
-    hypotheses = [t.text for t in engine.translate(sources)]
+    started = time.perf_counter()
+    translations = engine.translate(sources)
     elapsed = time.perf_counter() - started
+    hypotheses = [t.text for t in translations]
     lowercased = test_set.normalized_references and engine.normalizer.lowercase_target
     report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
-              "sentences": len(sources), "sources_cut": engine.truncations.count - cut_before,
+              "sentences": len(sources), "sources_cut": sum(t.source_cut for t in translations),
               **corpus_scores(hypotheses, references, with_ter=True, target_lang=engine.target_lang,
                               n_bootstrap=BOOTSTRAP_SAMPLES),
               "buckets": length_buckets(sources, hypotheses, references, engine.target_lang, engine.source_lang),
@@ -221,9 +222,9 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
                                "compare them on one test set with --src FILE --ref FILE (sentences that none of them "
                                "trained on)")
             shared = loaded
-        hypotheses = [t.text for t in translator.translate(shared.sources)]
-        systems.append((str(translator.run.directory), hypotheses))
-        cut.append(translator.truncations.count)
+        translations = translator.translate(shared.sources)
+        systems.append((str(translator.run.directory), [t.text for t in translations]))
+        cut.append(sum(t.source_cut for t in translations))
     compared = compare(systems, shared.references, target_lang=translator.target_lang)
     return dataclasses.replace(compared, rows=[{**row, "sources_cut": n} for row, n in zip(compared.rows, cut)],
                                sentences=len(shared.sources))
