@@ -401,7 +401,9 @@ class Run:
             path = self.checkpoint_path(which)
             if path.is_file():
                 return path, which
-        raise NMTError(f"no checkpoint in {self.directory}; train one with `nmt train --config configs/demo.yaml`")
+        # The run has its config already: training it (again: it resumes) is the way on, whatever its data.
+        raise NMTError(f"no checkpoint in {self.directory} yet; train it with `nmt train --config "
+                       f"{self.directory / 'config.yaml'} --run-dir {self.directory}`")
 
     def choose_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, str | None]:
         """(checkpoint to translate with, warning or None): see `find_checkpoint`.

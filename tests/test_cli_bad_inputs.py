@@ -412,5 +412,7 @@ def test_a_missing_checkpoint_is_refused_before_torch_is_imported(command, named
     done = subprocess.run([sys.executable, "-c", _TORCH_PROBE, *command, *options], capture_output=True, text=True,
                           cwd=tmp_path)
     assert done.returncode == 2
-    assert (f"error: checkpoint not found: {missing}" if named else f"error: no checkpoint in {run}") in done.stderr
+    assert (f"error: checkpoint not found: {missing}" if named else
+            f"error: no checkpoint in {run} yet; train it with `nmt train --config {run}/config.yaml --run-dir {run}`"
+            ) in done.stderr
     assert "heavy imports: []" in done.stderr
