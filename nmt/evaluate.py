@@ -237,7 +237,7 @@ class Comparison:
     rows: list[dict]
     signature: str  # sacrebleu's BLEU signature: what makes the scores reproducible
     samples: int
-    sentences: int = 0
+    sentences: int = 0  # in the shared test set (what a row's sources_cut is out of)
 
 
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],
