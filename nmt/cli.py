@@ -155,7 +155,8 @@ def train(ctx: typer.Context,
 
 
 @app.command()
-def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none: read stdin line by line."),
+def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none (or -): read stdin line "
+                                                                         "by line."),
               run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
               checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
               beam: Optional[int] = Beam,
@@ -196,6 +197,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     """
     if attention is not None:  # argument checks first: importing the engines (torch) takes ~2 s
         attention = _picture_path(attention)
+    if sentences == ["-"]:  # the Unix name for stdin (`... | nmt translate -`), not a sentence to translate
+        sentences = None
     if (attention_layer is not None or attention_head is not None) and attention is None and not show_attention:
         raise NMTError("--attention-layer and --attention-head choose what --attention PNG or --show-attention "
                        "shows: add one of them")
@@ -356,6 +359,7 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
     """
     if (src is None) != (tgt is None):  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--src and --tgt go together (or give source<TAB>target lines on stdin)")
+    _check_one_stdin(src, tgt)
     pairs = None
     if src is not None:
         from nmt.evaluate import read_lines
@@ -405,6 +409,7 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     """
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
+    _check_one_stdin(src, *(ref or []))
     if split is not None and src is not None:  # else the split was dropped without a word
         raise NMTError(f"--split {split} names a split of the run's data and --src a file of your own: give one")
     split = split or "test"
@@ -429,6 +434,12 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     report = ev.evaluate(translator, test_set, out_dir)
     typer.echo(ev.format_report(report))
     _log(f"hypotheses and report written to {out_dir}")
+
+
+def _check_one_stdin(*files: Optional[Path]) -> None:
+    """`-` names stdin, which one file option can read, not two (the second would find it spent)."""
+    if sum(str(f) == "-" for f in files if f is not None) > 1:
+        raise NMTError("- (stdin) is given for more than one file: stdin can be read once; name a file for the others")
 
 
 def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optional[Path], engine: str,

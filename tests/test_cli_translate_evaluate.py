@@ -45,6 +45,15 @@ def test_translate_arguments_and_stdin_keep_alignment(run_dir):
     assert "truncated" in piped.stderr and "Traceback" not in piped.stderr
 
 
+def test_a_dash_reads_stdin(run_dir):
+    # `cat file | nmt translate -` translated the dash itself and left stdin unread.
+    lines = "go .\ni'm home .\n"
+    dash = nmt("translate", "--run", run_dir, "--beam", "1", "-", input=lines)
+    assert dash.returncode == 0, dash.stderr
+    assert dash.stdout == nmt("translate", "--run", run_dir, "--beam", "1", input=lines).stdout
+    assert len(dash.stdout.splitlines()) == 2
+
+
 def test_truncation_warnings_stop_after_three_and_give_a_total(run_dir):
     # A file of over-long lines printed one warning per line, burying the rest of stderr.
     lines = [f"{n} " + "word " * 400 for n in range(10)] + ["go ."]
@@ -225,6 +234,12 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     scores = [json.loads(report.read_text())["bleu"]
               for report in (run_dir / "eval" / "src.beam2.report.json", piped_reports[0])]
     assert scores[0] == scores[1]
+    # `--src -` reads the sources from stdin (it was "file not found: -"): the same sources, the same report.
+    dashed = nmt("evaluate", "--run", run_dir, "--src", "-", "--ref", ref1, "--ref", ref2, "--beam", "2",
+                 input=src.read_text())
+    assert dashed.returncode == 0, dashed.stderr
+    assert json.loads(piped_reports[0].read_text())["origin"] == f"--src - --ref {ref1} --ref {ref2}"
+    assert json.loads(piped_reports[0].read_text())["bleu"] == scores[0]
     table = nmt("evaluate", "--compare", run_dir, "--compare", run_dir, "--split", "valid", "--beam", "1",
                 data_dir=real_data_dir)
     assert table.returncode == 0, table.stderr

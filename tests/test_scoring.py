@@ -117,9 +117,14 @@ def test_cli_scores_stdin_pairs_and_files_alike(toy_transformer_run, tmp_path):
     (tmp_path / "tgt.txt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     files = nmt("score", "--run", toy_transformer_run, "--src", tmp_path / "src.txt", "--tgt", tmp_path / "tgt.txt")
     assert files.returncode == 0 and files.stdout == piped.stdout
+    # `-` is stdin, for either side (it was "file not found: -").
+    dash = nmt("score", "--run", toy_transformer_run, "--src", tmp_path / "src.txt", "--tgt", "-",
+               input=(tmp_path / "tgt.txt").read_text(encoding="utf-8"))
+    assert dash.returncode == 0 and dash.stdout == piped.stdout, dash.stderr
     (tmp_path / "short.txt").write_text("one line\n", encoding="utf-8")
     for args, fragment in ((["--src", tmp_path / "src.txt"], "--src and --tgt go together"),
                            (["--src", tmp_path / "src.txt", "--tgt", tmp_path / "short.txt"], "has 5 lines but"),
-                           ([], "line 1 has no TAB")):
+                           ([], "line 1 has no TAB"),
+                           (["--src", "-", "--tgt", "-"], "- (stdin) is given for more than one file")):
         refused = nmt("score", "--run", toy_transformer_run, *args, input="no tab\n")
         assert refused.returncode == 2 and fragment in refused.stderr and refused.stdout == "", refused.stderr
