@@ -80,7 +80,8 @@ def _print_version(asked: bool) -> None:
 
 
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+def _root(debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors (also after the "
+                                                             "command: nmt train ... --debug)."),
           version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                        help="Print the versions of nmt, torch and Python, and exit.")) -> None:
     """Run `nmt COMMAND --help` for each command's options and an example."""
@@ -559,12 +560,22 @@ def _usage_message(err) -> str:
     return f"{' '.join(err.format_message().split())} (see {command})"
 
 
+def _without_debug(args: list[str]) -> tuple[list[str], bool]:
+    """The arguments without --debug, and whether it was there: errors say "re-run with --debug", and users put it
+    after the command (`nmt train ... --debug`), where the root option alone was "No such option". After `--` it
+    is an argument (a sentence to translate) and stays."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return kept, len(kept) != len(args)
+
+
 def main() -> None:
-    debug = "--debug" in sys.argv or bool(os.environ.get("NMT_DEBUG"))
+    args, debug = _without_debug(sys.argv[1:])
+    debug = debug or bool(os.environ.get("NMT_DEBUG"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     sys.stdout = _PipeWatch(sys.stdout)
     try:
-        code = app(standalone_mode=False)
+        code = app(args=args, prog_name="nmt", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except _ReaderGone:
         # Quietly, with the status of a process that SIGPIPE stopped (`yes | head` says 141): what was written was
