@@ -185,8 +185,9 @@ class CTranslate2Engine:
         if decode.samples and decode.sampling_seed != self.decode.sampling_seed:
             raise NMTError(f"CTranslate2 seeds its sampler once, at load (seed {self.decode.sampling_seed}): a seed of "
                            "its own for each call is the nmt engine's")
-        pieces, cut = map(list, zip(*map(self._pieces, sentences))) if sentences else ([], [])
-        results = [Translation(s, "", p, [], source_cut=c) for s, p, c in zip(sentences, pieces, cut)]
+        read = [self._pieces(s) for s in sentences]  # (pieces, whether cut) per sentence
+        pieces = [p for p, _ in read]
+        results = [Translation(s, "", p, [], source_cut=was_cut) for s, (p, was_cut) in zip(sentences, read)]
         todo = [i for i, p in enumerate(pieces) if p]
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences), str)
         check_target_room(forced, self.max_target_positions, "prefix")

@@ -172,7 +172,8 @@ class Translator:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
         check_target_room(forced, self.max_target_positions, "prefix")
-        encoded, cut = map(list, zip(*map(self._encode, sentences))) if sentences else ([], [])
+        read = [self._encode(s) for s in sentences]  # (ids, whether cut) per sentence
+        encoded, cut = [ids for ids, _ in read], [was_cut for _, was_cut in read]
         results: list[Translation | None] = [None] * len(sentences)
         for i, ids in enumerate(encoded):
             if not ids:  # empty or whitespace-only input keeps its line, untranslated
