@@ -415,7 +415,9 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
                 "attention_layers": layers, "attention_heads": heads,
                 "beam": engine.decode.beam_size, "decode": engine.decode.__dict__, "limits": limits.__dict__,
                 "batches_run": scheduler.batches_run, "backlog_s": round(scheduler.backlog_s(), 2),
-                "requests_abandoned": scheduler.abandoned}
+                "requests_abandoned": scheduler.abandoned,
+                # The server log shows the first few cuts; this counts them all (each answer says its own).
+                "sources_cut": engine.truncations.count}
 
     @app.post("/translate")
     async def translate(request: TranslateRequest, http: Request):
@@ -517,3 +519,4 @@ def run_server(engine: Engine, listener: socket.socket, host: str, port: int, al
     log(f"serving {described.get('checkpoint') or described.get('model')} ({engine.name} engine) on "
         f"http://{host}:{port}/ (Ctrl-C stops)")
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
+    engine.truncations.summarize()  # the log's "counted, no longer shown" gets its total

@@ -67,8 +67,10 @@ def test_a_source_cut_to_the_input_limit_is_marked(client, translator):
     cut = Translator(translator.model, translator.tokenizers, translator.normalizer, short, translator.device)
     with TestClient(create_app(cut, Limits(batch_window_s=0.01))) as strict:
         response = strict.post("/translate", json={"sentences": ["I have two cats.", "Go.", ""]})
+        health = strict.get("/health").json()
     assert response.status_code == 200, response.text
     assert [t["source_cut"] for t in response.json()["translations"]] == [True, False, False]
+    assert health["sources_cut"] == 1  # the operator's count of them all (the log shows the first few)
 
 
 def test_health_describes_the_model(client):
