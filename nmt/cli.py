@@ -429,7 +429,8 @@ def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directo
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn, ensemble=ensemble or [])
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
-    test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on)
+    run_config = translator.run.config_path if getattr(translator, "run", None) else None  # none for an export
+    test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on, run_config)
     out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
     report = ev.evaluate(translator, test_set, out_dir)

@@ -112,9 +112,9 @@ class EvaluationSet:
 
 
 def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None, data_dir: Path,
-                  trained_on: Path | None = None) -> EvaluationSet:
+                  trained_on: Path | None = None, config_file: Path | None = None) -> EvaluationSet:
     """A split of the run's prepared data (under `data_dir`, else `trained_on`, where the run was trained), or
-    --src/--ref files."""
+    --src/--ref files. `config_file`: the run's, named by the error when its data is not prepared."""
     if src is not None:
         if not refs:
             raise NMTError("--src needs at least one --ref file")
@@ -123,7 +123,7 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")
-    prepared = find_prepared(cfg.data, data_dir, trained_on, warn)
+    prepared = find_prepared(cfg.data, data_dir, trained_on, warn, config_file)
     sources, references = load_references(prepared, split)
     return EvaluationSet(sources, references, split, str(Path(prepared).resolve() / f"{split}.jsonl"),
                          normalized_references=True)
@@ -221,7 +221,8 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
         elif direction != first[1]:
             raise NMTError(f"{run} translates {direction} but {first[0]} {first[1]}: runs are not comparable")
         if shared is None or src is None:  # --src/--ref are read once (they may be pipes); a split is each run's own
-            loaded = load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on)
+            loaded = load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on,
+                                   translator.run.config_path)
             if shared is not None and loaded.references != shared.references:
                 raise NMTError(f"{run} was trained on other data than {first[0]}: their {split} splits differ; "
                                "compare them on one test set with --src FILE --ref FILE (sentences that none of them "

@@ -403,7 +403,7 @@ class Run:
                 return path, which
         # The run has its config already: training it (again: it resumes) is the way on, whatever its data.
         raise NMTError(f"no checkpoint in {self.directory} yet; train it with `nmt train --config "
-                       f"{self.directory / 'config.yaml'} --run-dir {self.directory}`")
+                       f"{self.config_path} --run-dir {self.directory}`")
 
     def choose_checkpoint(self, checkpoint: Path | None = None) -> tuple[Path, str | None]:
         """(checkpoint to translate with, warning or None): see `find_checkpoint`.

@@ -202,6 +202,20 @@ def test_evaluate_writes_report_with_signatures_and_buckets(run_dir, real_data_d
     assert report["decode"]["beam_size"] == 1 and report["sentences_per_s"] > 0
 
 
+def test_evaluate_without_its_prepared_data_names_the_prepare_command(run_dir, real_data_dir, tmp_path):
+    # It said "run `nmt prepare`", which prepares the default config's data, not this run's.
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "fra-eng").symlink_to(real_data_dir / "fra-eng")  # the corpus, nothing prepared
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("eval"))
+    env = json.loads((copy / "env.json").read_text())
+    (copy / "env.json").write_text(json.dumps({**env, "prepared_data": str(tmp_path / "gone")}))
+    result = nmt("evaluate", "--run", copy, "--data-dir", tmp_path / "empty")
+    assert result.returncode == 2
+    assert (f"no prepared data for these settings under {tmp_path / 'empty'}; run `nmt prepare --config "
+            f"{copy / 'config.yaml'} --data-dir {tmp_path / 'empty'}`") in result.stderr, result.stderr
+
+
 def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     src, ref1, ref2 = tmp_path / "src.txt", tmp_path / "ref1.txt", tmp_path / "ref2.txt"
     src.write_text("go .\ni'm home .\n")

@@ -49,16 +49,18 @@ def _identity(cfg: DataConfig, data_dir: Path) -> tuple[CorpusSpec, str]:
 
 
 def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = None,
-                  warn: Callable[[str], None] | None = None) -> Path:
+                  warn: Callable[[str], None] | None = None, config_file: Path | None = None) -> Path:
     """The prepared directory for `cfg`, which must exist (translate/evaluate never prepare data themselves): the one
     under `data_dir`, else `trained_on` (where a run was trained, from its env.json) while that still holds data of
-    these settings, so that a run trained with `--data-dir` elsewhere is evaluated without repeating it."""
+    these settings, so that a run trained with `--data-dir` elsewhere is evaluated without repeating it.
+    `config_file`, the run's config, makes the error's `nmt prepare` command one that prepares this data."""
     try:
         _, corpus_sha256 = _identity(cfg, data_dir)
         directory = prepared_dir(cfg, data_dir, corpus_sha256)
         if is_prepared(directory, cfg, corpus_sha256):
             return directory
-        missing = f"no prepared data for these settings under {data_dir}; run `nmt prepare`"
+        command = f"nmt prepare --config {config_file} --data-dir {data_dir}" if config_file else "nmt prepare"
+        missing = f"no prepared data for these settings under {data_dir}; run `{command}`"
     except NMTError as err:  # e.g. no built-in corpus under data_dir
         missing = str(err)
     if trained_on is not None:
