@@ -592,7 +592,9 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, war
         path = Path(path)
         # Not `is_file()`: a pipe (`--config <(...)`) or /dev/stdin is a config too; read_yaml reports the rest.
         if not path.exists():
-            raise ConfigError(f"config file not found: {path}")
+            nearby = [c for c in (path.with_suffix(".yaml"), Path("configs") / path.with_suffix(".yaml").name)
+                      if c.is_file()] if path.suffix == "" else []
+            raise ConfigError(f"config file not found: {path}" + (f" (did you mean {nearby[0]}?)" if nearby else ""))
         if path.is_dir():
             raise ConfigError(f"config {path} is a directory, not a YAML file")
         raw = read_yaml(path) or {}

@@ -160,3 +160,14 @@ def test_shipped_configs_load_without_warnings():
         warnings = []
         load_config(path, warn=warnings.append)
         assert warnings == [], (path.name, warnings)
+
+
+def test_a_config_named_without_its_folder_or_suffix_is_suggested(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "demo.yaml").write_text("model: {arch: transformer}\n")
+    for typed in ("demo", "configs/demo"):
+        with pytest.raises(ConfigError, match=r"^config file not found: .*demo \(did you mean configs/demo.yaml\?\)$"):
+            load_config(typed)
+    with pytest.raises(ConfigError, match=r"^config file not found: other$"):
+        load_config("other")
