@@ -25,8 +25,11 @@ class RunSummary:
 
 
 def find_runs(root: Path) -> list[Run]:
-    """Every run directory (one with a config.yaml) right under `root`, by name; an error when there is none."""
+    """Every run directory (one with a config.yaml) right under `root`, by name, or `root` itself when it is one
+    (`nmt runs --root runs/demo`); an error when there is none."""
     runs = [Run(path.parent) for path in sorted(Path(root).glob("*/config.yaml"))]
+    if not runs and (Path(root) / "config.yaml").is_file():
+        runs = [Run(Path(root))]
     if not runs:
         where = "" if Path(root).is_dir() else " (not a directory)"
         raise NMTError(f"no runs under {root}/{where}: train one with `nmt train --config configs/demo.yaml`, or "

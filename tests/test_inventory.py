@@ -44,5 +44,8 @@ def test_cli_lists_runs_or_says_where_there_are_none(toy_transformer_run, tmp_pa
     listed = nmt("runs", "--root", tmp_path / "runs")
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.splitlines()) == 2 and "transformer 2x32" in listed.stdout
+    # A run directory as the root lists that run (it said "no runs under runs/toy/").
+    alone = nmt("runs", "--root", tmp_path / "runs" / "toy")
+    assert alone.returncode == 0 and alone.stdout.splitlines()[1:] == listed.stdout.splitlines()[1:], alone.stderr
     empty = nmt("runs", "--root", tmp_path / "nothing")
     assert empty.returncode == 2 and "no runs under" in empty.stderr and len(empty.stderr.splitlines()) == 1
