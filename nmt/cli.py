@@ -302,7 +302,8 @@ def export(run: Optional[Path] = typer.Option(None, "--run", help="Run directory
            checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
            format: str = typer.Option("ctranslate2", "--format", help="Only ctranslate2 for now."),
            quantization: str = typer.Option("float32", "--quantization",
-                                             help="float32, int8, bf16, int8_float32, float16 or int8_bfloat16."),
+                                             help="float32, float16, bf16 (bfloat16), int8, int8_float32, "
+                                                  "int8_float16, int8_bfloat16 or int16."),
            output: Path = typer.Option(..., "--output", "-o", help="Directory to write the exported model to."),
            force: bool = typer.Option(False, "--force", help="Replace an existing output directory.")) -> None:
     """Export a Transformer run to CTranslate2 (with its SentencePiece model and normalizer).

@@ -22,7 +22,10 @@ from nmt.errors import NMTError
 from nmt.models.transformer import Transformer
 from nmt.translator import Translator
 
-QUANTIZATIONS = ("float32", "int8", "bf16", "int8_float32", "float16", "int8_bfloat16")
+# --quantization: CTranslate2's names, and bf16 (nmt's name for it elsewhere, as in decode.precision), which
+# CTranslate2 calls bfloat16: passed on as it was, bf16 was refused by the converter as an internal error.
+QUANTIZATIONS = {name: name for name in ("float32", "float16", "bfloat16", "int8", "int8_float32", "int8_float16",
+                                         "int8_bfloat16", "int16")} | {"bf16": "bfloat16"}
 
 
 def _vocabulary(processor) -> list[str]:
@@ -147,6 +150,7 @@ def export_ctranslate2(translator: Translator, output_dir: Path, quantization: s
                        "(CTranslate2 has no RNN decoder)")
     if quantization not in QUANTIZATIONS:
         raise NMTError(f"unknown quantization {quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+    quantization = QUANTIZATIONS[quantization]
     output_dir = Path(output_dir)
     check_output_dir(output_dir, translator.run.directory if translator.run else None, force)
     converter = _converter(model.float().cpu().eval(), translator.tokenizers)

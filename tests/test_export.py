@@ -174,6 +174,21 @@ def test_int8_export_stays_close_in_bleu_and_leaves_the_model_alone(toy_transfor
     assert all(torch.equal(before[k], after[k]) for k in before), "export changed the model's weights"
 
 
+def test_every_listed_quantization_exports_and_translates(toy_transformer_run, tmp_path):
+    # --quantization bf16, in the list since the first export, was an internal error (CTranslate2 says bfloat16).
+    from nmt.export import QUANTIZATIONS
+
+    translator = Translator.from_run(toy_transformer_run, device="cpu")
+    sources = [line.split("\t")[0] for line in toy_parallel_corpus().splitlines()][:20]
+    for quantization in QUANTIZATIONS:
+        export_ctranslate2(translator, tmp_path / quantization, quantization)
+        engine = CTranslate2Engine(tmp_path / quantization)
+        assert engine.quantization == QUANTIZATIONS[quantization]
+        assert sum(bool(t.text) for t in engine.translate(sources, beam_size=1)) >= 15, quantization
+    result = nmt("export", "--run", toy_transformer_run, "--quantization", "bf16", "-o", tmp_path / "cli-bf16")
+    assert result.returncode == 0, result.stderr
+
+
 def test_cli_export_and_translate_with_the_engine(toy_transformer_run, tmp_path):
     out = tmp_path / "export"
     result = nmt("export", "--run", toy_transformer_run, "--quantization", "int8", "-o", out)
