@@ -508,6 +508,19 @@ def check_bind_address(host: str, port: int) -> socket.socket:
     return sock
 
 
+def exposure_notice(host: str, port: int) -> str | None:
+    """What a server bound to every interface should say: other machines reach it, with no authentication, and
+    0.0.0.0 is no address to open in a browser. None for a specific address."""
+    try:
+        everywhere = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        everywhere = host == ""
+    if not everywhere:
+        return None
+    return (f"listening on every interface: any machine that reaches this one can use the server (it has no "
+            f"authentication); open http://127.0.0.1:{port}/ here")
+
+
 def run_server(engine: Engine, listener: socket.socket, host: str, port: int, allow_host: list[str],
                log: Callable[[str], None] = print) -> None:
     try:
@@ -518,5 +531,8 @@ def run_server(engine: Engine, listener: socket.socket, host: str, port: int, al
     described = engine.describe()
     log(f"serving {described.get('checkpoint') or described.get('model')} ({engine.name} engine) on "
         f"http://{host}:{port}/ (Ctrl-C stops)")
+    notice = exposure_notice(host, port)
+    if notice:
+        log(notice)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     engine.truncations.summarize()  # the log's "counted, no longer shown" gets its total

@@ -16,7 +16,7 @@ from tests_helpers import nmt
 pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.serve import Limits, allowed_hosts, chunk_sentences, create_app, host_of  # noqa: E402
+from nmt.serve import Limits, allowed_hosts, chunk_sentences, create_app, exposure_notice, host_of  # noqa: E402
 
 GOOD = {"sentences": ["I have two cats."], "beam": 2}
 
@@ -245,6 +245,14 @@ def test_chunks_respect_the_cost_and_keep_every_sentence():
     chunks = chunk_sentences(sentences, [5, 5, 5, 50, 1, 1, 1], max_chunk_cost=10)
     assert [c[1] for c in chunks] == [["s0", "s1"], ["s2"], ["s3"], ["s4", "s5", "s6"]]
     assert [c[0] for c in chunks] == [0, 2, 3, 4]
+
+
+def test_binding_every_interface_says_so():
+    # `--host 0.0.0.0` exposed the server to the network without a word, and named 0.0.0.0 as the page's address.
+    for host in ("0.0.0.0", "::"):
+        assert exposure_notice(host, 8000).startswith("listening on every interface: any machine that reaches")
+        assert exposure_notice(host, 8000).endswith("open http://127.0.0.1:8000/ here")
+    assert all(exposure_notice(host, 8000) is None for host in ("127.0.0.1", "::1", "localhost", "10.1.2.3"))
 
 
 def test_host_header_is_checked_on_loopback(translator):
