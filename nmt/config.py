@@ -585,6 +585,16 @@ def read_yaml(path: Path) -> Any:
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+def _config_suggestion(path: Path) -> str:
+    """' (did you mean configs/demo.yaml?)' for `demo` or `configs/demo` when that file is there, else ''."""
+    if path.suffix:
+        return ""
+    for candidate in (path.with_suffix(".yaml"), Path("configs") / f"{path.name}.yaml"):
+        if candidate.is_file():
+            return f" (did you mean {candidate}?)"
+    return ""
+
+
 def load_config(path: str | Path | None, overrides: list[str] | None = None, warn=warn) -> Config:
     """Read a YAML config (or the defaults when `path` is None), apply overrides, validate."""
     raw: Any = {}
@@ -592,9 +602,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, war
         path = Path(path)
         # Not `is_file()`: a pipe (`--config <(...)`) or /dev/stdin is a config too; read_yaml reports the rest.
         if not path.exists():
-            nearby = [c for c in (path.with_suffix(".yaml"), Path("configs") / path.with_suffix(".yaml").name)
-                      if c.is_file()] if path.suffix == "" else []
-            raise ConfigError(f"config file not found: {path}" + (f" (did you mean {nearby[0]}?)" if nearby else ""))
+            raise ConfigError(f"config file not found: {path}{_config_suggestion(path)}")
         if path.is_dir():
             raise ConfigError(f"config {path} is a directory, not a YAML file")
         raw = read_yaml(path) or {}

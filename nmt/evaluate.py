@@ -58,16 +58,13 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
 
 def read_lines(path: Path) -> list[str]:
     """A --src/--ref file's lines; a pipe (`--ref <(cut -f2 test.tsv)`) is read like a file, and `-` is stdin."""
-    if str(path) != "-" and not Path(path).exists():
+    stdin = str(path) == "-"
+    if not stdin and not Path(path).exists():
         raise NMTError(f"file not found: {path}")
-    if Path(path).is_dir():
+    if not stdin and Path(path).is_dir():
         raise NMTError(f"{path} is a directory, not a file of sentences")
     try:
-        if str(path) == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read()
+        data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
         text = data.decode("utf-8-sig")  # a BOM is no part of the first sentence
         # Lines end at line feeds only, as on stdin and in corpora: str.splitlines would also break at U+2028, U+0085
         # or a lone CR inside a sentence and shift every reference after it.
