@@ -19,6 +19,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
                        "train, translate, evaluate, and the commands below.")
 
+# --run-dir too: the name `nmt train` gives the same folder, so a run is named one way everywhere.
+RunOption = typer.Option(None, "--run", "--run-dir", help="Run directory (default: the newest run).")
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
 ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
 Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
@@ -139,7 +141,8 @@ def _check_url_applies(ctx: typer.Context, data) -> None:
 @app.command()
 def train(ctx: typer.Context,
           config: Path = typer.Option(..., "--config", "-c", help="YAML config, e.g. configs/transformer.yaml."),
-          run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<config name>/."),
+          run_dir: Optional[Path] = typer.Option(None, "--run-dir", "--run",
+                                                 help="Default: runs/<config name>/."),
           overrides: Optional[List[str]] = Overrides, data_dir: Path = DataDir, url: Optional[str] = Url) -> None:
     """Train a model (downloading and preparing the data first if needed); re-running resumes from `last`.
 
@@ -158,7 +161,7 @@ def train(ctx: typer.Context,
 @app.command()
 def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none (or -): read stdin line "
                                                                          "by line."),
-              run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+              run: Optional[Path] = RunOption,
               checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
               beam: Optional[int] = Beam,
               attention: Optional[Path] = typer.Option(None, "--attention", help="Save the attention heatmap (PNG) "
@@ -298,7 +301,7 @@ def _save_heatmap(result, path: Path) -> None:
 
 
 @app.command()
-def export(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+def export(run: Optional[Path] = RunOption,
            checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
            format: str = typer.Option("ctranslate2", "--format", help="Only ctranslate2 for now."),
            quantization: str = typer.Option("float32", "--quantization",
@@ -322,7 +325,7 @@ def export(run: Optional[Path] = typer.Option(None, "--run", help="Run directory
 
 
 @app.command()
-def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+def serve(run: Optional[Path] = RunOption,
           checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
           host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
           port: int = typer.Option(8000, "--port", min=1, max=65535),
@@ -346,7 +349,7 @@ def serve(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
 
 
 @app.command()
-def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+def score(run: Optional[Path] = RunOption,
           checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
           src: Optional[Path] = typer.Option(None, "--src", help="Source sentences, one per line (with --tgt)."),
           tgt: Optional[Path] = typer.Option(None, "--tgt", help="Their translations, line by line (with --src)."),
@@ -389,7 +392,7 @@ def score(run: Optional[Path] = typer.Option(None, "--run", help="Run directory 
 
 
 @app.command()
-def evaluate(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+def evaluate(run: Optional[Path] = RunOption,
              checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
              split: Optional[str] = typer.Option(None, "--split", help="test or valid (of the run's prepared data; "
                                                  "default: test)."),
@@ -474,7 +477,7 @@ def runs(root: Path = typer.Option(Path("runs"), "--root", help="Where the run d
 
 
 @app.command()
-def average(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+def average(run: Optional[Path] = RunOption,
             last: int = typer.Option(5, "--last", min=2, help="How many of the newest step checkpoints."),
             allow_fewer: bool = typer.Option(False, "--allow-fewer",
                                              help="With fewer than 2 step checkpoints, say so and exit 0 (for "
@@ -497,7 +500,7 @@ def average(run: Optional[Path] = typer.Option(None, "--run", help="Run director
 
 
 @app.command()
-def plot(run: Optional[Path] = typer.Option(None, "--run", help="Run directory (default: the newest run)."),
+def plot(run: Optional[Path] = RunOption,
          output: Optional[Path] = typer.Option(None, "--output", "-o", help="PNG path (default: RUN/curves.png).")
          ) -> None:
     """Plot learning curves (train/dev loss, dev BLEU against steps) from a run's metrics.jsonl.

@@ -47,3 +47,26 @@ def test_debug_after_a_double_dash_is_an_argument():
 
     assert _without_debug(["translate", "--debug", "--", "--debug"]) == (["translate", "--", "--debug"], True)
     assert _without_debug(["translate", "hi"]) == (["translate", "hi"], False)
+
+
+def test_a_run_is_named_the_same_way_by_every_command():
+    """`nmt train --run-dir X` then `nmt translate --run-dir X` was "No such option": train said --run-dir, the rest
+    --run. Both spellings now name the run folder wherever a command takes one."""
+    import typer
+
+    group = typer.main.get_command(app)
+    takers = {name: command for name, command in group.commands.items()
+              if any({"--run", "--run-dir"} & set(param.opts) for param in command.params)}
+    assert {"train", "translate", "evaluate", "score", "plot", "export", "serve", "average"} <= set(takers)
+    for name, command in takers.items():
+        run_params = [param for param in command.params if {"--run", "--run-dir"} & set(param.opts)]
+        assert len(run_params) == 1 and {"--run", "--run-dir"} <= set(run_params[0].opts), name
+
+
+def test_run_dir_names_the_run_for_translate(tmp_path):
+    from tests_helpers import nmt
+
+    run = tmp_path / "nowhere"
+    by_run, by_run_dir = (nmt("translate", flag, run, "hi") for flag in ("--run", "--run-dir"))
+    assert by_run_dir.returncode == by_run.returncode != 0 and by_run_dir.stderr == by_run.stderr
+    assert f"{run} is not a run directory" in by_run_dir.stderr
