@@ -267,6 +267,16 @@ class DecodeConfig:
         return self.sampling_topk != 1
 
 
+def _sampling_settings(decode: DecodeConfig) -> str:
+    """The sampling settings a user set, e.g. 'top-p 0.5': 'top-k 0' alone read as a setting nobody gave."""
+    settings = [f"top-k {decode.sampling_topk}"] if decode.sampling_topk > 1 else []
+    if decode.sampling_topp < 1.0:
+        settings.append(f"top-p {decode.sampling_topp:g}")
+    if decode.sampling_temperature != 1.0:
+        settings.append(f"temperature {decode.sampling_temperature:g}")
+    return ", ".join(settings) or "over the whole vocabulary"
+
+
 def check_n_best(n_best: int, decode: DecodeConfig) -> None:
     """Beam search keeps `beam_size` hypotheses, so it can rank that many and no more; greedy search finds one;
     sampling draws any number, one sentence at a time (beam 1)."""
@@ -274,7 +284,7 @@ def check_n_best(n_best: int, decode: DecodeConfig) -> None:
         raise ConfigError(f"n-best must be 1 or more, not {n_best}")
     if decode.samples:
         if decode.beam_size != 1:
-            raise ConfigError(f"sampling (top-k {decode.sampling_topk}) draws one continuation at a time: it takes "
+            raise ConfigError(f"sampling ({_sampling_settings(decode)}) draws one continuation at a time: it takes "
                               f"beam 1, not {decode.beam_size} (an n-best list is that many draws)")
     elif n_best > decode.beam_size:
         raise ConfigError(f"an n-best list of {n_best} needs a beam of {n_best} or more (the beam is "

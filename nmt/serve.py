@@ -43,7 +43,7 @@ from nmt.engines import Engine
 from nmt.errors import ConfigError, NMTError
 from nmt.models.base import AttentionChoice
 from nmt.search import SearchCancelled
-from nmt.translator import check_target_room, encode_prefixes, with_overrides
+from nmt.translator import check_target_room, encode_prefixes, prefix_count, with_overrides
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -423,7 +423,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
     async def translate(request: TranslateRequest, http: Request):
         sentences, prefixes = request.sentences, request.prefixes
         if prefixes is not None and len(prefixes) != len(sentences):
-            raise HTTPException(status_code=422, detail=f"{len(prefixes)} prefixes for {len(sentences)} sentences: "
+            raise HTTPException(status_code=422, detail=f"{prefix_count(len(prefixes), len(sentences))}: "
                                                         "one per sentence (null for none)")
         for what, texts in (("sentence", sentences), ("prefix", [p or "" for p in prefixes or []])):
             too_long = [i for i, s in enumerate(texts) if len(s) > limits.max_chars]

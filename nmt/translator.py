@@ -292,6 +292,11 @@ def count_pieces(tokenizers: Tokenizers, normalizer: Normalizer, decode: DecodeC
     return source + (len(forced[0]) if forced else 0)
 
 
+def prefix_count(prefixes: int, sentences: int) -> str:
+    """'2 prefixes for 1 sentence': the start of the refusal when prefixes and sentences do not pair up."""
+    return f"{prefixes} prefix{'es' * (prefixes != 1)} for {sentences} sentence{'s' * (sentences != 1)}"
+
+
 def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Sequence[str | None] | None,
                     count: int, out_type: type = int) -> list[list] | None:
     """Each of `count` sentences' target prefix as pieces (ids, or `out_type` str), normalized as the training
@@ -300,7 +305,7 @@ def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Se
     if prefixes is None or not any(prefixes):
         return None
     if len(prefixes) != count:
-        raise NMTError(f"{len(prefixes)} prefixes for {count} sentences: give one per sentence (none: null or \"\")")
+        raise NMTError(f"{prefix_count(len(prefixes), count)}: give one per sentence (none: null or \"\")")
     return [tokenizers.target.encode(normalizer.target(p), out_type=out_type) if p else [] for p in prefixes]
 
 

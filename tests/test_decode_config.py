@@ -117,3 +117,19 @@ def test_bf16_asked_for_on_a_cpu_without_native_bf16_is_said_to_be_emulated(toy_
     assert engine.autocast_dtype is torch.bfloat16  # asked for: honoured either way
     emulated = [line for line in said if "emulated: this CPU has no AVX512-BF16/AMX" in line]
     assert len(emulated) == (0 if native else 1), said
+
+
+@pytest.mark.parametrize("sampling,named", [
+    ({"sampling_topk": 5}, "sampling (top-k 5) draws"),
+    # Only top-p (or a temperature) given: top-k 0 is how the whole vocabulary is spelled, not what the user set.
+    ({"sampling_topk": 0, "sampling_topp": 0.5}, "sampling (top-p 0.5) draws"),
+    ({"sampling_topk": 0, "sampling_temperature": 0.7}, "sampling (temperature 0.7) draws"),
+    ({"sampling_topk": 0}, "sampling (over the whole vocabulary) draws"),
+    ({"sampling_topk": 10, "sampling_topp": 0.9}, "sampling (top-k 10, top-p 0.9) draws"),
+])
+def test_sampling_with_a_beam_is_refused_naming_the_settings_given(sampling, named):
+    from nmt.config import ConfigError, check_n_best
+
+    with pytest.raises(ConfigError, match=r"it takes beam 1, not 4") as refused:
+        check_n_best(1, DecodeConfig(beam_size=4, **sampling))
+    assert str(refused.value).startswith(named)

@@ -32,6 +32,8 @@ def test_translations_continue_their_prefix_and_are_scored_whole(translator, bea
 def test_prefixes_one_per_sentence_or_a_one_line_error(translator):
     with pytest.raises(NMTError, match="2 prefixes for 4 sentences"):
         translator.translate(SOURCES, prefixes=["Nous", "Elle"])
+    with pytest.raises(NMTError, match="^2 prefixes for 1 sentence: give one per sentence"):
+        translator.translate(SOURCES[:1], prefixes=["Nous", "Elle"])
 
 
 def test_a_prefix_the_positions_cannot_hold_is_refused_naming_the_limit(translator, toy_transformer_run):

@@ -86,7 +86,7 @@ def test_prefixes_start_their_translations_and_are_checked_like_sentences(client
     first, second = (t["text"] for t in response.json()["translations"])
     expected = translator.translate(sentences, prefixes=["Nous avons", None])
     assert first.startswith("Nous avons ") and [first, second] == [t.text for t in expected]
-    for prefixes, status, fragment in [(["Nous"], 422, "1 prefixes for 2 sentences"),
+    for prefixes, status, fragment in [(["Nous"], 422, "1 prefix for 2 sentences: one per"),
                                        (["x" * 201, None], 413, "prefix 0 is longer than 200"),
                                        ([None, "a\nb"], 422, "one prefix per list item")]:
         refused = client.post("/translate", json={"sentences": sentences, "prefixes": prefixes})
