@@ -22,7 +22,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # --run-dir too: the name `nmt train` gives the same folder, so a run is named one way everywhere.
 RunOption = typer.Option(None, "--run", "--run-dir", help="Run directory (default: the newest run).")
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
-ConfigPath = typer.Option(None, "--config", "-c", help="YAML config, e.g. configs/transformer.yaml.")
+ConfigHelp = "YAML config, e.g. configs/transformer.yaml, or a shipped one by name (transformer, demo, ...)."
+ConfigPath = typer.Option(None, "--config", "-c", help=ConfigHelp)
 Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
 LengthPenalty = typer.Option(None, "--length-penalty", min=0.0, max=10.0,
                              help="Length normalization alpha of beam search (the run's decode.length_normalization "
@@ -140,7 +141,7 @@ def _check_url_applies(ctx: typer.Context, data) -> None:
 
 @app.command()
 def train(ctx: typer.Context,
-          config: Path = typer.Option(..., "--config", "-c", help="YAML config, e.g. configs/transformer.yaml."),
+          config: Path = typer.Option(..., "--config", "-c", help=ConfigHelp),
           run_dir: Optional[Path] = typer.Option(None, "--run-dir", "--run",
                                                  help="Default: runs/<config name>/."),
           overrides: Optional[List[str]] = Overrides, data_dir: Path = DataDir, url: Optional[str] = Url) -> None:

@@ -595,21 +595,57 @@ def read_yaml(path: Path) -> Any:
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def _config_suggestion(path: Path) -> str:
-    """' (did you mean configs/demo.yaml?)' for `demo` or `configs/demo` when that file is there, else ''."""
+def shipped_configs() -> dict[str, Path]:
+    """The configs nmt ships, by name: configs/ of this checkout, or nmt/configs/ inside an installed wheel (the
+    build copies configs/ there), so `--config transformer` works without a checkout."""
+    package = Path(__file__).resolve().parent
+    checkout = package.parent
+    folders = [package / "configs"]
+    if (checkout / "pyproject.toml").is_file():  # never some other project's configs/ beside site-packages/nmt
+        folders.append(checkout / "configs")
+    for folder in folders:
+        if folder.is_dir() and any(folder.glob("*.yaml")):
+            return {path.stem: path for path in sorted(folder.glob("*.yaml"), key=lambda path: path.stem)}
+    return {}
+
+
+def _local_configs(path: Path) -> list[Path]:
+    """Files here that a config typed without its suffix (`demo`, `configs/demo`) may mean."""
     if path.suffix:
-        return ""
-    for candidate in (path.with_suffix(".yaml"), Path("configs") / f"{path.name}.yaml"):
-        if candidate.is_file():
-            return f" (did you mean {candidate}?)"
-    return ""
+        return []
+    candidates = [path.with_suffix(".yaml")] + ([Path("configs") / f"{path.name}.yaml"] if len(path.parts) == 1 else [])
+    return [candidate for candidate in candidates if candidate.is_file()]
+
+
+def _shipped_config(path: Path) -> Path | None:
+    """The shipped config a bare name (`demo`) stands for, else None: a path (with a folder or a suffix) is a file,
+    and a file of that name here other than the shipped one makes the name ambiguous (the error suggests it)."""
+    shipped = shipped_configs().get(path.name) if not path.suffix and len(path.parts) == 1 else None
+    if shipped is None or any(not local.samefile(shipped) for local in _local_configs(path)):
+        return None
+    return shipped
+
+
+def _config_suggestion(path: Path) -> str:
+    """What a missing config was probably meant to be: ' (did you mean configs/demo.yaml?)' when that file is here,
+    else the shipped configs by name (`configs/demo.yaml` outside a checkout: `--config demo`)."""
+    local = _local_configs(path)
+    if local:
+        return f" (did you mean {local[0]}?)"
+    shipped = shipped_configs()
+    if path.stem in shipped:
+        return f" (the shipped config of that name: --config {path.stem})"
+    return f" (shipped configs, by name: {', '.join(shipped)})" if shipped else ""
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None, warn=warn) -> Config:
-    """Read a YAML config (or the defaults when `path` is None), apply overrides, validate."""
+    """Read a YAML config (or the defaults when `path` is None), apply overrides, validate. A bare name that is no
+    file here (`transformer`) is the shipped config of that name."""
     raw: Any = {}
     if path is not None:
         path = Path(path)
+        if not path.exists():
+            path = _shipped_config(path) or path
         # Not `is_file()`: a pipe (`--config <(...)`) or /dev/stdin is a config too; read_yaml reports the rest.
         if not path.exists():
             raise ConfigError(f"config file not found: {path}{_config_suggestion(path)}")

@@ -32,7 +32,7 @@ def find_runs(root: Path) -> list[Run]:
         runs = [Run(Path(root))]
     if not runs:
         where = "" if Path(root).is_dir() else " (not a directory)"
-        raise NMTError(f"no runs under {root}/{where}: train one with `nmt train --config configs/demo.yaml`, or "
+        raise NMTError(f"no runs under {root}/{where}: train one with `nmt train --config demo`, or "
                        "name the folder with --root")
     return runs
 

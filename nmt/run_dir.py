@@ -207,14 +207,14 @@ class Run:
             if (run.directory / EXPORT_METADATA).is_file():
                 raise _export_is_no_run(run.directory)
             raise NMTError(f"{run.directory} is not a run directory (no config.yaml); train one with "
-                           "`nmt train --config configs/demo.yaml`")
+                           "`nmt train --config demo`")
         return run
 
     @classmethod
     def latest(cls, root: Path = DEFAULT_ROOT) -> "Run":
         candidates = [p.parent.parent for p in Path(root).glob("*/checkpoints/*.pt")]
         if not candidates:
-            raise NMTError(f"no trained run found under {root}/; train one with `nmt train --config configs/demo.yaml`")
+            raise NMTError(f"no trained run found under {root}/; train one with `nmt train --config demo`")
         newest = max(candidates, key=lambda p: max(c.stat().st_mtime for c in (p / "checkpoints").glob("*.pt")))
         return cls(newest)
 

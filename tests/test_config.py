@@ -169,5 +169,63 @@ def test_a_config_named_without_its_folder_or_suffix_is_suggested(tmp_path, monk
     for typed in ("demo", "configs/demo"):
         with pytest.raises(ConfigError, match=r"^config file not found: .*demo \(did you mean configs/demo.yaml\?\)$"):
             load_config(typed)
-    with pytest.raises(ConfigError, match=r"^config file not found: other$"):
+    with pytest.raises(ConfigError, match=r"^config file not found: other \(shipped configs, by name: .*transformer"):
         load_config("other")
+
+
+def test_a_shipped_config_is_named_by_its_name_anywhere(tmp_path, monkeypatch):
+    """Outside a checkout `--config configs/transformer.yaml` found nothing; the shipped configs go by name."""
+    from pathlib import Path
+
+    repo_configs = Path(__file__).parents[1] / "configs"
+    monkeypatch.chdir(tmp_path)
+    for name in ("transformer", "demo", "bahdanau"):
+        assert load_config(name) == load_config(repo_configs / f"{name}.yaml")
+        assert load_config(name).name == name
+    with pytest.raises(ConfigError, match=r"^config file not found: configs/demo.yaml \(the shipped config of that "
+                                          r"name: --config demo\)$"):
+        load_config("configs/demo.yaml")
+    with pytest.raises(ConfigError, match=r"^config file not found: demo.yml"):  # a suffix makes it a file
+        load_config("demo.yml")
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_configs(tmp_path):
+    """A wheel install has no configs/ beside it: the build copies them into the package (pyproject's package-dir)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    pytest.importorskip("setuptools")
+    repo = Path(__file__).parents[1]
+    source = tmp_path / "source"  # pip builds in the tree: a copy keeps build/ out of the checkout
+    for part in ("nmt", "configs"):
+        shutil.copytree(repo / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / part, source / part)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                            tmp_path / "wheel", source], capture_output=True, text=True, cwd=tmp_path)
+    assert build.returncode == 0, build.stderr
+    (wheel,) = (tmp_path / "wheel").glob("nmt-*.whl")
+    # pyproject lists the packages one by one (package-dir needs it): a new subpackage left out would be missing.
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    in_checkout = {path.relative_to(repo).as_posix() for pattern in ("nmt/**/*.py", "nmt/static/*")
+                   for path in repo.glob(pattern)}
+    assert in_checkout - shipped == set()
+    site = tmp_path / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, wheel],
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr
+    probe = ("import nmt.config as c; print(c.__file__); import json; print(json.dumps(sorted(c.shipped_configs()))); "
+             "print(c.load_config('demo').train.time_budget_s)")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(site)})
+    assert loaded.returncode == 0, loaded.stderr
+    where, names, budget = loaded.stdout.splitlines()
+    assert where.startswith(str(site))
+    assert json.loads(names) == sorted(path.stem for path in (repo / "configs").glob("*.yaml"))
+    assert float(budget) == load_config(repo / "configs" / "demo.yaml").train.time_budget_s
