@@ -19,6 +19,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
                        "train, translate, evaluate, and the commands below.")
 
+CheckpointOption = typer.Option(None, "--checkpoint", help="A checkpoint file, or one of the run's by name: best, "
+                                "last, averaged, step-N (default: averaged, else best, else last).")
 # --run-dir too: the name `nmt train` gives the same folder, so a run is named one way everywhere.
 RunOption = typer.Option(None, "--run", "--run-dir", help="Run directory (default: the newest run).")
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
@@ -163,7 +165,7 @@ def train(ctx: typer.Context,
 def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Sentences; none (or -): read stdin line "
                                                                          "by line."),
               run: Optional[Path] = RunOption,
-              checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+              checkpoint: Optional[Path] = CheckpointOption,
               beam: Optional[int] = Beam,
               attention: Optional[Path] = typer.Option(None, "--attention", help="Save the attention heatmap (PNG) "
                                                        "of the first sentence here."),
@@ -303,7 +305,7 @@ def _save_heatmap(result, path: Path) -> None:
 
 @app.command()
 def export(run: Optional[Path] = RunOption,
-           checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+           checkpoint: Optional[Path] = CheckpointOption,
            format: str = typer.Option("ctranslate2", "--format", help="Only ctranslate2 for now."),
            quantization: str = typer.Option("float32", "--quantization",
                                              help="float32, float16, bf16 (bfloat16), int8, int8_float32, "
@@ -327,7 +329,7 @@ def export(run: Optional[Path] = RunOption,
 
 @app.command()
 def serve(run: Optional[Path] = RunOption,
-          checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+          checkpoint: Optional[Path] = CheckpointOption,
           host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
           port: int = typer.Option(8000, "--port", min=1, max=65535),
           allow_host: Optional[List[str]] = typer.Option(None, "--allow-host", help="Also accept requests whose "
@@ -351,7 +353,7 @@ def serve(run: Optional[Path] = RunOption,
 
 @app.command()
 def score(run: Optional[Path] = RunOption,
-          checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+          checkpoint: Optional[Path] = CheckpointOption,
           src: Optional[Path] = typer.Option(None, "--src", help="Source sentences, one per line (with --tgt)."),
           tgt: Optional[Path] = typer.Option(None, "--tgt", help="Their translations, line by line (with --src)."),
           length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
@@ -394,7 +396,7 @@ def score(run: Optional[Path] = RunOption,
 
 @app.command()
 def evaluate(run: Optional[Path] = RunOption,
-             checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="A specific checkpoint file."),
+             checkpoint: Optional[Path] = CheckpointOption,
              split: Optional[str] = typer.Option(None, "--split", help="test or valid (of the run's prepared data; "
                                                  "default: test)."),
              src: Optional[Path] = typer.Option(None, "--src", help="Source file instead of a split."),

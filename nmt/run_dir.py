@@ -190,6 +190,15 @@ class TrainingLog:
         self._held.clear()
 
 
+def checkpoint_name(checkpoint: Path | str | None) -> str | None:
+    """`--checkpoint last` (best, averaged, step-1000): a bare name, no file here, names RUN/checkpoints/NAME.pt of
+    the run given (or the newest); anything else is a checkpoint file. None when it is a file."""
+    if checkpoint is None:
+        return None
+    path = Path(checkpoint)
+    return path.name if not path.suffix and len(path.parts) == 1 and not path.exists() else None
+
+
 @dataclass(frozen=True)
 class Run:
     directory: Path
@@ -377,8 +386,8 @@ class Run:
     @classmethod
     def of_checkpoint(cls, directory: Path | None, checkpoint: Path | None) -> "Run":
         """The run to translate with: `directory`, else the one a checkpoint file sits in (RUN/checkpoints/X.pt),
-        else the newest (see `open`)."""
-        if directory is None and checkpoint is not None:
+        else the newest (see `open`; a checkpoint by name is one of that run's)."""
+        if directory is None and checkpoint is not None and checkpoint_name(checkpoint) is None:
             folder = Path(checkpoint).parent
             if (folder / EXPORT_METADATA).is_file():  # a file of an export: model.bin, say
                 raise _export_is_no_run(folder)
@@ -394,6 +403,12 @@ class Run:
         """The checkpoint to translate with and its kind (None for an explicit file): `checkpoint`, else averaged,
         best, then last; a one-line error if there is none. Reads no checkpoint (and imports no torch)."""
         if checkpoint is not None:
+            name = checkpoint_name(checkpoint)
+            if name is not None:
+                checkpoint = self.checkpoint_dir / f"{name}.pt"
+                if not checkpoint.is_file():
+                    saved = ", ".join(sorted(path.stem for path in self.checkpoint_dir.glob("*.pt"))) or "none"
+                    raise NMTError(f"{self.directory} has no checkpoint named {name} (it has: {saved})")
             if not Path(checkpoint).is_file():
                 raise NMTError(f"checkpoint not found: {checkpoint}")
             return Path(checkpoint), None

@@ -1,6 +1,7 @@
 """The run directory: layout, checkpoint loading errors, metrics log, lock, and runs written by older versions."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,33 @@ def test_paths_and_default_root(tmp_path):
     run = Run(tmp_path)
     assert run.checkpoint_path("best") == tmp_path / "checkpoints" / "best.pt"
     assert run.metrics.path == tmp_path / "metrics.jsonl" and run.eval_dir == tmp_path / "eval"
+
+
+def test_a_checkpoint_is_named_by_its_name_within_the_run(tmp_path, monkeypatch):
+    """`--checkpoint last` was "checkpoint not found: last": a bare name is one of the run's checkpoints."""
+    root = tmp_path / "runs"
+    for name, saved in (("older", ("best", "last")), ("newer", ("best", "last", "step-200"))):
+        run = Run(root / name)
+        run.checkpoint_dir.mkdir(parents=True)
+        run.config_path.write_text("name: x\n")
+        for stem in saved:
+            (run.checkpoint_dir / f"{stem}.pt").write_bytes(b"weights")
+    older, newer = Run(root / "older"), Run(root / "newer")
+    monkeypatch.chdir(tmp_path)
+    assert older.find_checkpoint(Path("last")) == (older.checkpoint_dir / "last.pt", None)
+    assert newer.find_checkpoint(Path("step-200")) == (newer.checkpoint_dir / "step-200.pt", None)
+    assert Run.of_checkpoint(older.directory, Path("last")) == older  # the named run, not a file "last" here
+    for run, when in ((older, 1_000_000), (newer, 2_000_000)):
+        for path in run.checkpoint_dir.glob("*.pt"):
+            os.utime(path, (when, when))
+    assert Run.of_checkpoint(None, Path("best")).directory.resolve() == newer.directory  # no --run: the newest
+    with pytest.raises(NMTError, match=r"older has no checkpoint named step-200 \(it has: best, last\)$"):
+        older.find_checkpoint(Path("step-200"))
+    # A file of that name here is a file (and not in a run's checkpoints/ folder).
+    Path("last").write_bytes(b"weights")
+    with pytest.raises(NMTError, match="is not in a run's checkpoints/ folder"):
+        Run.of_checkpoint(None, Path("last"))
+    assert older.find_checkpoint(Path("last")) == (Path("last"), None)
 
 
 @pytest.mark.parametrize("content,message", [
