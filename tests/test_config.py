@@ -187,6 +187,8 @@ def test_a_shipped_config_is_named_by_its_name_anywhere(tmp_path, monkeypatch):
         load_config("configs/demo.yaml")
     with pytest.raises(ConfigError, match=r"^config file not found: demo.yml"):  # a suffix makes it a file
         load_config("demo.yml")
+    monkeypatch.chdir(repo_configs.parent)  # in the checkout configs/demo.yaml is the shipped file itself
+    assert load_config("demo") == load_config(repo_configs / "demo.yaml")
 
 
 @pytest.mark.slow
