@@ -20,7 +20,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "train, translate, evaluate, and the commands below.")
 
 CheckpointOption = typer.Option(None, "--checkpoint", help="A checkpoint file, or one of the run's by name: best, "
-                                "last, averaged, step-N (default: averaged, else best, else last).")
+                                "last, averaged, step-0001000 (default: averaged, else best, else last).")
 # --run-dir too: the name `nmt train` gives the same folder, so a run is named one way everywhere.
 RunOption = typer.Option(None, "--run", "--run-dir", help="Run directory (default: the newest run).")
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")

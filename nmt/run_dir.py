@@ -191,7 +191,7 @@ class TrainingLog:
 
 
 def checkpoint_name(checkpoint: Path | str | None) -> str | None:
-    """`--checkpoint last` (best, averaged, step-1000): a bare name, no file here, names RUN/checkpoints/NAME.pt of
+    """`--checkpoint last` (best, averaged, step-0001000): a bare name, no file here, names RUN/checkpoints/NAME.pt of
     the run given (or the newest); anything else is a checkpoint file. None when it is a file."""
     if checkpoint is None:
         return None
