@@ -110,6 +110,7 @@ class CTranslate2Engine:
     """An export directory as an engine: the same normalization, SentencePiece and length limits as `Translator`."""
 
     name = "ctranslate2"
+    checkpoint_label = None  # an export is one checkpoint: its reports are named by the engine
     has_attention = False
     attention_layers_heads = (0, 0)
 

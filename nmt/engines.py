@@ -28,6 +28,7 @@ class Engine(Protocol):
     decode: DecodeConfig
     has_attention: bool
     attention_layers_heads: tuple[int, int]
+    checkpoint_label: str | None  # names reports of a checkpoint other than the run's default (e.g. "last")
     trained_on: Path | None  # where the model's training data was prepared (evaluate falls back to it), if known
     normalizer: Normalizer  # the run's, applied to sources (and, at preparation, to the references of its splits)
     tokenizers: Tokenizers  # the run's SentencePiece model(s)

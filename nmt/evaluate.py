@@ -136,14 +136,16 @@ def check_writable(out_dir: Path) -> Path:
 
 
 def report_name(test_set: EvaluationSet, engine: Engine) -> str:
-    """`<label>[.<engine>][.ensemble<N>].beam<N>` (`.sampled` when the decode settings sample): what the hypotheses
-    and the report of one evaluation are called (the engine is named unless it is nmt's own, so that an export's
-    scores sit beside the run's; an ensemble of N models is named too)."""
+    """`<label>[.<checkpoint>][.<engine>][.ensemble<N>].beam<N>` (`.sampled` when the decode settings sample): what
+    the hypotheses and the report of one evaluation are called (the engine is named unless it is nmt's own, so that
+    an export's scores sit beside the run's; so is a checkpoint other than the run's default, and an ensemble of N
+    models)."""
+    checkpoint_part = f".{engine.checkpoint_label}" if engine.checkpoint_label else ""
     engine_part = f".{engine.name}" if engine.name != "nmt" else ""
     members = engine.describe().get("ensemble")
     ensemble_part = f".ensemble{len(members)}" if members else ""
     search = "sampled" if engine.decode.samples else f"beam{engine.decode.beam_size}"
-    return f"{test_set.label}{engine_part}{ensemble_part}.{search}"
+    return f"{test_set.label}{checkpoint_part}{engine_part}{ensemble_part}.{search}"
 
 
 def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:

@@ -100,6 +100,19 @@ class Translator:
         return self.run.prepared_data() if self.run else None
 
     @property
+    def checkpoint_label(self) -> str | None:
+        """The checkpoint's name when it is not the one its run translates with by default (`nmt evaluate
+        --checkpoint last`), else None: a report of another checkpoint then sits beside the default's."""
+        if self.run is None or self.checkpoint is None:
+            return None
+        try:
+            default, _ = self.run.find_checkpoint()
+        except NMTError:
+            default = None
+        return None if default is not None and default.resolve() == Path(self.checkpoint).resolve() \
+            else Path(self.checkpoint).stem
+
+    @property
     def has_attention(self) -> bool:
         return self.model.has_attention
 

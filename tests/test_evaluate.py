@@ -113,3 +113,23 @@ def test_a_sampled_evaluation_is_named_and_described_as_such(toy_transformer_run
                          tmp_path)
     assert report["label"] == "probe.sampled" and (tmp_path / "probe.sampled.report.json").is_file()
     assert "sampled: top-k 0, top-p 1.0, temperature 1.0, seed 3" in ev.format_report(report)
+
+
+def test_another_checkpoint_s_evaluation_sits_beside_the_default_s(toy_transformer_run, tmp_path):
+    """`nmt evaluate --checkpoint last` wrote test.beam5.report.json over the default checkpoint's report."""
+    from pathlib import Path
+
+    test_set = ev.EvaluationSet(["I have two cats.", "Go."], [["J'ai deux chats."], ["Va !"]], "probe", "a test")
+    default = Translator.from_run(toy_transformer_run, device="cpu")
+    assert default.checkpoint_label is None
+    beam = default.decode.beam_size
+    ev.evaluate(default, test_set, tmp_path)
+    named = {}
+    for given in ("best", "last"):
+        engine = Translator.from_run(toy_transformer_run, checkpoint=Path(given), device="cpu")
+        named[given] = engine.checkpoint_label
+        ev.evaluate(engine, test_set, tmp_path)
+    # The default is best.pt (no averaged.pt): naming it is the default's own report; last.pt gets its own.
+    assert default.checkpoint.name == "best.pt" and named == {"best": None, "last": "last"}
+    assert sorted(path.name for path in tmp_path.glob("*.report.json")) == [
+        f"probe.beam{beam}.report.json", f"probe.last.beam{beam}.report.json"]
