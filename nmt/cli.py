@@ -34,9 +34,9 @@ NoRepeat = typer.Option(None, "--no-repeat-ngram", min=0, max=64,
                         help="Never repeat an n-gram of pieces in an output (0: off); default: the run's config.")
 Beam = typer.Option(None, "--beam", min=1, max=256, help="Beam size (default: the run's config; 1 = greedy).")
 Device = typer.Option("auto", "--device", help="auto, cpu or cuda.")
-Engine = typer.Option("nmt", "--engine", help="nmt (the run's checkpoint) or ctranslate2 (an `nmt export` "
-                      "directory given with --model).")
-ModelDir = typer.Option(None, "--model", help="CTranslate2 export directory (with --engine ctranslate2).")
+Engine = typer.Option(None, "--engine", help="nmt (the run's checkpoint) or ctranslate2 (an `nmt export` "
+                      "directory given with --model); default: ctranslate2 with --model, else nmt.")
+ModelDir = typer.Option(None, "--model", help="CTranslate2 export directory (`nmt export`; the ctranslate2 engine).")
 EnsembleMembers = typer.Option(None, "--ensemble", help="Another run directory or checkpoint that decodes with "
                                "--run (repeatable): the models' probabilities are averaged at every step. They "
                                "must share the tokenizer (runs trained on the same prepared data).")
@@ -176,7 +176,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                                  "the default: the last)."),
               attention_head: Optional[int] = typer.Option(None, "--attention-head", min=0,
                                                            help="Transformer: one head (default: mean over heads)."),
-              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
+              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: Optional[str] = Engine,
               model: Optional[Path] = ModelDir, no_repeat_ngram: Optional[int] = NoRepeat,
               ensemble: Optional[List[Path]] = EnsembleMembers,
               sets: Optional[List[str]] = DecodeSets,
@@ -222,7 +222,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         # Only where the command line fixes both the beam and whether to sample: else the run's config has a say.
         check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
                                                sampling_topk=overrides["sampling_topk"]))
-    _check_run_first(engine, run, checkpoint, model)
+    engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import n_best_lines, open_engine, translate_stream
     from nmt.models.base import AttentionChoice
 
@@ -278,13 +278,17 @@ def _decode_settings(sets: Optional[List[str]], named: dict) -> dict:
     return {**settings, **{key: value for key, value in named.items() if value is not None}}
 
 
-def _check_run_first(engine: str, run: Optional[Path], checkpoint: Optional[Path], model: Optional[Path]) -> None:
-    """Refuse a missing run or checkpoint (the one named, or none trained yet) before the engines import torch
-    (~2 s); the engine finds them again to load them. Other mixes of options are the engine's to judge."""
+def _check_run_first(engine: Optional[str], run: Optional[Path], checkpoint: Optional[Path],
+                     model: Optional[Path]) -> str:
+    """The engine to open (unnamed: ctranslate2 for an export given by --model, else nmt), after refusing a missing
+    run or checkpoint (the one named, or none trained yet) before the engines import torch (~2 s); the engine finds
+    them again to load them. Other mixes of options are the engine's to judge."""
+    engine = engine or ("ctranslate2" if model is not None else "nmt")
     if engine == "nmt" and model is None:
         from nmt.run_dir import Run
 
         Run.of_checkpoint(run, checkpoint).find_checkpoint(checkpoint)
+    return engine
 
 
 def _argument_text(argument: str) -> str:
@@ -335,13 +339,13 @@ def serve(run: Optional[Path] = RunOption,
           allow_host: Optional[List[str]] = typer.Option(None, "--allow-host", help="Also accept requests whose "
                                                          "Host header names this host (repeatable); on loopback "
                                                          "only localhost names are accepted otherwise."),
-          device: str = Device, engine: str = Engine, model: Optional[Path] = ModelDir,
+          device: str = Device, engine: Optional[str] = Engine, model: Optional[Path] = ModelDir,
           ensemble: Optional[List[Path]] = EnsembleMembers, sets: Optional[List[str]] = DecodeSets) -> None:
     """Serve a translation API and a page that shows the attention (FastAPI + uvicorn).
 
     Example: nmt serve --run runs/demo --port 8000   then open http://127.0.0.1:8000/
     """
-    _check_run_first(engine, run, checkpoint, model)
+    engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
     from nmt.serve import check_bind_address, run_server
 
@@ -356,7 +360,7 @@ def score(run: Optional[Path] = RunOption,
           checkpoint: Optional[Path] = CheckpointOption,
           src: Optional[Path] = typer.Option(None, "--src", help="Source sentences, one per line (with --tgt)."),
           tgt: Optional[Path] = typer.Option(None, "--tgt", help="Their translations, line by line (with --src)."),
-          length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
+          length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: Optional[str] = Engine,
           model: Optional[Path] = ModelDir, ensemble: Optional[List[Path]] = EnsembleMembers,
           sets: Optional[List[str]] = DecodeSets) -> None:
     """Score given translations: the model's log-probability of each target given its source, without search.
@@ -376,7 +380,7 @@ def score(run: Optional[Path] = RunOption,
         if len(sources) != len(targets):
             raise NMTError(f"{src} has {len(sources):,} lines but {tgt} has {len(targets):,}: score takes pairs")
         pairs = zip(sources, targets)
-    _check_run_first(engine, run, checkpoint, model)
+    engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
     from nmt.scoring import Totals, pairs_of_lines, score_line, score_stream
 
@@ -405,7 +409,7 @@ def evaluate(run: Optional[Path] = RunOption,
              compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
                                                           "table with paired bootstrap against the first (--run, "
                                                           "when given)."),
-             length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: str = Engine,
+             length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: Optional[str] = Engine,
              model: Optional[Path] = ModelDir, data_dir: Path = DataDir, no_repeat_ngram: Optional[int] = NoRepeat,
              ensemble: Optional[List[Path]] = EnsembleMembers, sets: Optional[List[str]] = DecodeSets,
              out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
@@ -424,7 +428,7 @@ def evaluate(run: Optional[Path] = RunOption,
     if compare:
         compared = _runs_to_compare(run, compare, checkpoint, engine, model, out_dir, ensemble)
     else:
-        _check_run_first(engine, run, checkpoint, model)
+        engine = _check_run_first(engine, run, checkpoint, model)
     from nmt import evaluate as ev
     from nmt.engines import open_engine
 
@@ -451,12 +455,12 @@ def _check_one_stdin(*files: Optional[Path]) -> None:
         raise NMTError("- (stdin) is given for more than one file: stdin can be read once; name a file for the others")
 
 
-def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optional[Path], engine: str,
+def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optional[Path], engine: Optional[str],
                      model: Optional[Path], out_dir: Optional[Path], ensemble: Optional[List[Path]]) -> List[Path]:
     """`--run` (the baseline, when given) then every `--compare` run, each checked before torch is imported."""
     given = [name for name, value in (("--checkpoint", checkpoint), ("--model", model), ("--out-dir", out_dir),
                                       ("--ensemble", ensemble or None)) if value is not None] + \
-        (["--engine"] if engine != "nmt" else [])
+        (["--engine"] if engine not in (None, "nmt") else [])
     if given:
         raise NMTError(f"--compare takes run directories (each scored with the checkpoint it would be alone) and "
                        f"writes no files: {', '.join(given)} does not apply")

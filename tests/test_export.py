@@ -204,6 +204,15 @@ def test_cli_export_and_translate_with_the_engine(toy_transformer_run, tmp_path)
     # CTranslate2 gives no attention: said as such (it was "the seq2seq model has no attention"), nothing written
     assert "warning: no attention to show: the CTranslate2 engine returns none" in translated.stderr
     assert "seq2seq" not in translated.stderr and not heat.exists()
+    # --model names an export, so it names the engine too ("--model is for --engine ctranslate2" before);
+    # an explicit --engine nmt beside it is still refused.
+    alone = nmt("translate", "--model", out, "I have two cats.")
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout == nmt("translate", "--engine", "ctranslate2", "--model", out, "I have two cats.").stdout
+    scored = nmt("score", "--model", out, input="I have two cats.\tJ'ai deux chats.\n")
+    assert scored.returncode == 0 and len(scored.stdout.splitlines()) == 1, scored.stderr
+    mixed = nmt("translate", "--engine", "nmt", "--model", out, "I have two cats.")
+    assert mixed.returncode == 2 and "--model is for --engine ctranslate2" in mixed.stderr
 
 
 def test_rnn_runs_cannot_be_exported(tmp_path, toy_data_dir):
