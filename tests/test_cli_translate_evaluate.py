@@ -300,8 +300,9 @@ def test_an_ensemble_translates_evaluates_and_scores_through_every_command(twin_
         result = nmt("evaluate", "--checkpoint", last, *args, "--split", "valid", "--beam", "1",
                      data_dir=real_data_dir)
         assert result.returncode == 0, result.stderr
-    single = json.loads((twin_run / "eval" / "valid.beam1.report.json").read_text())
-    ensemble = json.loads((twin_run / "eval" / "valid.ensemble2.beam1.report.json").read_text())
+    # last.pt is not the run's default (best.pt): its reports are named for it.
+    single = json.loads((twin_run / "eval" / "valid.last.beam1.report.json").read_text())
+    ensemble = json.loads((twin_run / "eval" / "valid.last.ensemble2.beam1.report.json").read_text())
     assert ensemble["ensemble"] == [str(last), str(twin)] and "ensemble" not in single
     assert ensemble["chrf"] == pytest.approx(single["chrf"], abs=0.05)
 
