@@ -107,10 +107,9 @@ class Translator:
             return None
         try:
             default, _ = self.run.find_checkpoint()
-        except NMTError:
-            default = None
-        return None if default is not None and default.resolve() == Path(self.checkpoint).resolve() \
-            else Path(self.checkpoint).stem
+        except NMTError:  # the run has no checkpoint of its own to be the default
+            return Path(self.checkpoint).stem
+        return None if default.resolve() == Path(self.checkpoint).resolve() else Path(self.checkpoint).stem
 
     @property
     def has_attention(self) -> bool:
