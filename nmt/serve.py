@@ -374,7 +374,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         beam: int | None = Field(default=None, ge=1, le=limits.max_beam)
         n_best: int = Field(default=1, ge=1, le=limits.max_beam)  # at most the beam
         attention: bool = False
-        layer: int = -1
+        layer: int | None = None  # null: the last layer; only beside "attention": true, like `nmt translate`'s
         head: int | None = Field(default=None, ge=0)
         # The start of each translation, in the target language (null: none): the model continues it.
         prefixes: list[str | None] | None = Field(default=None, max_length=limits.max_sentences)
@@ -432,9 +432,13 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
                                                             f"{limits.max_chars} characters")
             if any("\n" in s or "\r" in s for s in texts):
                 raise HTTPException(status_code=422, detail=f"one {what} per list item: no line breaks inside")
+        if not request.attention and (request.layer is not None or request.head is not None):
+            # Else the layer or head would be ignored and the answer hold no attention: the client meant to ask for it.
+            raise HTTPException(status_code=422, detail='"layer" and "head" choose which attention "attention": '
+                                                        'true returns: add it')
         choice = None
         if request.attention and engine.has_attention:
-            choice = AttentionChoice(request.layer, request.head)
+            choice = AttentionChoice(-1 if request.layer is None else request.layer, request.head)
             engine.check_attention_choice(choice)  # NMTError → 400
         # A prefix the model cannot hold is the request's own fault, named by its place in it (NMTError → 400) before
         # it is queued: in a batch it would fail the batch, which then decodes every other request again alone.
@@ -459,7 +463,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             return Response(status_code=499)  # nginx's "client closed request": for the logs, nobody reads it
         return {"translations": [_as_json(r, choice is not None, request.n_best > 1) for r in results],
                 "beam": decode.beam_size,
-                "attention_layer": request.layer if choice else None, "attention_head": request.head}
+                "attention_layer": choice.layer if choice else None, "attention_head": choice.head if choice else None}
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> str:

@@ -139,6 +139,8 @@ def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
     ({"sentences": ["hi"], "beam": 99}, 422, "less than or equal to 16"),
     ({"sentences": ["hi"], "attention": True, "layer": 7}, 400, "attention layer(s)"),
     ({"sentences": ["hi"], "attention": True, "head": 5}, 400, "attention layer(s)"),
+    ({"sentences": ["hi"], "layer": 0}, 422, "which attention"),  # not ignored
+    ({"sentences": ["hi"], "attention": False, "head": 0}, 422, "which attention"),
     ({"sentences": "hi"}, 422, "list"),
     ({"sentences": [3]}, 422, "string"),
     ({"sentences": ["hi"], "beam_size": 1}, 422, "Extra inputs are not permitted"),  # a typo is not ignored
