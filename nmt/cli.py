@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import sys
@@ -248,11 +247,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                  n_best=n_best or 1,
                                                  prefixes=[given_prefix] * len(texts) if given_prefix else None)
     else:
-        # Undecodable bytes become U+FFFD rather than ending the stream, and only \n ends a line (a lone \r is
-        # text, as in `cut` or `wc -l`): one output line per input line, always.
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        results = translate_stream(translator, stdin, chunk_size=1 if sys.stdin.isatty() else None,
+        results = translate_stream(translator, _stdin_lines(), chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
                                    attention=choice if want_attention else None)
     for index, result in enumerate(results):
@@ -289,6 +285,22 @@ def _check_run_first(engine: Optional[str], run: Optional[Path], checkpoint: Opt
 
         Run.of_checkpoint(run, checkpoint).find_checkpoint(checkpoint)
     return engine
+
+
+def _stdin_lines() -> Iterable[str]:
+    """stdin's lines as text, each with its line feed; only \n ends a line (a lone \r is text, as in `cut` or
+    `wc -l`). A line that is not UTF-8 is read with U+FFFD for its bad bytes rather than ending the stream (one
+    output line per input line, always), and a warning names it: garbled input is not translated in silence."""
+    from nmt.errors import RepeatedWarning
+
+    not_utf8 = RepeatedWarning(warn, "non-UTF-8 line")
+    for number, raw in enumerate(sys.stdin.buffer, 1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            not_utf8(f"stdin line {number} is not UTF-8 (byte {err.start}): its bad bytes are read as U+FFFD")
+            yield raw.decode("utf-8", errors="replace")
+    not_utf8.summarize()
 
 
 def _argument_text(argument: str) -> str:
@@ -388,8 +400,7 @@ def score(run: Optional[Path] = RunOption,
     settings = {**_decode_settings(sets, {"length_penalty": length_penalty}), "patient_stop": False}
     scorer = open_engine(engine, run, checkpoint, model, device, settings, warn=warn, ensemble=ensemble or [])
     if pairs is None:
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
-        pairs = pairs_of_lines(stdin)
+        pairs = pairs_of_lines(_stdin_lines())
     totals = Totals()
     for scored in score_stream(scorer, pairs):
         totals.add(scored)

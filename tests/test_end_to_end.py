@@ -185,6 +185,12 @@ def test_invalid_utf8_on_stdin_keeps_every_line(tmp_path, toy_data_dir):
                  text=False)
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.decode().split("\n")[:-1]) == 4
+    # ... and says which line it could not read, rather than translating garbled input in silence
+    assert result.stderr.decode().splitlines() == [
+        "warning: stdin line 2 is not UTF-8 (byte 3): its bad bytes are read as U+FFFD"]
+    scored = nmt("score", "--run", run, input=b"caf\xe9 .\tun caf\xe9 .\nhello .\tbonjour .\n", text=False)
+    assert scored.returncode == 0 and len(scored.stdout.splitlines()) == 2, scored.stderr
+    assert b"warning: stdin line 1 is not UTF-8 (byte 3)" in scored.stderr
 
 
 def test_second_training_on_the_same_run_is_refused(tmp_path, toy_data_dir):
