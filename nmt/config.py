@@ -300,6 +300,8 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
+
 # Settings added after the first release, with the value that release always used: they enter the fingerprint only
 # when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
@@ -457,6 +459,11 @@ def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
 
 
 def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
+    # A setting written outside its section (`--set lr=1e-3`, `train.beam_size: 5`) is named where it lives.
+    home = [section for section, cls in _SECTIONS.items()
+            if section != path and key in {f.name for f in dataclasses.fields(cls)}]
+    if home and path in ("", *_SECTIONS):
+        return f"unknown key {full}; did you mean {home[0]}.{key}?"
     close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
     if close:
         return f"unknown key {full}; did you mean {path + '.' if path else ''}{close[0]}?"
@@ -528,13 +535,25 @@ def decode_overrides(items: list[str]) -> dict:
     """`--set decode.KEY=VALUE` items of the commands that decode, as {field: value}, each checked as a config file's
     would be; any other section is refused (the model and the data were fixed by training)."""
     raw = apply_overrides({}, items)
+    decode_keys = {f.name for f in dataclasses.fields(DecodeConfig)}
     others = sorted(set(raw) - {"decode"})
     if others:
-        raise ConfigError(f"--set {others[0]}.…: only decode settings apply here (--set decode.KEY=VALUE, e.g. "
-                          f"decode.batch_size=50); the {others[0]} section was fixed by training")
+        other = others[0]
+        if other in decode_keys:
+            raise ConfigError(f"--set {other}=…: a decode setting takes its section: --set decode.{other}=…")
+        if other not in _SECTIONS:
+            raise ConfigError(f"--set {other}…: no such setting; only decode settings apply here "
+                              f"(--set decode.KEY=VALUE, e.g. decode.batch_size=50)")
+        raise ConfigError(f"--set {other}.…: only decode settings apply here (--set decode.KEY=VALUE, e.g. "
+                          f"decode.batch_size=50); the {other} section was fixed by training")
     given = raw.get("decode", {})
     if not isinstance(given, dict):
         raise ConfigError("--set decode=…: name a setting, e.g. --set decode.batch_size=50")
+    for key in given:
+        home = [section for section, cls in _SECTIONS.items() if key in {f.name for f in dataclasses.fields(cls)}]
+        if key not in decode_keys and home:
+            raise ConfigError(f"--set decode.{key}: {key} is a {home[0]} setting, fixed by training; only decode "
+                              f"settings apply here")
     checked = from_dict(given, DecodeConfig, "decode")
     return {key: getattr(checked, key) for key in given}
 

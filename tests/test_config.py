@@ -25,6 +25,34 @@ def test_unknown_key_suggests_closest(tmp_path):
         load_config(write(tmp_path, "model:\n  hiden_size: 3\n"))
 
 
+@pytest.mark.parametrize("overrides,message", [
+    (["lr=1e-3"], "unknown key lr; did you mean train.lr?"),  # a setting outside its section
+    (["train.beam_size=5"], "unknown key train.beam_size; did you mean decode.beam_size?"),  # in another one
+    (["model.max_steps=5"], "unknown key model.max_steps; did you mean train.max_steps?"),
+    (["foo=1"], "unknown key foo; valid keys: name, data, model, train, decode"),
+])
+def test_a_setting_in_the_wrong_section_is_named_where_it_lives(overrides, message):
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, overrides)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("item,message", [
+    ("beam_size=3", "--set beam_size=…: a decode setting takes its section: --set decode.beam_size=…"),
+    ("decode.lr=1", "--set decode.lr: lr is a train setting, fixed by training; only decode settings apply here"),
+    ("train.lr=1", "the train section was fixed by training"),
+    ("foo.bar=1", "--set foo…: no such setting; only decode settings apply here"),
+    ("decode.beem=1", "unknown key decode.beem; valid keys: beam_size"),
+])
+def test_decode_overrides_say_what_a_misplaced_setting_is(item, message):
+    from nmt.config import decode_overrides
+
+    with pytest.raises(ConfigError) as refused:
+        decode_overrides([item])
+    assert message in str(refused.value)
+    assert decode_overrides(["decode.beam_size=3"]) == {"beam_size": 3}
+
+
 def test_config_from_a_pipe_and_a_directory_refused(tmp_path):
     """`--config <(...)` hands over a pipe, not a regular file: it is read; a directory is named as one."""
     import os
