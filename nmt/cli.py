@@ -514,7 +514,8 @@ def average(run: Optional[Path] = RunOption,
             raise
         typer.echo(f"note: nothing averaged: {err}")
         return
-    typer.echo(f"averaged {len(inputs)} checkpoints ({inputs[0].name} … {inputs[-1].name}) into {path}")
+    fewer = f" (the run keeps {len(inputs)} of the {last} asked for)" if len(inputs) < last else ""
+    typer.echo(f"averaged {len(inputs)} checkpoints ({inputs[0].name} … {inputs[-1].name}) into {path}{fewer}")
 
 
 @app.command()

@@ -252,8 +252,11 @@ def test_keep_last_and_average(tmp_path, toy_data_dir):
     inputs = [run.load(p)["model"] for p in run.step_checkpoints()]
     for key in averaged:
         torch.testing.assert_close(averaged[key], sum(w[key] for w in inputs) / 3)
+    assert "(the run keeps" not in result.stdout
     translated = nmt("translate", "--run", run.directory, "I have two cats.")
     assert translated.returncode == 0 and len(translated.stdout.splitlines()) == 1, translated.stderr
+    fewer = nmt("average", "--run", run.directory, "--last", "5")  # asked for more than the run keeps: it says so
+    assert fewer.returncode == 0 and "(the run keeps 3 of the 5 asked for)" in fewer.stdout, fewer.stderr
     cfg = toy_config(tmp_path, train={"max_steps": 4})
     train(cfg, tmp_path / "plain", toy_data_dir, log=lambda *_: None)
     too_few = nmt("average", "--run", tmp_path / "plain")
