@@ -504,15 +504,17 @@ class Trainer:
                 pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
                 if self.background is not None and self.background.ready():  # recorded at once, acted on below
                     self.take_validation(self.background.take(), waited_s=0.0)
-                evaluate = p.step % cfg.eval_every == 0 or p.step == cfg.max_steps or out_of_time
-                save = (p.step % cfg.save_every == 0 or p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
-                        or interrupted or out_of_time)
+                # The last update, by steps or by epochs, is validated and saved like a time budget's last: the
+                # weights a run ends with have their dev BLEU, and best.pt has seen them.
+                last_update = p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
+                evaluate = p.step % cfg.eval_every == 0 or last_update or out_of_time
+                save = p.step % cfg.save_every == 0 or last_update or interrupted or out_of_time
                 if evaluate or save:
                     self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
                     self.wait_for_validation()
                 if evaluate:  # decoding starts from a trimmed heap and meets shapes of its own
                     self.trim_heap(force=True)
-                    p.finished = self.evaluate_and_maybe_stop(final=p.step >= cfg.max_steps or out_of_time)
+                    p.finished = self.evaluate_and_maybe_stop(final=last_update or out_of_time)
                     self.trim_heap(force=True)
                 if save or p.finished:
                     saving, previous_write_s = time.perf_counter(), self.writer.last_seconds

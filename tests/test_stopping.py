@@ -39,6 +39,11 @@ def test_the_step_and_epoch_limits_are_named_and_kept_in_the_runs_log(tmp_path, 
     progress, said = _train(tmp_path / "epochs", toy_data_dir, max_epochs=1, max_steps=1000, eval_every=1000)
     assert 0 < progress.step < 1000 and progress.epoch == 1
     assert said[-2] == f"train.max_epochs 1 reached at step {progress.step}"
+    # The last update is validated, as when max_steps ends training: before, a run ended by its epochs had no dev
+    # BLEU for the weights it ended with (none at all when eval_every was not reached) and no best.pt.
+    assert said[-1] == "done at step {}, best dev BLEU 0.00".format(progress.step)
+    run = tmp_path / "epochs" / "run"
+    assert (run / "checkpoints" / "best.pt").exists()
     # What training said is in RUN/train.log, one timestamped line each.
     logged = (tmp_path / "epochs" / "run" / "train.log").read_text().splitlines()
     assert [line[20:] for line in logged[-2:]] == said[-2:] and logged[0][:4].isdigit()
