@@ -12,7 +12,7 @@ from typing import Iterable, List, Optional
 import typer
 
 from nmt.atomic import unwritable_reason
-from nmt.errors import NMTError, warn
+from nmt.errors import NMTError, RepeatedWarning, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
@@ -291,8 +291,6 @@ def _stdin_lines() -> Iterable[str]:
     """stdin's lines as text, each with its line feed; only \n ends a line (a lone \r is text, as in `cut` or
     `wc -l`). A line that is not UTF-8 is read with U+FFFD for its bad bytes rather than ending the stream (one
     output line per input line, always), and a warning names it: garbled input is not translated in silence."""
-    from nmt.errors import RepeatedWarning
-
     not_utf8 = RepeatedWarning(warn, "non-UTF-8 line")
     for number, raw in enumerate(sys.stdin.buffer, 1):
         try:

@@ -307,6 +307,7 @@ def _sections_holding(key: str) -> list[str]:
     """The config sections that have a setting of this name (`lr` → ["train"])."""
     return [section for section, cls in _SECTIONS.items() if key in {f.name for f in dataclasses.fields(cls)}]
 
+
 # Settings added after the first release, with the value that release always used: they enter the fingerprint only
 # when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
@@ -466,7 +467,7 @@ def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
 def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
     # A setting written outside its section (`--set lr=1e-3`, `train.beam_size: 5`) is named where it lives.
     home = [section for section in _sections_holding(key) if section != path]
-    if home and path in ("", *_SECTIONS):
+    if home:
         return f"unknown key {full}; did you mean {home[0]}.{key}?"
     close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
     if close:
@@ -539,11 +540,10 @@ def decode_overrides(items: list[str]) -> dict:
     """`--set decode.KEY=VALUE` items of the commands that decode, as {field: value}, each checked as a config file's
     would be; any other section is refused (the model and the data were fixed by training)."""
     raw = apply_overrides({}, items)
-    decode_keys = {f.name for f in dataclasses.fields(DecodeConfig)}
     others = sorted(set(raw) - {"decode"})
     if others:
         other = others[0]
-        if other in decode_keys:
+        if "decode" in _sections_holding(other):
             raise ConfigError(f"--set {other}=…: a decode setting takes its section: --set decode.{other}=…")
         if other not in _SECTIONS:
             raise ConfigError(f"--set {other}…: no such setting; only decode settings apply here "
@@ -555,7 +555,7 @@ def decode_overrides(items: list[str]) -> dict:
         raise ConfigError("--set decode=…: name a setting, e.g. --set decode.batch_size=50")
     for key in given:
         home = _sections_holding(key)
-        if key not in decode_keys and home:
+        if home and "decode" not in home:
             raise ConfigError(f"--set decode.{key}: {key} is a {home[0]} setting, fixed by training; only decode "
                               f"settings apply here")
     checked = from_dict(given, DecodeConfig, "decode")
