@@ -41,11 +41,11 @@ def test_the_step_and_epoch_limits_are_named_and_kept_in_the_runs_log(tmp_path, 
     assert said[-2] == f"train.max_epochs 1 reached at step {progress.step}"
     # The last update is validated, as when max_steps ends training: before, a run ended by its epochs had no dev
     # BLEU for the weights it ended with (none at all when eval_every was not reached) and no best.pt.
-    assert said[-1] == "done at step {}, best dev BLEU 0.00".format(progress.step)
+    assert said[-1] == f"done at step {progress.step}, best dev BLEU 0.00"
     run = tmp_path / "epochs" / "run"
     assert (run / "checkpoints" / "best.pt").exists()
     # What training said is in RUN/train.log, one timestamped line each.
-    logged = (tmp_path / "epochs" / "run" / "train.log").read_text().splitlines()
+    logged = (run / "train.log").read_text().splitlines()
     assert [line[20:] for line in logged[-2:]] == said[-2:] and logged[0][:4].isdigit()
     (tmp_path / "bad").mkdir()
     with pytest.raises(NMTError, match="train.pack_length 2 is shorter"):  # refused before training: no trace left
