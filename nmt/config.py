@@ -475,6 +475,18 @@ def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
     return f"unknown key {full}; valid keys: {', '.join(fields)}"
 
 
+def _as_number(value: Any) -> float | None:
+    """The number a YAML value spells, or None; PyYAML reads "3e-4" as a string (YAML 1.1), so numeric strings count."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
 def _coerce(value: Any, typ: Any, path: str) -> Any:
     args = typing.get_args(typ)
     if type(None) in args:  # `X | None`: null means "the default of the context"
@@ -489,16 +501,12 @@ def _coerce(value: Any, typ: Any, path: str) -> Any:
     elif typ is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        # "max_steps: 1e5" is a string to PyYAML and 1.0e5 a float: either is a whole number the user meant.
+        number = _as_number(value)
+        if number is not None and math.isfinite(number) and number.is_integer():
+            return int(number)
     elif typ is float:
-        # PyYAML reads "3e-4" as a string (YAML 1.1), so numeric strings are accepted for floats.
-        number = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                pass
+        number = _as_number(value)
         if number is not None:
             if not math.isfinite(number):  # YAML's .inf/.nan, or "inf": no setting means infinity
                 raise ConfigError(f"{path} must be a finite number, got {value!r}")

@@ -79,10 +79,20 @@ def test_config_from_a_pipe_and_a_directory_refused(tmp_path):
     ("model:\n  arch: rnn\n", r"model\.arch must be one of"),
     ("model: 3\n", r"model must be a mapping"),
     ("train:\n  compile: 1\n", r"train\.compile must be bool"),
+    ("train:\n  max_steps: 1.255e2\n", r"train\.max_steps must be int, got '1\.255e2'"),
+    ("train:\n  max_tokens: 1.5\n", r"train\.max_tokens must be int"),
+    ("train:\n  max_steps: .inf\n", r"train\.max_steps must be int"),
 ])
 def test_bad_values(tmp_path, text, pattern):
     with pytest.raises(ConfigError, match=pattern):
         load_config(write(tmp_path, text))
+
+
+def test_whole_numbers_in_scientific_notation_are_ints(tmp_path):
+    # PyYAML reads 1e4 as the string "1e4" and 2.0e3 as a float; both spell the whole number a user means.
+    config = load_config(write(tmp_path, "train:\n  max_steps: 1e4\n  max_tokens: 2.0e3\n"), ["train.log_every=5e1"])
+    assert (config.train.max_steps, config.train.max_tokens, config.train.log_every) == (10000, 2000, 50)
+    assert all(type(v) is int for v in (config.train.max_steps, config.train.max_tokens, config.train.log_every))
 
 
 @pytest.mark.parametrize("override,pattern", [
