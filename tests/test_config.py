@@ -147,11 +147,19 @@ def test_model_args_hold_exactly_the_shape_fields():
     ("train:\n  compile_scope: layers\n", "compile_scope layers has no effect without train.compile"),
     ("train:\n  compile: true\n  compile_backend: cudagraphs\n  compile_mode: max-autotune\n  length_multiple: 8\n",
      "inductor's: train.compile_backend cudagraphs ignores it"),
+    ("data:\n  corpus: my.tsv\n  source_file: a.de\n  target_file: a.en\n",
+     "data.corpus my.tsv is not read: data.source_file + data.target_file name the training text"),
 ])
-def test_options_of_another_architecture_are_named_in_a_warning(tmp_path, text, message):
+def test_settings_without_effect_are_named_in_a_warning(tmp_path, text, message):
     warnings = []
     load_config(write(tmp_path, text), warn=warnings.append)
     assert any(message in w for w in warnings), warnings
+
+
+def test_files_of_ones_own_alone_warn_of_nothing(tmp_path):
+    warnings = []
+    load_config(write(tmp_path, "data:\n  source_file: a.de\n  target_file: a.en\n"), warn=warnings.append)
+    assert warnings == []
 
 
 @pytest.mark.parametrize("text,pattern", [
