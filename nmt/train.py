@@ -532,7 +532,8 @@ class Trainer:
                     self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
                     break
                 if p.finished:
-                    self.log(f"stopped early at step {p.step}: {finished_reason(p, cfg, False)}")
+                    if not last_update:  # patience running out on the last update stops nothing early
+                        self.log(f"stopped early at step {p.step}: {finished_reason(p, cfg, False)}")
                     break
                 self.timer.phase("data")
         self.timer.phase(None)

@@ -29,6 +29,12 @@ def test_patience_stops_says_why_and_a_raised_patience_trains_on(tmp_path, toy_d
     progress, said = _train(tmp_path, toy_data_dir, patience=3)
     assert progress.step == 8 and "stopped early at step 8: no dev-BLEU gain in the last 3 validations " \
         "(train.patience 3)" in said
+    # Patience running out on the step cap's own update is no early stop: before, that said "stopped early at step
+    # 6: train.max_steps 6 reached".
+    (tmp_path / "capped").mkdir()
+    progress, said = _train(tmp_path / "capped", toy_data_dir, patience=2, max_steps=6)
+    assert progress.step == 6 and progress.finished and not any("stopped early" in line for line in said)
+    assert said[-1] == "done at step 6, best dev BLEU 0.00"
 
 
 def test_the_step_and_epoch_limits_are_named_and_kept_in_the_runs_log(tmp_path, toy_data_dir):
