@@ -251,17 +251,22 @@ def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list
     test = PairedTest(named_hypotheses, {"BLEU": bleu_metric(target_lang)}, reference_streams(references),
                       test_type="bs", n_samples=samples)
     _, results = test()
+    baseline = named_hypotheses[0][1]
     rows = []
-    for (name, _), result in zip(named_hypotheses, results["BLEU"]):
+    for i, ((name, hypotheses), result) in enumerate(zip(named_hypotheses, results["BLEU"])):
+        # sacrebleu counts resampled differences strictly above the real one, so a system identical to the baseline
+        # (every difference 0) gets its smallest p, 1/(samples+1), as if significant: no evidence of a difference.
+        identical = i > 0 and hypotheses == baseline
         rows.append({"system": name, "bleu": round(result.score, 2), "mean": round(result.mean, 2),
-                     "ci95": round(result.ci, 2), "p_value": result.p_value})
+                     "ci95": round(result.ci, 2), "p_value": 1.0 if identical else result.p_value,
+                     "identical": identical})
     return Comparison(rows, str(test.metrics["BLEU"].get_signature()), samples)
 
 
 def format_comparison(comparison: Comparison) -> str:
     lines = [f"{'system':40} {'BLEU':>7} {'mean ± 95% CI':>16} {'p vs baseline':>14}"]
     for row in comparison.rows:
-        p = "(baseline)" if row["p_value"] is None else f"{row['p_value']:.4f}"
+        p = "(baseline)" if row["p_value"] is None else "(identical)" if row["identical"] else f"{row['p_value']:.4f}"
         lines.append(f"{row['system'][:40]:40} {row['bleu']:7.2f} {row['mean']:8.2f} ± {row['ci95']:5.2f} {p:>14}")
     lines.append(f"BLEU signature: {comparison.signature} (paired bootstrap, {comparison.samples} samples)")
     for row in comparison.rows:

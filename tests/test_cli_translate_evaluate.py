@@ -259,6 +259,8 @@ def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     assert table.returncode == 0, table.stderr
     lines = table.stdout.strip().splitlines()
     assert len(lines) == 4 and "(baseline)" in lines[1]
+    # A run against itself: the same translations, no difference (sacrebleu's p for that is its smallest, 0.0010).
+    assert lines[2].endswith("(identical)") and lines[2].split()[1] == lines[1].split()[1]
     assert lines[3].startswith("BLEU signature: nrefs:var|case:mixed|eff:no|tok:13a") and "1000 samples" in lines[3]
     # --run is the baseline of the --compare runs, and --src/--ref the shared test set (not the split).
     on_files = nmt("evaluate", "--run", run_dir, "--compare", run_dir, "--src", src, "--ref", ref1, "--ref", ref2,

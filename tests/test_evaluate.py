@@ -133,3 +133,14 @@ def test_another_checkpoint_s_evaluation_sits_beside_the_default_s(toy_transform
     assert default.checkpoint.name == "best.pt" and named == {"best": None, "last": "last"}
     assert sorted(path.name for path in tmp_path.glob("*.report.json")) == [
         f"probe.beam{beam}.report.json", f"probe.last.beam{beam}.report.json"]
+
+
+def test_a_system_identical_to_the_baseline_is_not_called_significant():
+    references = [["the cat sat on the mat ."], ["a dog ran ."], ["we are home ."], ["it is late ."]]
+    baseline = ["the cat sat on a mat .", "a dog runs .", "we are home .", "it is late ."]
+    other = ["a cat sat .", "the dog ran .", "we are at home .", "it is late ."]
+    compared = ev.compare([("a", baseline), ("b", list(baseline)), ("c", other)], references, samples=200)
+    assert [row["identical"] for row in compared.rows] == [False, True, False]
+    assert compared.rows[1]["p_value"] == 1.0 and compared.rows[2]["p_value"] < 1.0
+    table = ev.format_comparison(compared).splitlines()
+    assert table[1].endswith("(baseline)") and table[2].endswith("(identical)") and table[3].split()[-1][0] == "0"
