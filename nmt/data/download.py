@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -14,8 +15,8 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from nmt.atomic import install_dir, staging_dir
-from nmt.errors import NMTError
+from nmt.atomic import install_dir, staging_dir, write_text_atomic
+from nmt.errors import NMTError, warn
 from nmt.lock import DirectoryLock
 
 CORPUS_DIR = "fra-eng"
@@ -25,6 +26,14 @@ CHUNK = 1 << 16
 # STALL_MIN_BYTES arrived in the last STALL_WINDOW_S seconds; the partial file stays for a later resume.
 STALL_WINDOW_S = 60.0
 STALL_MIN_BYTES = 16 * 1024
+
+
+class DownloadFailed(NMTError):
+    """The server could not be reached or refused; `reason` says why in a few words (for a fallback's warning)."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 def sha256_file(path: Path) -> str:
@@ -59,7 +68,9 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
     with DirectoryLock(data_dir, wait=True):
         for stale in data_dir.glob(".fra-eng.*"):  # a killed extraction's staging (we hold the lock: not live)
             shutil.rmtree(stale, ignore_errors=True)
-        archive = local or _http_download(url, data_dir / ".downloads", progress)
+        archive = local or data_dir / ".downloads" / _file_name(url, "corpus.zip")
+        if not local:
+            _http_download(url, archive, progress)
         staging = staging_dir(target.parent)  # .fra-eng.*, the name the line above cleans up
         try:
             extracted = extract_corpus(archive, staging)
@@ -147,29 +158,43 @@ def _complete_after_416(err: urllib.error.HTTPError, offset: int) -> bool:
     return size.isdigit() and int(size) == offset
 
 
-def _http_download(url: str, cache: Path, progress: bool) -> Path:
-    """Stream into `<name>.part`, resuming with an HTTP Range request; rename when the body is complete."""
-    cache.mkdir(parents=True, exist_ok=True)
-    name = Path(urllib.parse.urlparse(url).path).name or "corpus.zip"
-    final, part = cache / name, cache / (name + ".part")
+def _file_name(url: str, default: str) -> str:
+    return Path(urllib.parse.urlparse(url).path).name or default
+
+
+def _http_download(url: str, final: Path, progress: bool, revalidate: dict | None = None) -> dict | None:
+    """Stream `url` into `<final>.part`, resuming with an HTTP Range request, and rename it to `final` when the body
+    is complete; return the response's validators (ETag, Last-Modified). `revalidate`: those of the copy already at
+    `final`, sent as a conditional request: None comes back when the server answers 304 (the copy is current)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    part = final.with_name(final.name + ".part")
+    if revalidate is not None:
+        part.unlink(missing_ok=True)  # a part beside a whole copy is of another version: not resumable
     offset = part.stat().st_size if part.is_file() and not part.is_symlink() else 0
     request = urllib.request.Request(url, headers={"User-Agent": "nmt"})
     if offset:
         request.add_header("Range", f"bytes={offset}-")
-    total = None
+    if revalidate and revalidate.get("etag"):
+        request.add_header("If-None-Match", revalidate["etag"])
+    if revalidate and revalidate.get("last_modified"):
+        request.add_header("If-Modified-Since", revalidate["last_modified"])
+    total, validators = None, {}
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
+            validators = {"etag": response.headers.get("ETag"), "last_modified": response.headers.get("Last-Modified")}
             if offset and response.status != 206:
                 offset = 0  # the server ignored the Range header: start over
             length = response.headers.get("Content-Length")
             total = int(length) + offset if length is not None else None
             with _open_part(part, append=bool(offset)) as out, tqdm(
-                    total=total, initial=offset, unit="B", unit_scale=True, desc=f"download {name}",
+                    total=total, initial=offset, unit="B", unit_scale=True, desc=f"download {final.name}",
                     disable=not progress) as bar:
                 _stream(response, out, bar, url)
                 out.flush()
                 os.fsync(out.fileno())
     except urllib.error.HTTPError as err:
+        if err.code == 304 and revalidate is not None:
+            return None
         if err.code == 416 and offset and _complete_after_416(err, offset):
             total = offset  # the part file is already the whole body
         elif err.code == 416:
@@ -177,22 +202,48 @@ def _http_download(url: str, cache: Path, progress: bool) -> Path:
             raise NMTError(f"download of {url}: the partial file no longer fits the server's copy; removed it, "
                            "re-run to download again") from None
         else:
-            raise NMTError(f"download failed: HTTP {err.code} for {url}") from None
+            raise DownloadFailed(f"download failed: HTTP {err.code} for {url}", f"HTTP {err.code}") from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         kept = part.stat().st_size if part.is_file() else 0
         then = (f"{kept:,} bytes kept: re-run to resume" if kept else
                 "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
-        raise NMTError(f"download failed for {url}: {reason} ({then})") from None
+        raise DownloadFailed(f"download failed for {url}: {reason} ({then})", str(reason)) from None
     if total is not None and part.stat().st_size != total:
         raise NMTError(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to resume)")
     os.replace(part, final)
+    return validators
+
+
+def fetch_file(url: str, cache: Path, progress: bool = True, warn=warn) -> Path:
+    """A corpus file of the user's (not the built-in zip) fetched over HTTP(S) into `cache` once, resumed and atomic.
+    Every later call (prepare, train, a resume, evaluate) asks the server whether it changed since (ETag /
+    Last-Modified: a 304 keeps the copy, a new version replaces it) and, when the server cannot be asked (offline),
+    goes on with the copy, saying so: before, each command downloaded the whole file again, and none worked offline."""
+    folder = Path(cache) / hashlib.sha256(url.encode()).hexdigest()[:12]  # two URLs may end in one file name
+    final, record = folder / _file_name(url, "corpus.tsv"), folder / "source.json"
+    cached = _read_record(record) if final.is_file() else None
+    try:
+        validators = _http_download(url, final, progress, revalidate=cached)
+    except DownloadFailed as err:
+        if cached is None:
+            raise
+        warn(f"could not ask {url} whether it changed ({err.reason}): using the copy downloaded "
+             f"{cached.get('downloaded', 'before')}")
+        return final
+    if validators is not None:
+        downloaded = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        write_text_atomic(record, json.dumps({"url": url, **validators, "downloaded": downloaded}) + "\n")
     return final
 
 
-def fetch_file(url: str, cache: Path, progress: bool = True) -> Path:
-    """A corpus file of the user's (not the built-in zip) fetched over HTTP(S) into `cache`: resumed, atomic."""
-    return _http_download(url, cache, progress)
+def _read_record(path: Path) -> dict:
+    """What `fetch_file` recorded of a download; {} when missing or damaged (the copy is then downloaded again)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _stream(response, out, bar, url: str) -> None:

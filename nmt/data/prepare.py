@@ -60,13 +60,14 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
         if is_prepared(directory, cfg, corpus_sha256):
             return directory
         command = f"nmt prepare --config {config_file} --data-dir {data_dir}" if config_file else "nmt prepare"
-        missing = f"no prepared data for these settings under {data_dir}; run `{command}`"
+        why = f"no prepared data for these settings under {data_dir}"
+        missing = f"{why}; run `{command}`"
     except NMTError as err:  # e.g. no built-in corpus under data_dir
-        missing = str(err)
+        why = missing = str(err)
     if trained_on is not None:
         if is_prepared(trained_on, cfg, None):
             if warn:
-                warn(f"{missing.split(';')[0]}: using {trained_on}, where the run was trained")
+                warn(f"{why}: using {trained_on}, where the run was trained")
             return trained_on
         missing += f" (the run was trained on {trained_on}, which no longer holds that data)"
     raise NMTError(missing)

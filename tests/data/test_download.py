@@ -244,3 +244,43 @@ def test_an_unreachable_server_says_nothing_came_and_how_to_go_offline(tmp_path)
                                        r"downloaded; without network access, give a local copy instead: a path or a "
                                        r"file:// URL\)$"):
         download_corpus(f"http://127.0.0.1:{port}/fra-eng.zip", tmp_path / "data", None, progress=False)
+
+
+def test_a_corpus_url_of_ones_own_is_downloaded_once_checked_for_changes_and_used_offline(tmp_path):
+    """Before, every command that resolved the corpus (prepare, train, a resume, evaluate) downloaded the whole
+    file again, and none of them worked offline though the copy was on disk."""
+    from nmt.data.download import fetch_file
+
+    root, codes = tmp_path / "www", []
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / "a" / "pairs.tsv").write_text("hello\tbonjour\n")
+    (root / "b" / "pairs.tsv").write_text("cat\tchat\n")
+
+    class Counting(http.server.SimpleHTTPRequestHandler):  # answers If-Modified-Since with 304 when unchanged
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_request(self, code="-", size="-"):
+            codes.append(int(code))
+
+    cache, warned = tmp_path / "data" / ".downloads", []
+    with serving(Counting) as base:
+        url = f"{base}/a/pairs.tsv"
+        first = fetch_file(url, cache, progress=False)
+        assert first.read_text() == "hello\tbonjour\n" and codes == [200]
+        assert fetch_file(url, cache, progress=False) == first and codes == [200, 304]  # unchanged: not sent again
+        (root / "a" / "pairs.tsv").write_text("hello\tsalut\n")
+        later = os.stat(root / "a" / "pairs.tsv").st_mtime + 10
+        os.utime(root / "a" / "pairs.tsv", (later, later))
+        assert fetch_file(url, cache, progress=False).read_text() == "hello\tsalut\n" and codes[-1] == 200
+        # Another URL ending in the same file name is a copy of its own.
+        other = fetch_file(f"{base}/b/pairs.tsv", cache, progress=False)
+        assert other != first and other.read_text() == "cat\tchat\n" and first.read_text() == "hello\tsalut\n"
+    # The server is gone: the copy is used, and a warning says so.
+    assert fetch_file(url, cache, progress=False, warn=warned.append).read_text() == "hello\tsalut\n"
+    assert len(warned) == 1 and warned[0].startswith(f"could not ask {url} whether it changed (")
+    assert "): using the copy downloaded 20" in warned[0] and warned[0].endswith(" UTC")
+    # A URL never downloaded still fails offline, saying what to do.
+    with pytest.raises(NMTError, match="nothing downloaded; without network access"):
+        fetch_file(f"{base}/c/pairs.tsv", cache, progress=False, warn=warned.append)
