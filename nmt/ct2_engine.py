@@ -78,9 +78,10 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
                        "CTranslate2 only normalizes by |Y|^alpha (fairseq): re-export a run with "
                        "length_normalization fairseq, or use the nmt engine")
     if decode.patient_stop:
-        return dataclasses.replace(decode, patient_stop=False), [
-            "CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended (decoding with "
-            "patient_stop false)"]
+        # One hypothesis (greedy, sampling) ends the sentence either way: only a beam decodes differently.
+        notes = ["CTranslate2 has no patient stop: a sentence ends once beam_size hypotheses have ended (decoding "
+                 "with patient_stop false)"] if decode.beam_size > 1 else []
+        return dataclasses.replace(decode, patient_stop=False), notes
     return decode, []
 
 

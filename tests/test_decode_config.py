@@ -65,6 +65,11 @@ def test_ctranslate2_options_follow_every_field():
     base = DecodeConfig()
     decode, notes = effective_decode(base)
     assert decode.patient_stop is False and "patient stop" in notes[0]
+    # Greedy decoding and sampling keep one hypothesis, which ends the sentence with or without the patient stop:
+    # before, `--beam 1` and every sampled translation warned of a difference there is not.
+    for one in (dataclasses.replace(base, beam_size=1), dataclasses.replace(base, beam_size=1, sampling_topk=5)):
+        decode, notes = effective_decode(one)
+        assert decode.patient_stop is False and notes == []
     with pytest.raises(Exception, match="only normalizes by"):
         effective_decode(dataclasses.replace(base, length_normalization="wu"))
     # Fields CTranslate2 cannot follow are declared by effective_decode; the seed is set at load (the engine's own
