@@ -222,18 +222,23 @@ def fetch_file(url: str, cache: Path, progress: bool = True, warn=warn) -> Path:
     goes on with the copy, saying so: before, each command downloaded the whole file again, and none worked offline."""
     folder = Path(cache) / hashlib.sha256(url.encode()).hexdigest()[:12]  # two URLs may end in one file name
     final, record = folder / _file_name(url, "corpus.tsv"), folder / "source.json"
-    cached = _read_record(record) if final.is_file() else None
     try:
-        validators = _http_download(url, final, progress, revalidate=cached)
-    except DownloadFailed as err:
-        if cached is None:
-            raise
-        warn(f"could not ask {url} whether it changed ({err.reason}): using the copy downloaded "
-             f"{cached.get('downloaded', 'before')}")
-        return final
-    if validators is not None:
-        downloaded = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        write_text_atomic(record, json.dumps({"url": url, **validators, "downloaded": downloaded}) + "\n")
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise NMTError(f"cannot download {url} into {folder}: {err.strerror}") from None
+    with DirectoryLock(folder, wait=True):  # torchrun's ranks ask at once: one writes, the others find its copy
+        cached = _read_record(record) if final.is_file() else None
+        try:
+            validators = _http_download(url, final, progress, revalidate=cached)
+        except DownloadFailed as err:
+            if cached is None:
+                raise
+            warn(f"could not ask {url} whether it changed ({err.reason}): using the copy downloaded "
+                 f"{cached.get('downloaded', 'before')}")
+            return final
+        if validators is not None:
+            downloaded = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+            write_text_atomic(record, json.dumps({"url": url, **validators, "downloaded": downloaded}) + "\n")
     return final
 
 

@@ -284,3 +284,42 @@ def test_a_corpus_url_of_ones_own_is_downloaded_once_checked_for_changes_and_use
     # A URL never downloaded still fails offline, saying what to do.
     with pytest.raises(NMTError, match="nothing downloaded; without network access"):
         fetch_file(f"{base}/c/pairs.tsv", cache, progress=False, warn=warned.append)
+
+
+def test_ranks_fetching_one_url_at_once_share_one_download(tmp_path):
+    """torchrun's ranks resolve the corpus at the same moment: one downloads, the others wait and take its copy
+    (here a server without validators, so each asks again; before the lock they wrote one .part together)."""
+    from nmt.data.download import fetch_file
+
+    blob = b"hello\tbonjour\n" * 4000
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(blob)))
+            self.end_headers()
+            for start in range(0, len(blob), 8000):
+                self.wfile.write(blob[start:start + 8000])
+                self.wfile.flush()
+                threading.Event().wait(0.02)
+
+        def log_message(self, *args):
+            pass
+
+    cache, results, errors = tmp_path / ".downloads", [], []
+
+    def fetch():
+        try:
+            results.append(fetch_file(url, cache, progress=False))
+        except Exception as err:  # noqa: BLE001 - the test reports whatever a rank met
+            errors.append(err)
+
+    with serving(Slow) as base:
+        url = f"{base}/pairs.tsv"
+        ranks = [threading.Thread(target=fetch) for _ in range(3)]
+        for rank in ranks:
+            rank.start()
+        for rank in ranks:
+            rank.join(timeout=60)
+    assert errors == [] and len(results) == 3 and len(set(results)) == 1
+    assert results[0].read_bytes() == blob and not list(results[0].parent.glob("*.part"))
