@@ -151,8 +151,14 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without its line ending) of a UTF-8 file, gzipped or not; one error per bad line."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """(line number, text without its line ending) of a UTF-8 file, gzipped or not; one error per bad line. Gzip is
+    told by its magic bytes, not the name: a URL's file is named by its path (`.../download?id=7`: `download`)."""
+    try:
+        with open(path, "rb") as probe:
+            gzipped = probe.read(2) == b"\x1f\x8b"
+    except OSError as err:
+        raise NMTError(f"cannot read {path}: {err.strerror}") from None
+    opener = gzip.open if gzipped else open
     try:
         with opener(path, "rb") as handle:
             for number, raw in enumerate(handle, 1):

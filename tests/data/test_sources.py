@@ -8,7 +8,7 @@ import pytest
 
 from nmt.config import DataConfig, fingerprint_settings, load_config
 from nmt.data.prepare import read_manifest
-from nmt.data.sources import corpus_spec, languages, read_pairs, resolve_normalizer
+from nmt.data.sources import aligned_pairs, corpus_spec, languages, read_pairs, resolve_normalizer
 from nmt.errors import NMTError
 from nmt.evaluate import evaluate, load_test_set
 from nmt.train import train
@@ -143,3 +143,12 @@ def test_builtin_reversed_needs_no_languages_and_custom_does():
     assert languages(DataConfig()) == ("en", "fr")
     with pytest.raises(NMTError, match="needs its languages"):
         languages(DataConfig(corpus="x.tsv"))
+
+
+def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path):
+    """A URL's file is named by its path (`.../download?id=7` saves as `download`): a gzipped one read as text was
+    "line 1: not UTF-8 text (byte 1)"; a plain file named .gz was "Not a gzipped file"."""
+    source, target = tmp_path / "download", tmp_path / "train.fr.gz"
+    source.write_bytes(gzip.compress("hello .\ngood night .\n".encode()))
+    target.write_text("bonjour .\nbonne nuit .\n", encoding="utf-8")
+    assert list(aligned_pairs(source, target)) == [("hello .", "bonjour ."), ("good night .", "bonne nuit .")]
