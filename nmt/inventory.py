@@ -16,12 +16,13 @@ from nmt.run_dir import Run
 @dataclass(frozen=True)
 class RunSummary:
     directory: Path
-    model: str  # e.g. "transformer 2x256" (layers x width), or why the config could not be read
+    model: str  # e.g. "transformer 2x256" (layers x width), or "unreadable config.yaml"
     pair: str  # "en→fr"
     steps: int | None  # the last step metrics.jsonl recorded
     best_dev_bleu: float | None
     evaluations: list[tuple[str, float]]  # (report name, BLEU) of eval/*.report.json, best first
     training: bool  # a training holds the run's lock now
+    problem: str | None = None  # why config.yaml could not be read, said under the table
 
 
 def find_runs(root: Path) -> list[Run]:
@@ -38,13 +39,14 @@ def find_runs(root: Path) -> list[Run]:
 
 
 def summarize(run: Run) -> RunSummary:
+    problem = None
     try:
         cfg = run.read_config()
         m = cfg.model
         width = m.embed_dim if m.arch == "transformer" else m.hidden_size
         model, pair = f"{m.arch} {m.num_layers}x{width}", "→".join(languages(cfg.data))
-    except NMTError as err:  # a damaged run still gets its row, saying so
-        model, pair = f"unreadable config ({str(err)[:40]})", "?"
+    except NMTError as err:  # a damaged run still gets its row, and the reason a line under the table
+        model, pair, problem = "unreadable config.yaml", "?", str(err)
     steps, best = None, None
     try:
         records = run.metrics.records()
@@ -53,7 +55,8 @@ def summarize(run: Run) -> RunSummary:
                     and type(r.get("dev_bleu")) in (int, float)), default=None)
     except NMTError:  # no metrics yet
         pass
-    return RunSummary(run.directory, model, pair, steps, best, _evaluations(run.eval_dir), is_locked(run.directory))
+    return RunSummary(run.directory, model, pair, steps, best, _evaluations(run.eval_dir), is_locked(run.directory),
+                      problem)
 
 
 def _evaluations(eval_dir: Path) -> list[tuple[str, float]]:
@@ -67,7 +70,8 @@ def _evaluations(eval_dir: Path) -> list[tuple[str, float]]:
 
 
 def format_runs(summaries: list[RunSummary], evaluations_shown: int = 2) -> str:
-    """A table, a run per row; each run's best evaluations (e.g. `test.beam5 40.81`), the rest counted."""
+    """A table, a run per row; each run's best evaluations (e.g. `test.beam5 40.81`), the rest counted; under it,
+    why a run's config could not be read (the whole message: a table cell would cut it)."""
     header = ("run", "model", "pair", "steps", "dev BLEU", "evaluations (BLEU)")
     rows = []
     for s in summaries:
@@ -78,5 +82,5 @@ def format_runs(summaries: list[RunSummary], evaluations_shown: int = 2) -> str:
                      "-" if s.best_dev_bleu is None else f"{s.best_dev_bleu:.2f}",
                      (shown + (f" (+{more} more)" if more > 0 else "")) or "-"))
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-                     for row in [header, *rows])
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines + [f"note: {s.problem}" for s in summaries if s.problem])

@@ -33,8 +33,10 @@ def test_every_run_gets_its_row_damaged_or_training_ones_too(toy_transformer_run
     steps = max(r["step"] for r in Run(root / "a").metrics.records())
     assert a.steps == steps == 150 and a.best_dev_bleu is not None
     assert a.evaluations == [("test.ensemble2.beam5", 33.0), ("test.beam5", 31.5), ("valid.beam1", 12.25)]
-    assert b.model.startswith("unreadable config") and b.steps == steps
+    assert b.model == "unreadable config.yaml" and b.steps == steps
     table = format_runs([a, b]).splitlines()
+    # The reason, whole, under the table: in the model cell it was cut to "unreadable config (b/config.yaml: in".
+    assert table[-1] == f"note: {root / 'b' / 'config.yaml'}: invalid YAML (while parsing a flow node)"
     assert table[0].split() == ["run", "model", "pair", "steps", "dev", "BLEU", "evaluations", "(BLEU)"]
     assert "(training)" in table[1] and "test.ensemble2.beam5 33.00, test.beam5 31.50 (+1 more)" in table[1]
 
