@@ -421,6 +421,10 @@ def check_consistency(cfg: Config) -> list[str]:
             warnings.append(f"model.{name} has no effect on a {m.arch} model (ignored)")
     if m.arch == "luong" and m.attention != "local-p" and m.local_window != defaults.local_window:
         warnings.append("model.local_window only applies to model.attention: local-p (ignored)")
+    for name in ("sampling_topp", "sampling_temperature"):
+        if getattr(cfg.decode, name) != 1.0 and not cfg.decode.samples:
+            warnings.append(f"decode.{name} {getattr(cfg.decode, name):g} has no effect without sampling "
+                            "(decode.sampling_topk 1: search) (ignored)")
     if cfg.data.source_file and cfg.data.corpus != BUILTIN_CORPUS:
         warnings.append(f"data.corpus {cfg.data.corpus} is not read: data.source_file + data.target_file name the "
                         "training text (ignored)")

@@ -18,7 +18,7 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, same_vocabulary
 from nmt.device import EMULATED_BF16_NOTE, autocast, autocast_dtype, emulated_bf16, pick_device
-from nmt.errors import NMTError, RepeatedWarning, warn
+from nmt.errors import ConfigError, NMTError, RepeatedWarning, warn
 from nmt.memory import decode_rows_that_fit
 from nmt.models.base import AttentionChoice, EncoderDecoder
 from nmt.models.builder import build_from_args, build_model, initializers_skipped, upgrade_state_dict
@@ -363,6 +363,12 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
     replaced = from_dict(dataclasses.asdict(dataclasses.replace(decode, **given)), DecodeConfig, "decode")
     if replaced.samples:
         check_n_best(1, replaced)
+    else:  # `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused
+        for name, unused in (("sampling_topp", 1.0), ("sampling_temperature", 1.0)):
+            if name in given and given[name] != unused:
+                raise ConfigError(f"decode.{name} {given[name]:g} only applies when sampling, which "
+                                  f"decode.sampling_topk {replaced.sampling_topk} turns off: set it to 0 (the whole "
+                                  "vocabulary) or K > 1 (a top-p or temperature option alone samples with 0)")
     return replaced
 
 

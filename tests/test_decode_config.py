@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nmt import translator as translator_module
-from nmt.config import DecodeConfig
+from nmt.config import DecodeConfig, load_config
 from nmt.translator import Translator
 
 FIELDS = {f.name for f in dataclasses.fields(DecodeConfig)}
@@ -138,3 +138,29 @@ def test_sampling_with_a_beam_is_refused_naming_the_settings_given(sampling, nam
     with pytest.raises(ConfigError, match=r"it takes beam 1, not 4") as refused:
         check_n_best(1, DecodeConfig(beam_size=4, **sampling))
     assert str(refused.value).startswith(named)
+
+
+@pytest.mark.parametrize("overrides,named", [
+    ({"sampling_topp": 0.5}, "decode.sampling_topp 0.5 only applies when sampling, which decode.sampling_topk 1"),
+    ({"sampling_temperature": 0.7}, "decode.sampling_temperature 0.7 only applies when sampling"),
+    ({"sampling_topk": 1, "sampling_topp": 0.9}, "decode.sampling_topp 0.9 only applies when sampling"),
+])
+def test_a_sampler_setting_without_sampling_is_refused_not_ignored(overrides, named):
+    """Before, `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused."""
+    from nmt.config import ConfigError
+    from nmt.translator import with_overrides
+
+    with pytest.raises(ConfigError, match=named):
+        with_overrides(DecodeConfig(), overrides)
+    sampled = with_overrides(DecodeConfig(), {**overrides, "sampling_topk": 0, "beam_size": 1})
+    assert sampled.samples and sampled.beam_size == 1
+    assert with_overrides(DecodeConfig(), {"sampling_topp": 1.0}) == DecodeConfig()  # the default: nothing unused
+
+
+def test_a_config_whose_sampler_settings_cannot_apply_says_so(tmp_path):
+    warnings = []
+    path = tmp_path / "c.yaml"
+    path.write_text("decode:\n  sampling_topp: 0.9\n")
+    load_config(path, warn=warnings.append)
+    assert warnings == ["decode.sampling_topp 0.9 has no effect without sampling (decode.sampling_topk 1: search) "
+                        "(ignored)"]
