@@ -1,8 +1,12 @@
 """Small builders shared by tests (tiny models and sources)."""
 
+import contextlib
+import functools
+import http.server
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import torch
@@ -99,3 +103,22 @@ def text_of_pieces(engine, count: int) -> str:
         if len(target.encode(engine.normalizer.target(text))) == count:
             return text
     raise AssertionError(f"no piece of this vocabulary repeats {count} times one for one")
+
+
+@contextlib.contextmanager
+def serving(handler):
+    """An HTTP server on a free loopback port for the duration of the block; yields its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def serving_folder(folder: Path):
+    """`serving` the files of `folder`, quietly."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    return serving(handler)

@@ -95,6 +95,16 @@ def _is_url(text: str) -> bool:
     return urllib.parse.urlparse(text).scheme in ("http", "https")
 
 
+def _fetched(text: str, what: str, data_dir: Path) -> Path:
+    """The file `text` names: an http(s) URL downloaded once into DATA_DIR/.downloads (and revalidated after),
+    else a local path or file:// URL, which must be a regular file."""
+    if _is_url(text):
+        from nmt.data.download import fetch_file  # only this branch downloads
+
+        return fetch_file(text, Path(data_dir) / ".downloads")
+    return _local(text, what)
+
+
 def _local(text: str, what: str) -> Path:
     parsed = urllib.parse.urlparse(text)
     path = file_url_path(text) if parsed.scheme == "file" else Path(text).expanduser()
@@ -116,7 +126,8 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
         if bool(src) != bool(tgt):
             raise NMTError(f"data.{split}_source_file and data.{split}_target_file go together: set both or neither")
         if src:
-            pair = (_local(src, f"data.{split}_source_file"), _local(tgt, f"data.{split}_target_file"))
+            pair = (_fetched(src, f"data.{split}_source_file", data_dir),
+                    _fetched(tgt, f"data.{split}_target_file", data_dir))
             heldout[split] = pair[::-1] if cfg.reverse else pair
     normalizer = resolve_normalizer(cfg)
     common = dict(source_lang=source_lang, target_lang=target_lang, reverse=cfg.reverse, normalizer=normalizer,
@@ -124,14 +135,12 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     if cfg.source_file or cfg.target_file:
         if not (cfg.source_file and cfg.target_file):
             raise NMTError("data.source_file and data.target_file go together: set both")
-        return CorpusSpec("files", (_local(cfg.source_file, "data.source_file"),
-                                    _local(cfg.target_file, "data.target_file")), **common)
+        return CorpusSpec("files", (_fetched(cfg.source_file, "data.source_file", data_dir),
+                                    _fetched(cfg.target_file, "data.target_file", data_dir)), **common)
     if cfg.corpus in BUILTIN:
         return CorpusSpec("builtin", (corpus_path(data_dir),), **common)
     if _is_url(cfg.corpus):
-        from nmt.data.download import fetch_file  # only this branch downloads
-
-        return CorpusSpec("tsv", (fetch_file(cfg.corpus, Path(data_dir) / ".downloads"),), **common)
+        return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common)
     name = cfg.corpus
     looks_like_file = re.search(r"\.tsv(\.gz)?$|/", name) or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():

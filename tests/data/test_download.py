@@ -1,5 +1,3 @@
-import contextlib
-import functools
 import hashlib
 import http.server
 import os
@@ -11,6 +9,7 @@ import pytest
 from conftest import make_zip, toy_corpus_text
 from nmt.data.download import corpus_path, download_corpus, extract_corpus
 from nmt.errors import NMTError
+from tests_helpers import serving, serving_folder
 
 
 def sha(text: str) -> str:
@@ -22,22 +21,8 @@ def http_root(tmp_path):
     """A real HTTP server on loopback serving files from a temporary folder."""
     root = tmp_path / "www"
     root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *args: None
-    with serving(handler) as base:
+    with serving_folder(root) as base:
         yield root, base
-
-
-@contextlib.contextmanager
-def serving(handler):
-    """An HTTP server on a free loopback port for the duration of the block; yields its base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
 
 
 def test_http_download_verifies_and_installs(http_root, tmp_path):

@@ -13,7 +13,7 @@ from nmt.errors import NMTError
 from nmt.evaluate import evaluate, load_test_set
 from nmt.train import train
 from nmt.translator import Translator
-from tests_helpers import TOY_RUN, nmt, toy_parallel_corpus, write_config
+from tests_helpers import TOY_RUN, nmt, serving_folder, toy_parallel_corpus, write_config
 
 SMALL = {"vocab_size": 300, "valid_fraction": 0.1, "test_fraction": 0.1}
 
@@ -152,3 +152,20 @@ def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path):
     source.write_bytes(gzip.compress("hello .\ngood night .\n".encode()))
     target.write_text("bonjour .\nbonne nuit .\n", encoding="utf-8")
     assert list(aligned_pairs(source, target)) == [("hello .", "bonjour ."), ("good night .", "bonne nuit .")]
+
+
+def test_aligned_and_held_out_files_may_be_urls(tmp_path):
+    """data.source_file/target_file and the held-out files take http(s) URLs as data.corpus does (downloaded once
+    into DATA_DIR/.downloads); before, a URL there was "not found: http:/host/train.en"."""
+    www = tmp_path / "www"
+    www.mkdir()
+    for name, text in {"train.en": "hello .\n", "train.fr": "bonjour .\n", "test.en": "cat .\n",
+                       "test.fr": "chat .\n"}.items():
+        (www / name).write_text(text)
+    with serving_folder(www) as base:
+        cfg = DataConfig(source_file=f"{base}/train.en", target_file=f"{base}/train.fr", test_source_file=
+                         f"{base}/test.en", test_target_file=f"{base}/test.fr", source_lang="en", target_lang="fr")
+        spec = corpus_spec(cfg, tmp_path / "data")
+    assert [path.read_text() for path in (*spec.files, *spec.heldout["test"])] == [
+        "hello .\n", "bonjour .\n", "cat .\n", "chat .\n"]
+    assert all((tmp_path / "data" / ".downloads") in path.parents for path in spec.files)
