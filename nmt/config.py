@@ -303,6 +303,36 @@ class Config:
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
 
 
+# What JoeyNMT, fairseq and OpenNMT-py call a setting that nmt names otherwise: a user bringing a config over is told
+# nmt's name (difflib finds `max_epoch`, not `learning_rate` → `lr`). Notes say where the meaning differs; a
+# section-qualified name is a peer's name in that section only (decode.batch_size is nmt's own).
+_PEER_NAMES = {
+    "learning_rate": "train.lr", "train.batch_size": "train.max_tokens (nmt batches by tokens)",
+    "batch_multiplier": "train.accum_steps", "update_freq": "train.accum_steps", "accum_count": "train.accum_steps",
+    "gradient_accumulation_steps": "train.accum_steps", "max_update": "train.max_steps",
+    "train_steps": "train.max_steps", "epochs": "train.max_epochs", "random_seed": "train.seed",
+    "validation_freq": "train.eval_every", "valid_steps": "train.eval_every",
+    "validate_interval_updates": "train.eval_every", "logging_freq": "train.log_every",
+    "report_every": "train.log_every", "log_interval": "train.log_every", "save_interval_updates": "train.save_every",
+    "save_checkpoint_steps": "train.save_every", "keep_last_ckpts": "train.keep_last",
+    "keep_checkpoint": "train.keep_last", "keep_interval_updates": "train.keep_last",
+    "clip_grad_norm": "train.clip_norm", "max_grad_norm": "train.clip_norm",
+    "early_stopping_metric": "train.best_metric", "warmup_updates": "train.warmup_steps",
+    "learning_rate_warmup": "train.warmup_steps", "scheduling": "train.schedule", "lr_scheduler": "train.schedule",
+    "decay_method": "train.schedule", "use_cuda": "train.device", "fp16": "train.precision",
+    "amp": "train.precision", "embedding_dim": "model.embed_dim", "encoder_embed_dim": "model.embed_dim",
+    "word_vec_size": "model.embed_dim", "ff_size": "model.ff_dim", "encoder_ffn_embed_dim": "model.ff_dim",
+    "transformer_ff": "model.ff_dim", "encoder_layers": "model.num_layers", "layers": "model.num_layers",
+    "encoder_attention_heads": "model.num_heads", "heads": "model.num_heads", "rnn_size": "model.hidden_size",
+    "tied_embeddings": "model.tie_embeddings", "share_all_embeddings": "model.tie_embeddings",
+    "share_embeddings": "model.tie_embeddings", "layer_norm": "model.pre_norm", "beam": "decode.beam_size",
+    "alpha": "decode.length_penalty", "lenpen": "decode.length_penalty", "temperature": "decode.sampling_temperature",
+    "voc_limit": "data.vocab_size", "src_vocab_size": "data.vocab_size", "max_length": "data.max_pieces",
+    "src_lang": "data.source_lang", "trg_lang": "data.target_lang", "tgt_lang": "data.target_lang",
+    "lowercase": "data.lowercase_source and data.lowercase_target",
+}
+
+
 def _sections_holding(key: str) -> list[str]:
     """The config sections that have a setting of this name (`lr` → ["train"])."""
     return [section for section, cls in _SECTIONS.items() if key in {f.name for f in dataclasses.fields(cls)}]
@@ -473,6 +503,9 @@ def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
 
 def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
     # A setting written outside its section (`--set lr=1e-3`, `train.beam_size: 5`) is named where it lives.
+    peer = _PEER_NAMES.get(full) or _PEER_NAMES.get(key)
+    if peer:
+        return f"unknown key {full}; did you mean {peer}? (nmt's name for it)"
     home = [section for section in _sections_holding(key) if section != path]
     if home:
         return f"unknown key {full}; did you mean {home[0]}.{key}?"

@@ -37,6 +37,23 @@ def test_a_setting_in_the_wrong_section_is_named_where_it_lives(overrides, messa
     assert str(refused.value) == message
 
 
+@pytest.mark.parametrize("text,message", [
+    # JoeyNMT's, fairseq's and OpenNMT-py's names: before, "valid keys: ..." (no close match) or a wrong one.
+    ("train:\n  learning_rate: 3.0e-4\n", "unknown key train.learning_rate; did you mean train.lr? (nmt's name"),
+    ("train:\n  update_freq: 4\n", "did you mean train.accum_steps?"),
+    ("train:\n  batch_size: 4096\n", "did you mean train.max_tokens (nmt batches by tokens)?"),
+    ("model:\n  encoder_layers: 6\n", "did you mean model.num_layers?"),
+    ("decode:\n  lenpen: 1.0\n", "did you mean decode.length_penalty?"),
+    ("train:\n  beam: 5\n", "unknown key train.beam; did you mean decode.beam_size?"),
+    ("data:\n  src_lang: de\n", "did you mean data.source_lang?"),
+])
+def test_a_peer_toolkits_name_for_a_setting_is_given_nmts(tmp_path, text, message):
+    with pytest.raises(ConfigError) as refused:
+        load_config(write(tmp_path, text))
+    assert message in str(refused.value)
+    assert load_config(None, ["decode.batch_size=8"]).decode.batch_size == 8  # nmt's own name stays its own
+
+
 @pytest.mark.parametrize("item,message", [
     ("beam_size=3", "--set beam_size=…: a decode setting takes its section: --set decode.beam_size=…"),
     ("decode.lr=1", "--set decode.lr: lr is a train setting, fixed by training; only decode settings apply here"),
