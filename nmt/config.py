@@ -329,7 +329,7 @@ _PEER_NAMES = {
     "alpha": "decode.length_penalty", "lenpen": "decode.length_penalty", "temperature": "decode.sampling_temperature",
     "voc_limit": "data.vocab_size", "src_vocab_size": "data.vocab_size", "max_length": "data.max_pieces",
     "src_lang": "data.source_lang", "trg_lang": "data.target_lang", "tgt_lang": "data.target_lang",
-    "lowercase": "data.lowercase_source and data.lowercase_target",
+    "lowercase": "data.lowercase_source and data.lowercase_target", "testing": "decode",
 }
 
 
