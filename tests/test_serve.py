@@ -284,7 +284,9 @@ def test_a_request_brings_decode_settings_of_its_own(client, translator):
     for payload, status, fragment in [({"sample_topk": 5, "beam": 4}, 400, "it takes beam 1, not 4"),
                                       ({"temperature": 0}, 422, "greater than 0"),
                                       ({"length_penalty": "1"}, 422, "length_penalty"),
-                                      ({"seed": 3}, 400, "seed seeds the sampler")]:
+                                      ({"seed": 3}, 400, "seed seeds the sampler"),
+                                      # top-k 1 is no sampling: the top-p was decoded past by beam search
+                                      ({"sample_topk": 1, "sample_topp": 0.5}, 400, "only applies when sampling")]:
         refused = client.post("/translate", json={"sentences": [sentence], **payload})
         assert refused.status_code == status and fragment in refused.text, refused.text
 
