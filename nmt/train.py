@@ -56,6 +56,7 @@ from nmt.translator import Translator
 
 
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "loss": "loss"}  # train.best_metric as the log says it
+LARGE_VALIDATION = 5_000  # valid sentences past which a CPU run is told how to bound each validation
 
 
 def improves(value: float, best: float | None, metric: str) -> bool:
@@ -353,6 +354,12 @@ class Trainer:
         # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
         self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
                                                                     self.cfg.train.eval_max_sentences or None)
+        if (not self.cfg.train.eval_max_sentences and len(self.valid_sources) > LARGE_VALIDATION
+                and self.device.type == "cpu"):
+            # A corpus of millions of pairs split by data.valid_fraction: each validation would decode tens of
+            # thousands of sentences (a 2M-pair TSV: 23,870, minutes on a CPU).
+            self.log(f"validation decodes all {len(self.valid_sources):,} valid source sentences every "
+                     f"{self.cfg.train.eval_every:,} updates: train.eval_max_sentences N reads the first N only")
         # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
         # make that choice a matter of chance.
         validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1,

@@ -387,6 +387,24 @@ def test_cuda_graph_with_compile_on_a_cpu_keeps_its_packed_rows(tmp_path, toy_da
     assert "train.cuda_graph: no CUDA graph on the CPU: updates run eagerly" in said
 
 
+def test_a_large_valid_split_on_a_cpu_says_how_to_bound_validation(tmp_path, toy_data_dir, monkeypatch):
+    """A corpus of millions of pairs split by data.valid_fraction gives a valid split of tens of thousands of
+    sentences, each validation decoding them all (minutes on a CPU): the log says so, once, and how to bound it."""
+    import nmt.train as train_module
+
+    monkeypatch.setattr(train_module, "LARGE_VALIDATION", 5)  # the toy valid split is larger than 5 sentences
+    for bounded, told in ((0, True), (8, False)):
+        (tmp_path / str(bounded)).mkdir()
+        cfg = load_config(write_config(tmp_path / str(bounded), base=TOY_RUN, train={"eval_max_sentences": bounded}))
+        said = []
+        trainer = Trainer(cfg, Run(tmp_path / str(bounded) / "run"), toy_data_dir, log=said.append)
+        trainer.setup()
+        hints = [line for line in said if "train.eval_max_sentences N reads the first N only" in line]
+        assert len(hints) == (1 if told else 0), said
+        if told:
+            assert hints[0].startswith(f"validation decodes all {len(trainer.valid_sources):,} valid source")
+
+
 @pytest.mark.parametrize("metric, better", [("loss", min), ("chrf", max)])
 def test_best_metric_picks_best_pt_and_counts_patience(tmp_path, toy_data_dir, monkeypatch, metric, better):
     """train.best_metric: best.pt is the validation with the best dev loss (lowest) or chrF (highest), not BLEU's.
