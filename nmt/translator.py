@@ -365,8 +365,8 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
         check_n_best(1, replaced)
     else:  # `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused
         for name, unused in (("sampling_topp", 1.0), ("sampling_temperature", 1.0)):
-            if name in given and given[name] != unused:
-                raise ConfigError(f"decode.{name} {given[name]:g} only applies when sampling, which "
+            if name in given and getattr(replaced, name) != unused:
+                raise ConfigError(f"decode.{name} {getattr(replaced, name):g} only applies when sampling, which "
                                   f"decode.sampling_topk {replaced.sampling_topk} turns off: set it to 0 (the whole "
                                   "vocabulary) or K > 1 (a top-p or temperature option alone samples with 0)")
     return replaced
