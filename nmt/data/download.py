@@ -29,7 +29,8 @@ STALL_MIN_BYTES = 16 * 1024
 
 
 class DownloadFailed(NMTError):
-    """The server could not be reached or refused; `reason` says why in a few words (for a fallback's warning)."""
+    """The server could not be reached, refused, stalled or ended the body early; `reason` says why in a few words
+    (for the warning of a fallback to a copy downloaded before)."""
 
     def __init__(self, message: str, reason: str):
         super().__init__(message)
@@ -210,7 +211,8 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
                 "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
         raise DownloadFailed(f"download failed for {url}: {reason} ({then})", str(reason)) from None
     if total is not None and part.stat().st_size != total:
-        raise NMTError(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to resume)")
+        raise DownloadFailed(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to "
+                             "resume)", "the connection ended early")
     os.replace(part, final)
     return validators
 
@@ -261,8 +263,8 @@ def _stream(response, out, bar, url: str) -> None:
         now = time.monotonic()
         if now - window_start >= STALL_WINDOW_S:
             if window_bytes < STALL_MIN_BYTES:
-                raise NMTError(f"download of {url} stalled: {window_bytes} bytes in the last {STALL_WINDOW_S:.0f} s "
-                               "(partial data kept; re-run to resume)")
+                raise DownloadFailed(f"download of {url} stalled: {window_bytes} bytes in the last "
+                                     f"{STALL_WINDOW_S:.0f} s (partial data kept; re-run to resume)", "stalled")
             window_start, window_bytes = now, 0
 
 

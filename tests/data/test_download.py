@@ -308,3 +308,18 @@ def test_ranks_fetching_one_url_at_once_share_one_download(tmp_path):
             rank.join(timeout=60)
     assert errors == [] and len(results) == 3 and len(set(results)) == 1
     assert results[0].read_bytes() == blob and not list(results[0].parent.glob("*.part"))
+
+
+def test_a_stalled_check_for_a_newer_copy_goes_on_with_the_one_on_disk(range_server, tmp_path, monkeypatch):
+    """A server that trickles while a cached corpus is checked is as good as an unreachable one: the copy serves."""
+    from nmt.data import download
+
+    handler, url = range_server  # no validators: each call downloads again, as a server without ETag makes it
+    handler.blob = b"hello\tbonjour\n" * 200
+    cache, warned = tmp_path / ".downloads", []
+    first = download.fetch_file(url, cache, progress=False)
+    handler.trickle = True
+    monkeypatch.setattr(download, "STALL_WINDOW_S", 0.5)
+    monkeypatch.setattr(download, "STALL_MIN_BYTES", 1000)
+    assert download.fetch_file(url, cache, progress=False, warn=warned.append) == first
+    assert first.read_bytes() == handler.blob and len(warned) == 1 and "whether it changed (stalled)" in warned[0]
