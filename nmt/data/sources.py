@@ -179,7 +179,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise NMTError(f"cannot read {path}: {err}") from None
 
 
-def _tsv_pairs(path: Path, builtin: bool) -> Iterator[tuple[str, str]]:
+def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None,
+               reverse: bool = False) -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV; `languages`: what its two columns hold, in file order, to read a header line by."""
     for number, line in _lines(path):
         if not line.strip():  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
@@ -188,7 +190,29 @@ def _tsv_pairs(path: Path, builtin: bool) -> Iterator[tuple[str, str]]:
         if len(columns) < 2 or (builtin and len(columns) > 3):
             raise NMTError(f"{path} line {number}: expected tab-separated source and target columns, "
                            f"got {counted(len(columns), 'column')}")
+        if number == 1 and languages and _is_header(columns[:2], languages, reverse, path):
+            continue
         yield columns[0], columns[1]
+
+
+def _is_header(columns: list[str], languages: tuple[str, str], reverse: bool, path: Path) -> bool:
+    """A first line naming the columns' languages (JoeyNMT's TSVs have one: `en<TAB>fr`) is a header, not a pair;
+    naming them the other way round, it says the config reads the file backwards: refused before any training.
+    `languages`: data.source_lang and data.target_lang, which name the file's columns whatever data.reverse says."""
+    def base(code: str) -> str:
+        return code.strip().replace("_", "-").split("-")[0].lower()
+
+    named, expected = tuple(base(c) for c in columns), tuple(base(c) for c in languages)
+    if named == expected and named[0] != named[1]:
+        return True
+    if named == expected[::-1] and named[0] != named[1]:
+        first, second = languages
+        trained = f"{second}→{first}" if reverse else f"{first}→{second}"
+        raise NMTError(f"{path} line 1 names its columns {columns[0].strip()} and {columns[1].strip()}, but "
+                       f"data.source_lang and data.target_lang, which name a file's columns in order, say {first} and "
+                       f"{second}: set them to {second} and {first}, with data.reverse: {str(not reverse).lower()} "
+                       f"to train {trained} as now")
+    return False
 
 
 def aligned_pairs(source: Path, target: Path) -> Iterator[tuple[str, str]]:
@@ -207,5 +231,10 @@ def aligned_pairs(source: Path, target: Path) -> Iterator[tuple[str, str]]:
 
 def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
-    pairs = aligned_pairs(*spec.files) if spec.kind == "files" else _tsv_pairs(spec.files[0], spec.kind == "builtin")
+    if spec.kind == "files":
+        pairs = aligned_pairs(*spec.files)
+    else:
+        in_file_order = (spec.target_lang, spec.source_lang) if spec.reverse else (spec.source_lang, spec.target_lang)
+        pairs = _tsv_pairs(spec.files[0], spec.kind == "builtin", None if spec.kind == "builtin" else in_file_order,
+                           spec.reverse)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs

@@ -41,6 +41,26 @@ def test_reverse_follows_the_languages_of_the_builtin_corpus(toy_zip, tmp_path):
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Va !", "Go."), ("Salut !", "Hi.")]
 
 
+def test_a_header_naming_the_languages_is_skipped_and_one_naming_them_backwards_refused(tmp_path):
+    """JoeyNMT's TSVs start with a header naming their columns' languages: before, `de<TAB>en` trained as a pair,
+    and `en<TAB>de` under a de→en config trained the direction backwards, silently."""
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("de\ten-US\nHallo.\tHello.\n")
+    pairs = list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="de", target_lang="en"), tmp_path)))
+    assert pairs == [("Hallo.", "Hello.")]
+    # data.reverse trains en→de from the same file: the languages still name its columns, as the header does.
+    reverse = DataConfig(corpus=str(tsv), source_lang="de", target_lang="en", reverse=True)
+    assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [("Hello.", "Hallo.")]
+    backwards = DataConfig(corpus=str(tsv), source_lang="en", target_lang="de")
+    with pytest.raises(NMTError, match=r"line 1 names its columns de and en-US, but data.source_lang and "
+                                       r"data.target_lang, which name a file's columns in order, say en and de: set "
+                                       r"them to de and en, with data.reverse: true to train en→de as now"):
+        list(read_pairs(corpus_spec(backwards, tmp_path)))
+    tsv.write_text("Hallo.\tHello.\nde\ten\n")  # only a first line can be a header
+    assert len(list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="de", target_lang="en"),
+                                           tmp_path)))) == 2
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
