@@ -1,10 +1,12 @@
 """Scores tokenized for the target language, as sacrebleu's own command line would (`-l en-zh`)."""
 
 import importlib.util
+import random
 
 import pytest
+from sacrebleu import metrics as sacrebleu_metrics
 
-from nmt.metrics import base_language, bleu_tokenizer, corpus_scores
+from nmt.metrics import BLEU, CHRF, base_language, bleu_tokenizer, corpus_scores
 
 HYPOTHESIS, REFERENCE = ["我喜欢猫。"], [["我爱猫。"]]
 
@@ -61,3 +63,23 @@ def test_bootstrap_survives_resamples_that_match_nothing():
     scores = corpus_scores(["le chat noir dort sur le tapis", "zzz"], [["le chat noir dort sur le tapis"], ["qqq"]],
                            n_bootstrap=200)
     assert scores["chrf"] > 0 and scores["chrf_ci95"] > 0 and scores["bleu_ci95"] > 0
+
+
+def test_the_lean_bootstrap_gives_sacrebleus_own_interval(monkeypatch):
+    """nmt's BLEU and chrF resample one bootstrap sample at a time (sacrebleu's own builds them all at once: 1.8 GB
+    for a 24,004-sentence test set); the seed, the resamples, the interval and the signature are sacrebleu's."""
+    words = "le chat est sur la table un chien mange du pain".split()
+    draw = random.Random(1)
+    hypotheses = [" ".join(draw.choices(words, k=draw.randint(3, 9))) for _ in range(300)]
+    references = [[" ".join(draw.choices(words, k=draw.randint(3, 9))) for _ in range(300)]]
+    import sacrebleu.significance
+
+    resample = sacrebleu.significance._bootstrap_resample
+    for ours, theirs in ((BLEU(), sacrebleu_metrics.BLEU()), (CHRF(), sacrebleu_metrics.CHRF())):
+        monkeypatch.setattr(sacrebleu.significance, "_bootstrap_resample", None)  # the all-at-once one: unused
+        lean = ours.corpus_score(hypotheses, references, n_bootstrap=500)
+        monkeypatch.setattr(sacrebleu.significance, "_bootstrap_resample", resample)
+        own = theirs.corpus_score(hypotheses, references, n_bootstrap=500)
+        assert (str(lean), lean._ci, lean._mean) == (str(own), own._ci, own._mean)
+        assert str(ours.get_signature()) == str(theirs.get_signature()) and "bs:500|seed:12345" in str(lean) + \
+            str(ours.get_signature())
