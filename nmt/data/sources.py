@@ -195,15 +195,19 @@ def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = No
         yield columns[0], columns[1]
 
 
+GENERIC_HEADERS = {("source", "target"), ("src", "tgt"), ("src", "trg")}  # a dataframe's column names
+
+
 def _is_header(columns: list[str], languages: tuple[str, str], reverse: bool, path: Path) -> bool:
-    """A first line naming the columns' languages (JoeyNMT's TSVs have one: `en<TAB>fr`) is a header, not a pair;
+    """A first line naming the columns' languages (JoeyNMT's TSVs have one: `en<TAB>fr`), or calling them source and
+    target, is a header, not a pair;
     naming them the other way round, it says the config reads the file backwards: refused before any training.
     `languages`: data.source_lang and data.target_lang, which name the file's columns whatever data.reverse says."""
     def base(code: str) -> str:
         return code.strip().replace("_", "-").split("-")[0].lower()
 
     named, expected = tuple(base(c) for c in columns), tuple(base(c) for c in languages)
-    if named == expected and named[0] != named[1]:
+    if (named == expected and named[0] != named[1]) or named in GENERIC_HEADERS:
         return True
     if named == expected[::-1] and named[0] != named[1]:
         first, second = languages

@@ -56,6 +56,8 @@ def test_a_header_naming_the_languages_is_skipped_and_one_naming_them_backwards_
                                        r"data.target_lang, which name a file's columns in order, say en and de: set "
                                        r"them to de and en, with data.reverse: true to train en→de as now"):
         list(read_pairs(corpus_spec(backwards, tmp_path)))
+    tsv.write_text("Source\tTarget\tlicence\nHallo.\tHello.\tCC-BY\n")  # a dataframe's column names
+    assert list(read_pairs(corpus_spec(backwards, tmp_path))) == [("Hallo.", "Hello.")]
     tsv.write_text("Hallo.\tHello.\nde\ten\n")  # only a first line can be a header
     assert len(list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="de", target_lang="en"),
                                            tmp_path)))) == 2
