@@ -277,6 +277,14 @@ def _sampling_settings(decode: DecodeConfig) -> str:
     return ", ".join(settings) or "over the whole vocabulary"
 
 
+def sampler_settings_unused(decode: DecodeConfig) -> list[str]:
+    """The sampler settings `decode` changes from their defaults (top-p, temperature) while it does not sample
+    (decode.sampling_topk 1: search), where they have no effect."""
+    if decode.samples:
+        return []
+    return [name for name in ("sampling_topp", "sampling_temperature") if getattr(decode, name) != 1.0]
+
+
 def check_n_best(n_best: int, decode: DecodeConfig) -> None:
     """Beam search keeps `beam_size` hypotheses, so it can rank that many and no more; greedy search finds one;
     sampling draws any number, one sentence at a time (beam 1)."""
@@ -451,10 +459,9 @@ def check_consistency(cfg: Config) -> list[str]:
             warnings.append(f"model.{name} has no effect on a {m.arch} model (ignored)")
     if m.arch == "luong" and m.attention != "local-p" and m.local_window != defaults.local_window:
         warnings.append("model.local_window only applies to model.attention: local-p (ignored)")
-    for name in ("sampling_topp", "sampling_temperature"):
-        if getattr(cfg.decode, name) != 1.0 and not cfg.decode.samples:
-            warnings.append(f"decode.{name} {getattr(cfg.decode, name):g} has no effect without sampling "
-                            "(decode.sampling_topk 1: search) (ignored)")
+    for name in sampler_settings_unused(cfg.decode):
+        warnings.append(f"decode.{name} {getattr(cfg.decode, name):g} has no effect without sampling "
+                        "(decode.sampling_topk 1: search) (ignored)")
     if cfg.data.source_file and cfg.data.corpus != BUILTIN_CORPUS:
         warnings.append(f"data.corpus {cfg.data.corpus} is not read: data.source_file + data.target_file name the "
                         "training text (ignored)")
@@ -502,10 +509,10 @@ def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
 
 
 def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
-    # A setting written outside its section (`--set lr=1e-3`, `train.beam_size: 5`) is named where it lives.
     peer = _PEER_NAMES.get(full) or _PEER_NAMES.get(key)
     if peer:
         return f"unknown key {full}; did you mean {peer}? (nmt's name for it)"
+    # A setting written outside its section (`--set lr=1e-3`, `train.beam_size: 5`) is named where it lives.
     home = [section for section in _sections_holding(key) if section != path]
     if home:
         return f"unknown key {full}; did you mean {home[0]}.{key}?"

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from nmt.config import Config, DecodeConfig, ModelConfig, check_n_best, from_dict
+from nmt.config import Config, DecodeConfig, ModelConfig, check_n_best, from_dict, sampler_settings_unused
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
@@ -363,12 +363,13 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
     replaced = from_dict(dataclasses.asdict(dataclasses.replace(decode, **given)), DecodeConfig, "decode")
     if replaced.samples:
         check_n_best(1, replaced)
-    else:  # `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused
-        for name, unused in (("sampling_topp", 1.0), ("sampling_temperature", 1.0)):
-            if name in given and getattr(replaced, name) != unused:
-                raise ConfigError(f"decode.{name} {getattr(replaced, name):g} only applies when sampling, which "
-                                  f"decode.sampling_topk {replaced.sampling_topk} turns off: set it to 0 (the whole "
-                                  "vocabulary) or K > 1 (a top-p or temperature option alone samples with 0)")
+    # `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused.
+    unused = [name for name in sampler_settings_unused(replaced) if name in given]
+    if unused:
+        name = unused[0]
+        raise ConfigError(f"decode.{name} {getattr(replaced, name):g} only applies when sampling, which "
+                          f"decode.sampling_topk {replaced.sampling_topk} turns off: set it to 0 (the whole "
+                          "vocabulary) or K > 1 (a top-p or temperature option alone samples with 0)")
     return replaced
 
 
