@@ -15,14 +15,10 @@ import os
 from sacrebleu import metrics as sacrebleu_metrics
 from sacrebleu.metrics import TER
 
+from nmt.data.sources import base_language
 from nmt.errors import warn
 
 UNSPACED = ("zh", "ja", "ko")  # the targets sacrebleu tokenizes with tools of their own
-
-
-def base_language(code: str) -> str:
-    """"zh-Hans" → "zh", "pt-BR" → "pt": what sacrebleu's per-language defaults are keyed by."""
-    return code.replace("_", "-").split("-")[0].lower()
 
 
 @functools.lru_cache(maxsize=None)

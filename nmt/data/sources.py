@@ -49,6 +49,17 @@ class CorpusSpec:
     def direction(self) -> str:
         return f"{self.source_lang}→{self.target_lang}"
 
+    @property
+    def column_languages(self) -> tuple[str, str]:
+        """The languages of the text's two columns in file order (data.source_lang, data.target_lang), which
+        `reverse` swaps for training."""
+        return (self.target_lang, self.source_lang) if self.reverse else (self.source_lang, self.target_lang)
+
+
+def base_language(code: str) -> str:
+    """"zh-Hans" → "zh", "pt-BR" → "pt": what sacrebleu's per-language defaults are keyed by."""
+    return code.replace("_", "-").split("-")[0].lower()
+
 
 def builtin_corpus(cfg: DataConfig) -> BuiltinCorpus | None:
     """The built-in corpus `cfg` trains on, or None for text of one's own (data.source_file wins over data.corpus)."""
@@ -200,13 +211,11 @@ GENERIC_HEADERS = {("source", "target"), ("src", "tgt"), ("src", "trg")}  # a da
 
 def _is_header(columns: list[str], languages: tuple[str, str], reverse: bool, path: Path) -> bool:
     """A first line naming the columns' languages (JoeyNMT's TSVs have one: `en<TAB>fr`), or calling them source and
-    target, is a header, not a pair;
-    naming them the other way round, it says the config reads the file backwards: refused before any training.
-    `languages`: data.source_lang and data.target_lang, which name the file's columns whatever data.reverse says."""
-    def base(code: str) -> str:
-        return code.strip().replace("_", "-").split("-")[0].lower()
-
-    named, expected = tuple(base(c) for c in columns), tuple(base(c) for c in languages)
+    target, is a header, not a pair. Naming them the other way round, it says the config reads the file backwards:
+    refused before any training. `languages`: data.source_lang and data.target_lang, which name the file's columns
+    whatever data.reverse says."""
+    named = tuple(base_language(c.strip()) for c in columns)
+    expected = tuple(base_language(c) for c in languages)
     if (named == expected and named[0] != named[1]) or named in GENERIC_HEADERS:
         return True
     if named == expected[::-1] and named[0] != named[1]:
@@ -238,7 +247,6 @@ def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     if spec.kind == "files":
         pairs = aligned_pairs(*spec.files)
     else:
-        in_file_order = (spec.target_lang, spec.source_lang) if spec.reverse else (spec.source_lang, spec.target_lang)
-        pairs = _tsv_pairs(spec.files[0], spec.kind == "builtin", None if spec.kind == "builtin" else in_file_order,
-                           spec.reverse)
+        builtin = spec.kind == "builtin"
+        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.reverse)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs
