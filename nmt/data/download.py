@@ -69,8 +69,9 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
     with DirectoryLock(data_dir, wait=True):
         for stale in data_dir.glob(".fra-eng.*"):  # a killed extraction's staging (we hold the lock: not live)
             shutil.rmtree(stale, ignore_errors=True)
-        archive = local or data_dir / ".downloads" / _file_name(url, "corpus.zip")
-        if not local:
+        archive = local
+        if archive is None:
+            archive = data_dir / ".downloads" / _file_name(url, "corpus.zip")
             _http_download(url, archive, progress)
         staging = staging_dir(target.parent)  # .fra-eng.*, the name the line above cleans up
         try:
