@@ -66,7 +66,7 @@ def test_bootstrap_survives_resamples_that_match_nothing():
 
 
 def test_the_lean_bootstrap_gives_sacrebleus_own_interval(monkeypatch):
-    """nmt's BLEU and chrF resample one bootstrap sample at a time (sacrebleu's own builds them all at once: 1.8 GB
+    """nmt's BLEU and chrF resample one bootstrap sample at a time (sacrebleu's own builds them all at once: 1.7 GiB
     for a 24,004-sentence test set); the seed, the resamples, the interval and the signature are sacrebleu's."""
     words = "le chat est sur la table un chien mange du pain".split()
     draw = random.Random(1)
