@@ -12,7 +12,7 @@ from typing import Iterable, List, Optional
 import typer
 
 from nmt.atomic import unwritable_reason
-from nmt.errors import NMTError, RepeatedWarning, warn
+from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
@@ -388,7 +388,8 @@ def score(run: Optional[Path] = RunOption,
 
         sources, targets = read_lines(src), read_lines(tgt)
         if len(sources) != len(targets):
-            raise NMTError(f"{src} has {len(sources):,} lines but {tgt} has {len(targets):,}: score takes pairs")
+            raise NMTError(f"{src} has {counted(len(sources), 'line')} but {tgt} has {counted(len(targets), 'line')}: "
+                           "score takes pairs")
         pairs = zip(sources, targets)
     engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine

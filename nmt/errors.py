@@ -14,8 +14,8 @@ class ConfigError(NMTError):
 
 
 def counted(count: int, noun: str) -> str:
-    """A count in a message: '1 line', '2 lines', '0 columns'."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    """A count in a message: '1 line', '2 lines', '0 columns', '12,000 lines'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def warn(message: str) -> None:

@@ -123,7 +123,7 @@ def test_cli_scores_stdin_pairs_and_files_alike(toy_transformer_run, tmp_path):
     assert dash.returncode == 0 and dash.stdout == piped.stdout, dash.stderr
     (tmp_path / "short.txt").write_text("one line\n", encoding="utf-8")
     for args, fragment in ((["--src", tmp_path / "src.txt"], "--src and --tgt go together"),
-                           (["--src", tmp_path / "src.txt", "--tgt", tmp_path / "short.txt"], "has 5 lines but"),
+                           (["--src", tmp_path / "src.txt", "--tgt", tmp_path / "short.txt"], "has 1 line: score"),
                            ([], "line 1 has no TAB"),
                            (["--src", "-", "--tgt", "-"], "- (stdin) is given for more than one file")):
         refused = nmt("score", "--run", toy_transformer_run, *args, input="no tab\n")

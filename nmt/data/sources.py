@@ -172,7 +172,9 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text without its line ending) of a UTF-8 file, gzipped or not; one error per bad line. Gzip is
-    told by its magic bytes, not the name: a URL's file is named by its path (`.../download?id=7`: `download`)."""
+    told by its magic bytes, not the name: a URL's file is named by its path (`.../download?id=7`: `download`). A
+    byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it
+    hid a TSV's header, which then trained as a pair."""
     try:
         with open(path, "rb") as probe:
             gzipped = probe.read(2) == b"\x1f\x8b"
@@ -183,7 +185,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         with opener(path, "rb") as handle:
             for number, raw in enumerate(handle, 1):
                 try:
-                    yield number, raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                    yield number, text.removesuffix("\n").removesuffix("\r")
                 except UnicodeDecodeError as err:
                     raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
     except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError

@@ -63,6 +63,21 @@ def test_a_header_naming_the_languages_is_skipped_and_one_naming_them_backwards_
                                            tmp_path)))) == 2
 
 
+def test_a_byte_order_mark_hides_no_header(tmp_path):
+    """Excel's "UTF-8 CSV/TSV" and Notepad's UTF-8 start the file with a BOM: `\ufeffen<TAB>fr` was not seen as a
+    header and trained as a pair; the mark is no part of the first line of two aligned files either."""
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_bytes("\ufeffde\ten\nHallo.\tHello.\n".encode())
+    cfg = DataConfig(corpus=str(tsv), source_lang="de", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo.", "Hello.")]
+    tsv.write_bytes(gzip.compress("\ufeffHallo.\tHello.\n".encode()))
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo.", "Hello.")]
+    source, target = tmp_path / "train.de", tmp_path / "train.en"
+    source.write_bytes("\ufeffHallo.\n\ufeffTsch\u00fcss.\n".encode())  # only the file's first mark is a BOM
+    target.write_bytes("\ufeffHello.\nBye.\n".encode())
+    assert list(aligned_pairs(source, target)) == [("Hallo.", "Hello."), ("\ufeffTschüss.", "Bye.")]
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
