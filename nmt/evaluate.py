@@ -13,8 +13,8 @@ from sacrebleu.significance import PairedTest
 
 from nmt.config import Config
 from nmt.data.dataset import load_references
+from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
-from nmt.data.sources import base_language
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
 from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, reference_streams

@@ -37,6 +37,18 @@ def test_japanese_without_mecab_falls_back_to_characters_and_says_so_once(capsys
 
 def test_base_language():
     assert [base_language(c) for c in ("zh-Hans", "pt_BR", "JA", "")] == ["zh", "pt", "ja", ""]
+    # Tatoeba's ISO 639-3 codes (manythings.org's cmn-eng.zip) and ISO 639-2/B twins name the same languages.
+    assert [base_language(c) for c in ("cmn", "yue-Hant", "jpn", "KOR", "fre", "deu", "ber")] == [
+        "zh", "zh", "ja", "ko", "fr", "de", "ber"]
+
+
+def test_a_target_coded_in_three_letters_is_scored_as_its_language():
+    """A Mandarin target coded `cmn` was scored with 13a, which sees an unspaced sentence as one word: BLEU 0.0
+    where sacrebleu's zh tokenizer gives 42.7."""
+    hypotheses, references = ["我喜欢猫。"], [["我喜欢狗。"]]
+    chinese = corpus_scores(hypotheses, references, target_lang="zh")
+    assert chinese["bleu"] > 40 and "|tok:zh|" in chinese["bleu_signature"]
+    assert corpus_scores(hypotheses, references, target_lang="cmn") == chinese
 
 
 def test_confidence_intervals_come_from_sacrebleus_bootstrap_and_narrow_with_more_sentences():

@@ -19,6 +19,7 @@ from typing import Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig
 from nmt.data.download import corpus_path, file_url_path, sha256_file
+from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
 from nmt.errors import NMTError, counted
 
@@ -54,11 +55,6 @@ class CorpusSpec:
         """The languages of the text's two columns in file order (data.source_lang, data.target_lang), which
         `reverse` swaps for training."""
         return (self.target_lang, self.source_lang) if self.reverse else (self.source_lang, self.target_lang)
-
-
-def base_language(code: str) -> str:
-    """"zh-Hans" → "zh", "pt-BR" → "pt": what sacrebleu's per-language defaults are keyed by."""
-    return code.replace("_", "-").split("-")[0].lower()
 
 
 def builtin_corpus(cfg: DataConfig) -> BuiltinCorpus | None:

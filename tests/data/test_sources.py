@@ -58,6 +58,8 @@ def test_a_header_naming_the_languages_is_skipped_and_one_naming_them_backwards_
         list(read_pairs(corpus_spec(backwards, tmp_path)))
     tsv.write_text("Source\tTarget\tlicence\nHallo.\tHello.\tCC-BY\n")  # a dataframe's column names
     assert list(read_pairs(corpus_spec(backwards, tmp_path))) == [("Hallo.", "Hello.")]
+    tsv.write_text("deu\teng\nHallo.\tHello.\n")  # Tatoeba's three-letter codes name the same languages
+    assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [("Hello.", "Hallo.")]
     tsv.write_text("Hallo.\tHello.\nde\ten\n")  # only a first line can be a header
     assert len(list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="de", target_lang="en"),
                                            tmp_path)))) == 2
