@@ -153,8 +153,9 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
                        f"filtering (dropped {dropped})")
     empty = [name for name in SPLITS if not counts[name]]
     if empty:
-        raise NMTError(f"the {' and '.join(empty)} split would be empty ({sum(counts.values())} usable pairs): use "
-                       "a larger corpus or raise data.valid_fraction / data.test_fraction")
+        usable = counted(sum(counts.values()), "usable pair")
+        raise NMTError(f"the {' and '.join(empty)} split would be empty ({usable}): use a larger corpus or raise "
+                       "data.valid_fraction / data.test_fraction")
     tokenizers = _train_tokenizers(cfg, text["train"], out)
     dropped["too_many_pieces"] = 0
     split_counts, shards = {}, {}

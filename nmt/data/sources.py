@@ -7,15 +7,17 @@ Nothing here knows English or French except the built-in corpus's own settings (
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import itertools
 import hashlib
+import itertools
 import re
 import urllib.parse
 import urllib.request
+import zipfile
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig
 from nmt.data.download import corpus_path, file_url_path, sha256_file
@@ -166,26 +168,54 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
     return digest.hexdigest()
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _zip_member(archive: zipfile.ZipFile, path: Path) -> zipfile.ZipInfo:
+    """The one text file of a zip: manythings.org's Tatoeba zips (`deu-eng.zip`) hold `deu.txt` beside `_about.txt`,
+    its licence; macOS's `__MACOSX/` and `._*` resource forks are no text either. The member is read, never
+    extracted, so its path cannot escape anywhere."""
+    members = [m for m in archive.infolist() if not m.is_dir() and not m.filename.startswith("__MACOSX/")
+               and not PurePosixPath(m.filename).name.startswith(("_about", "._"))]
+    if len(members) != 1:
+        names = ", ".join(m.filename for m in members[:5]) + (", ..." if len(members) > 5 else "")
+        raise NMTError(f"{path} is a zip of {counted(len(members), 'file')}{f' ({names})' if members else ''}: "
+                       "a corpus zip holds one text file; unzip it and name the file instead")
+    return members[0]
+
+
+@contextlib.contextmanager
+def _open_bytes(path: Path) -> Iterator[IO[bytes]]:
+    """`path`'s bytes, uncompressed: gzip and zip are told by their magic bytes, not the name (a URL's file is named
+    by its path: `.../download?id=7` saves as `download`)."""
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+        handle.seek(0)
+        if magic[:2] == b"\x1f\x8b":
+            with gzip.open(handle, "rb") as text:
+                yield text
+        elif magic == ZIP_MAGIC:
+            with zipfile.ZipFile(handle) as archive, archive.open(_zip_member(archive, path)) as text:
+                yield text
+        else:
+            yield handle
+
+
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without its line ending) of a UTF-8 file, gzipped or not; one error per bad line. Gzip is
-    told by its magic bytes, not the name: a URL's file is named by its path (`.../download?id=7`: `download`). A
-    byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it
-    hid a TSV's header, which then trained as a pair."""
+    """(line number, text without its line ending) of a UTF-8 file, plain, gzipped or a zip of one file; one error
+    per bad line. A byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first
+    line: left on, it hid a TSV's header, which then trained as a pair."""
     try:
-        with open(path, "rb") as probe:
-            gzipped = probe.read(2) == b"\x1f\x8b"
-    except OSError as err:
-        raise NMTError(f"cannot read {path}: {err.strerror}") from None
-    opener = gzip.open if gzipped else open
-    try:
-        with opener(path, "rb") as handle:
+        with _open_bytes(path) as handle:
             for number, raw in enumerate(handle, 1):
                 try:
                     text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                     yield number, text.removesuffix("\n").removesuffix("\r")
                 except UnicodeDecodeError as err:
                     raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
-    except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
+    except OSError as err:  # gzip.BadGzipFile is an OSError
+        raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
+    except (EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as err:  # truncated, encrypted, deflate64
         raise NMTError(f"cannot read {path}: {err}") from None
 
 

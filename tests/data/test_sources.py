@@ -3,6 +3,7 @@ and the one-line errors for what cannot be used."""
 
 import gzip
 import json
+import zipfile
 
 import pytest
 
@@ -147,6 +148,15 @@ def _plant(kind: str, t):
         (t / "c.tsv").write_text("\u200b\t\x07\n \t \n")
     elif kind == "directory":
         (t / "c.tsv").mkdir()
+    elif kind == "zip-of-two":
+        with zipfile.ZipFile(t / "c.zip", "w") as zf:
+            zf.writestr("train.en", "Hello\n")
+            zf.writestr("train.fr", "Bonjour\n")
+    elif kind == "cut-zip":
+        with zipfile.ZipFile(t / "c.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("fra.txt", "Hello\tBonjour\n" * 1000)
+        whole = (t / "c.zip").read_bytes()
+        (t / "c.zip").write_bytes(whole[:len(whole) // 2])  # its central directory, at the end, is cut off
 
 
 BAD = [
@@ -159,6 +169,9 @@ BAD = [
     (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
     (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
     ("directory", ["--set", "data.corpus={T}/c.tsv"], "c.tsv is not a regular file (a directory)"),
+    ("zip-of-two", ["--set", "data.corpus={T}/c.zip"], "c.zip is a zip of 2 files (train.en, train.fr): a corpus "
+     "zip holds one text file; unzip it and name the file instead"),
+    ("cut-zip", ["--set", "data.corpus={T}/c.zip"], "cannot read {T}/c.zip: File is not a zip file"),
     ("one-column", ["--set", "data.corpus={T}/c.tsv", "--set", "data.source_lang="], "needs its languages"),
     ("counts", ["--set", "data.source_file={T}/a.txt"], "data.source_file and data.target_file go together"),
 ]
@@ -191,6 +204,21 @@ def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path):
     source.write_bytes(gzip.compress("hello .\ngood night .\n".encode()))
     target.write_text("bonjour .\nbonne nuit .\n", encoding="utf-8")
     assert list(aligned_pairs(source, target)) == [("hello .", "bonjour ."), ("good night .", "bonne nuit .")]
+
+
+def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
+    """manythings.org's Tatoeba pairs come as zips (deu-eng.zip: deu.txt beside its licence _about.txt), the built-in
+    corpus's own form: as data.corpus one was read as text, "line 1: not UTF-8 text (byte 14)"."""
+    archive = tmp_path / "deu-eng.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("_about.txt", "CC-BY 2.0 (France)\n")
+        zf.writestr("__MACOSX/._deu.txt", b"\x00\x05\x16\x07")
+        zf.writestr("deu.txt", "Hi.\tHallo!\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123\nRun!\tLauf!\tCC-BY\n")
+    cfg = DataConfig(corpus=str(archive), source_lang="en", target_lang="de")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hi.", "Hallo!"), ("Run!", "Lauf!")]
+    with zipfile.ZipFile(tmp_path / "one.zip", "w") as zf:  # a zip of one file serves aligned files too
+        zf.writestr("train.en", "Hi.\nRun!\n")
+    assert list(aligned_pairs(tmp_path / "one.zip", tmp_path / "one.zip")) == [("Hi.", "Hi."), ("Run!", "Run!")]
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
