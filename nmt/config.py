@@ -372,7 +372,8 @@ def data_order_settings(cfg: TrainConfig) -> dict:
 
 
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes that record CUDA graphs
-_LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
+# BCP 47 tags are case-insensitive (`EN`, `pt-br`), and locales write `pt_BR`: all were "not a language code".
+_LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*")
 
 
 def check_consistency(cfg: Config) -> list[str]:

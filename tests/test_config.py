@@ -217,6 +217,12 @@ def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):
         load_config(write(tmp_path, text))
 
 
+@pytest.mark.parametrize("code", ["EN", "pt_BR", "zh-Hant-TW", "cmn"])
+def test_language_codes_in_any_case_and_locale_form_are_taken(tmp_path, code):
+    cfg = load_config(write(tmp_path, f"data:\n  corpus: pairs.tsv\n  source_lang: {code}\n  target_lang: fr\n"))
+    assert cfg.data.source_lang == code
+
+
 def test_shipped_configs_load_without_warnings():
     from pathlib import Path
 
