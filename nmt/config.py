@@ -82,7 +82,10 @@ class DataConfig:
     join_punctuation_source: bool | None = _data(None)  # "home ." → "home."
     join_punctuation_target: bool | None = _data(None)
     unicode_nfc: bool = _data(True)
-    remove_control_chars: bool = _data(True)  # and zero-width characters
+    remove_control_chars: bool = _data(True)  # and the invisible U+200B (zero-width space), U+2060, U+FEFF (BOM)
+    # Keep U+200C/U+200D, the zero-width (non-)joiners: spelling in Persian, Indic scripts and emoji. Empty (null):
+    # kept, or, fine-tuning, as the run whose tokenizer this data takes had them (runs before this setting: removed).
+    keep_joiners: bool | None = _data(None)
     max_words: int = _data(50, ge=1)  # pairs longer than this (either side) are dropped
     # ... and so are pairs longer than this in subword pieces (a 1 MB "word" is one word but a million pieces).
     max_pieces: int = _data(256, ge=4, le=4096)
@@ -350,7 +353,11 @@ def _sections_holding(key: str) -> list[str]:
 # when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
                         "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True,
-                        "tokenizer_sha256": ""}
+                        "tokenizer_sha256": "",
+                        # Unlike the others, the value now used: text with no ZWNJ/ZWJ (the built-in corpus has none)
+                        # prepares the same either way. Data prepared before from text with them stays as it was,
+                        # and its manifest's normalizer, which its runs translate with, says so.
+                        "keep_joiners": True}
 
 
 def fingerprint_settings(cfg: DataConfig) -> dict:

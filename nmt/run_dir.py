@@ -27,7 +27,7 @@ from nmt.atomic import copy_file_atomic, unwritable_reason, write_text_atomic
 from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
     read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
-from nmt.data.sources import languages, resolve_normalizer
+from nmt.data.sources import languages
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from nmt.lock import DirectoryLock
@@ -279,6 +279,8 @@ class Run:
         `init_from`: the weights a fine-tuned run started from (None on resume: the record already there stays)."""
         import torch
 
+        from nmt.data.prepare import prepared_normalizer  # training's alone: translate and serve load no preparation
+
         if init_from is None:
             init_from = self._read_env().get("init_from")
         self._make_dirs()
@@ -291,7 +293,7 @@ class Run:
         write_text_atomic(self.env_path, json.dumps(env, indent=2) + "\n")
         for name in Tokenizers.files(cfg.data.joint_vocab):
             copy_file_atomic(prepared / name, self.directory / name)
-        normalizer = resolve_normalizer(cfg.data)
+        normalizer = prepared_normalizer(Path(prepared), cfg.data)  # the text's own: data prepared before may differ
         write_text_atomic(self.normalizer_path, json.dumps(normalizer.__dict__) + "\n")
 
     def check_usable(self) -> None:

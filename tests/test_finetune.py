@@ -176,6 +176,22 @@ def test_a_child_of_another_language_pair_is_said_to_be_one(tmp_path, toy_transf
                     "translates en→fr, this run en→es)"]
 
 
+def test_a_child_keeps_joiners_as_its_parent_did(tmp_path, toy_transformer_run):
+    """Its tokenizer and weights saw text as the parent normalized it: a parent from before joiners were kept
+    (normalizer.json without keep_joiners) had them removed, and so must its children."""
+    assert json.loads(Run(toy_transformer_run).normalizer_path.read_text())["keep_joiners"] is True
+    assert with_borrowed_tokenizer(_child_config(tmp_path, toy_transformer_run)).data.keep_joiners is True
+    old = tmp_path / "old-parent"
+    shutil.copytree(toy_transformer_run, old)
+    normalization = json.loads((old / "normalizer.json").read_text())
+    del normalization["keep_joiners"]
+    (old / "normalizer.json").write_text(json.dumps(normalization))
+    borrowed = with_borrowed_tokenizer(_child_config(tmp_path, old))
+    assert borrowed.data.keep_joiners is False
+    with pytest.raises(NMTError, match="data.keep_joiners is True here but False in"):
+        with_borrowed_tokenizer(_child_config(tmp_path, old, data={"keep_joiners": True}))
+
+
 def test_resuming_on_another_corpus_is_refused_and_fine_tuning_is_the_way(tmp_path):
     # Same data settings, another text: it got a SentencePiece model of its own, and the resumed weights met other
     # piece ids while the run's spm.model was replaced (its earlier checkpoints spoiled too). Now: refused.

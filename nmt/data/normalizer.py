@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 # U+202F (narrow no-break space), U+00A0 (no-break space) and U+2009 (thin space) precede French ?!: in the corpus.
 _SPACES = str.maketrans({"\u202f": " ", "\u00a0": " ", "\u2009": " ", "\t": " ", "\n": " ", "\r": " "})
-_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_ZERO_WIDTH = re.compile("[\u200b\u2060\ufeff]")  # zero-width space, word joiner, BOM: invisible, no meaning
+# The zero-width non-joiner and joiner are spelling: Persian writes می‌خواهم with a ZWNJ, Indic scripts choose
+# conjunct forms with them, emoji sequences join by ZWJ. Removed, a Persian translation came out misspelt.
+_JOINERS = re.compile("[\u200c\u200d]")
 _WHITESPACE = re.compile(r"\s+")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # exactly Unicode's category Cc
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -35,6 +38,9 @@ class Normalizer:
     join_punctuation_target: bool = False
     unicode_nfc: bool = True
     remove_control_chars: bool = True
+    # False is what data prepared before joiners were kept went through (its records lack the field); new
+    # preparation keeps them (sources.resolve_normalizer).
+    keep_joiners: bool = False
 
     def clean(self, text: str) -> str:
         """NFC, unusual spaces to plain ones, zero-width and control characters removed, whitespace collapsed.
@@ -48,6 +54,8 @@ class Normalizer:
         text = text.translate(_SPACES)
         if self.remove_control_chars:
             text = _ZERO_WIDTH.sub("", text)
+            if not self.keep_joiners:
+                text = _JOINERS.sub("", text)
             text = _CONTROL.sub("", text)
         return _WHITESPACE.sub(" ", text).strip()
 

@@ -16,7 +16,9 @@ from nmt.config import DataConfig, fingerprint_settings
 from nmt.data import stream
 from nmt.data.corpus import normalize_pairs
 from nmt.data.download import sha256_file
-from nmt.data.sources import CorpusSpec, aligned_pairs, corpus_fingerprint, corpus_spec, read_pairs
+from nmt.data.normalizer import Normalizer
+from nmt.data.sources import (CorpusSpec, aligned_pairs, corpus_fingerprint, corpus_spec, read_pairs,
+                              resolve_normalizer)
 from nmt.data.split import SPLITS
 from nmt.data.tokenizer import (JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, files_digest,
                                 train_sentencepiece)
@@ -178,6 +180,16 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
             "source_lang": spec.source_lang, "target_lang": spec.target_lang, "shards": shards,
             "tokenizer_files": Tokenizers.files(cfg.joint_vocab),
             "normalizer": dataclasses.asdict(spec.normalizer)}
+
+
+def prepared_normalizer(directory: Path, cfg: DataConfig) -> Normalizer:
+    """The normalization the prepared text in `directory` went through: what its runs must translate with. A manifest
+    from before joiners were kept records no keep_joiners (its Normalizer default: stripped); one from before
+    manifests recorded their normalizer had them stripped too."""
+    recorded = (read_manifest(directory) or {}).get("normalizer")
+    if recorded is None:
+        return dataclasses.replace(resolve_normalizer(cfg), keep_joiners=False)
+    return Normalizer(**recorded)
 
 
 def _heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec, max_words: int) -> tuple[list, dict]:

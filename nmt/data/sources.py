@@ -80,7 +80,8 @@ def resolve_normalizer(cfg: DataConfig) -> Normalizer:
                                        builtin.join_punctuation if builtin else ()),
         join_punctuation_target=choose(cfg.join_punctuation_target, target,
                                        builtin.join_punctuation if builtin else ()),
-        unicode_nfc=cfg.unicode_nfc, remove_control_chars=cfg.remove_control_chars)
+        unicode_nfc=cfg.unicode_nfc, remove_control_chars=cfg.remove_control_chars,
+        keep_joiners=cfg.keep_joiners is not False)
 
 
 def _builtin_languages(builtin: BuiltinCorpus, reverse: bool) -> tuple[str, str]:

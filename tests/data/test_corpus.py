@@ -15,6 +15,16 @@ def test_normalizer_cleans_and_matches_d2l_style_input():
     assert Normalizer(lowercase_source=False).source("I'm Home .") == "I'm Home."
 
 
+def test_joiners_are_spelling_and_kept_while_invisible_marks_go():
+    """Persian writes می‌خواهم ("I want") with a zero-width non-joiner; Indic conjuncts and emoji sequences need the
+    (non-)joiners too. They were removed with the zero-width space, and translations came out misspelt."""
+    persian, family = "می\u200cخواهم", "\U0001f469\u200d\U0001f467"
+    kept = Normalizer(lowercase_source=False, keep_joiners=True)
+    assert kept.source(persian) == persian and kept.target(family) == family
+    assert kept.source("\ufeffa\u200bb\u2060c") == "abc"  # BOM, zero-width space and word joiner: no spelling
+    assert Normalizer(lowercase_source=False).source(persian) == "میخواهم"  # a record from before: as prepared then
+
+
 def test_read_two_and_three_columns(tmp_path):
     for columns in (2, 3):
         path = tmp_path / f"c{columns}.txt"

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conftest import make_zip, toy_corpus_text
-from nmt.config import DataConfig
+from nmt.config import DataConfig, fingerprint_settings
 from nmt.data.download import download_corpus
-from nmt.data.prepare import prepare, read_manifest, run_data_for_resume, vocabulary_summary
+from nmt.data.prepare import prepare, prepared_normalizer, read_manifest, run_data_for_resume, vocabulary_summary
 from nmt.errors import NMTError
 from tests_helpers import TOY_DATA, toy_parallel_corpus
 
@@ -125,3 +125,23 @@ def test_a_test_set_of_ones_own_is_scored_whole_and_older_data_that_cut_it_is_pr
     again = []
     assert prepare(cfg, tmp_path / "data", log=again.append) == directory and again
     assert "heldout" in read_manifest(directory)
+
+
+def test_joiners_are_kept_by_preparation_and_runs_translate_as_their_data_was_prepared(tmp_path):
+    """New preparation keeps ZWNJ/ZWJ (Persian spelling); text without them prepares as before, in the same
+    directory; data prepared before from text with them had them stripped, and its runs must translate so too."""
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(toy_parallel_corpus().replace("cats", "ca\u200cts"), encoding="utf-8")
+    cfg = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr"})
+    directory = prepare(cfg, tmp_path / "data", log=lambda *_: None)
+    sources = [json.loads(line)["source"] for line in (directory / "test.jsonl").open(encoding="utf-8")]
+    assert any("ca\u200cts" in source for source in sources)
+    assert prepared_normalizer(directory, cfg).keep_joiners
+    assert "keep_joiners" not in fingerprint_settings(cfg)  # no prepared directory is renamed by it
+    manifest = read_manifest(directory)
+    del manifest["normalizer"]["keep_joiners"]  # as data prepared before wrote it
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert not prepared_normalizer(directory, cfg).keep_joiners
+    del manifest["normalizer"]  # older still: no normalizer recorded
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    assert not prepared_normalizer(directory, cfg).keep_joiners
