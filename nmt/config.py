@@ -70,6 +70,10 @@ class DataConfig:
     source_lang: str = _data("", fingerprint=False)
     target_lang: str = _data("", fingerprint=False)
     reverse: bool = _data(False)  # swap the two sides: French→English from the built-in corpus
+    # The columns of a data.corpus of your own that hold the source and the target text, counted from 1 as `cut -f`
+    # counts them. Empty (null): 1 and 2. tatoeba.org's exports are id<TAB>sentence<TAB>id<TAB>sentence: 2 and 4.
+    source_column: int | None = _data(None, ge=1, le=1000)
+    target_column: int | None = _data(None, ge=1, le=1000)
     corpus_url: str = _data(D2L_CORPUS_URL, fingerprint=False)
     corpus_sha256: str = _data(FRA_TXT_SHA256, fingerprint=False)
     # False accepts another release (e.g. a newer 3-column manythings.org zip)
@@ -353,11 +357,16 @@ def _sections_holding(key: str) -> list[str]:
 # when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
                         "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True,
-                        "tokenizer_sha256": "",
+                        "tokenizer_sha256": "", "source_column": None, "target_column": None,
                         # Unlike the others, the value now used: text with no ZWNJ/ZWJ (the built-in corpus has none)
                         # prepares the same either way. Data prepared before from text with them stays as it was,
                         # and its manifest's normalizer, which its runs translate with, says so.
                         "keep_joiners": True}
+
+
+def tsv_columns(cfg: DataConfig) -> tuple[int, int]:
+    """The columns (counted from 1) of a data.corpus of one's own that hold the source and the target text."""
+    return (cfg.source_column or 1, cfg.target_column or 2)
 
 
 def fingerprint_settings(cfg: DataConfig) -> dict:
@@ -400,6 +409,9 @@ def check_consistency(cfg: Config) -> list[str]:
                                   "(the Transformer's position table); lower it or raise model.max_positions")
     if d.samples:
         check_n_best(1, d)  # sampling takes beam 1: said when the config loads, not at its first translation
+    if tsv_columns(cfg.data)[0] == tsv_columns(cfg.data)[1]:
+        raise ConfigError(f"data.source_column and data.target_column both read column {tsv_columns(cfg.data)[0]} "
+                          "(unset: 1 and 2): name two columns")
     for key in ("source_lang", "target_lang"):
         code = getattr(cfg.data, key)
         if code and not _LANGUAGE_CODE.fullmatch(code):
@@ -473,6 +485,12 @@ def check_consistency(cfg: Config) -> list[str]:
     if cfg.data.source_file and cfg.data.corpus != BUILTIN_CORPUS:
         warnings.append(f"data.corpus {cfg.data.corpus} is not read: data.source_file + data.target_file name the "
                         "training text (ignored)")
+    read_whole = ("data.source_file + data.target_file are" if cfg.data.source_file
+                  else "the built-in corpus is" if cfg.data.corpus == BUILTIN_CORPUS else None)
+    for name in ("source_column", "target_column"):
+        if getattr(cfg.data, name) is not None and read_whole:
+            warnings.append(f"data.{name} picks a column of a data.corpus of your own; {read_whole} read as they "
+                            "come (ignored)")
     return warnings
 
 

@@ -167,6 +167,10 @@ def test_model_args_hold_exactly_the_shape_fields():
      "inductor's: train.compile_backend cudagraphs ignores it"),
     ("data:\n  corpus: my.tsv\n  source_file: a.de\n  target_file: a.en\n",
      "data.corpus my.tsv is not read: data.source_file + data.target_file name the training text"),
+    ("data:\n  source_column: 2\n  target_column: 4\n", "data.source_column picks a column of a data.corpus of your "
+     "own; the built-in corpus is read as they come (ignored)"),
+    ("data:\n  source_file: a.de\n  target_file: a.en\n  target_column: 3\n", "data.target_column picks a column "
+     "of a data.corpus of your own; data.source_file + data.target_file are read as they come (ignored)"),
 ])
 def test_settings_without_effect_are_named_in_a_warning(tmp_path, text, message):
     warnings = []
@@ -211,6 +215,8 @@ def test_files_of_ones_own_alone_warn_of_nothing(tmp_path):
     ("train:\n  compile: true\n  compile_scope: layers\n  compile_mode: reduce-overhead\n  pack_length: 128\n",
      "compile_scope layers and train.compile_mode reduce-overhead: CUDA graphs of single layers"),
     ("train:\n  compile_scope: regions\n", "train.compile_scope must be one of"),
+    ("data:\n  corpus: p.tsv\n  source_column: 2\n", "data.source_column and data.target_column both read column 2"),
+    ("data:\n  corpus: p.tsv\n  target_column: 0\n", "data.target_column must be >= 1"),
 ])
 def test_inconsistent_configs_fail_at_load(tmp_path, text, pattern):
     with pytest.raises(ConfigError, match=pattern):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Iterator
 
-from nmt.config import BUILTIN_CORPUS, DataConfig
+from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
@@ -47,6 +47,9 @@ class CorpusSpec:
     reverse: bool
     normalizer: Normalizer
     heldout: dict[str, tuple[Path, Path]]  # split → (source file, target file) of the user's own valid/test
+    # A TSV's source and target columns, counted from 1 (data.source_column/target_column); None: 1 and 2, and a file
+    # in tatoeba.org's id<TAB>sentence<TAB>id<TAB>sentence form is refused rather than trained on its ids.
+    columns: tuple[int, int] | None = None
 
     @property
     def direction(self) -> str:
@@ -149,14 +152,15 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
                                     _fetched(cfg.target_file, "data.target_file", data_dir)), **common)
     if cfg.corpus in BUILTIN:
         return CorpusSpec("builtin", (corpus_path(data_dir),), **common)
+    columns = None if cfg.source_column is None and cfg.target_column is None else tsv_columns(cfg)
     if _is_url(cfg.corpus):
-        return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common)
+        return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common, columns=columns)
     name = cfg.corpus
-    looks_like_file = re.search(r"\.tsv(\.gz)?$|/", name) or name.startswith("file:")
+    looks_like_file = re.search(r"\.(tsv|txt)(\.gz)?$|\.zip$|/", name) or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():
-        raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv or "
-                       ".tsv.gz file (or data.source_file + data.target_file)")
-    return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common)
+        raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv, "
+                       ".tsv.gz or .zip file (or data.source_file + data.target_file)")
+    return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common, columns=columns)
 
 
 def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
@@ -220,20 +224,39 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise NMTError(f"cannot read {path}: {err}") from None
 
 
-def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None,
-               reverse: bool = False) -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV; `languages`: what its two columns hold, in file order, to read a header line by."""
+def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None, reverse: bool = False,
+               columns: tuple[int, int] | None = None) -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV; `languages`: what its two columns hold, in file order, to read a header line by;
+    `columns`: which two hold them, counted from 1 (None: 1 and 2, tatoeba.org's id form refused)."""
+    source, target = columns or (1, 2)
+    needed = max(source, target)
+    ids_checked = columns is not None or builtin
     for number, line in _lines(path):
         if not line.strip():  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
             continue
-        columns = line.split("\t")
-        if len(columns) < 2 or (builtin and len(columns) > 3):
-            raise NMTError(f"{path} line {number}: expected tab-separated source and target columns, "
-                           f"got {counted(len(columns), 'column')}")
-        if number == 1 and languages and _is_header(columns[:2], languages, reverse, path):
+        cells = line.split("\t")
+        if len(cells) < needed or (builtin and len(cells) > 3):
+            wanted = "source and target columns" if columns is None else \
+                f"columns {source} and {target} (data.source_column, data.target_column)"
+            raise NMTError(f"{path} line {number}: expected tab-separated {wanted}, got "
+                           f"{counted(len(cells), 'column')}")
+        pair = [cells[source - 1], cells[target - 1]]
+        if number == 1 and languages and _is_header(pair, languages, reverse, path):
             continue
-        yield columns[0], columns[1]
+        if not ids_checked:
+            _refuse_tatoeba_ids(cells, path, number)
+            ids_checked = True
+        yield pair[0], pair[1]
+
+
+def _refuse_tatoeba_ids(cells: list[str], path: Path, number: int) -> None:
+    """tatoeba.org's exports are id<TAB>sentence<TAB>id<TAB>sentence: read as columns 1 and 2, a model learnt to
+    translate sentence ids into the source language, and said nothing."""
+    if len(cells) >= 4 and cells[0].strip().isdigit() and cells[2].strip().isdigit():
+        raise NMTError(f"{path} line {number} reads as tatoeba.org's id<TAB>sentence<TAB>id<TAB>sentence (ids "
+                       f"{cells[0].strip()} and {cells[2].strip()}): set data.source_column: 2 and "
+                       "data.target_column: 4, or name the columns that hold the text")
 
 
 GENERIC_HEADERS = {("source", "target"), ("src", "tgt"), ("src", "trg")}  # a dataframe's column names
@@ -278,5 +301,6 @@ def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
         pairs = aligned_pairs(*spec.files)
     else:
         builtin = spec.kind == "builtin"
-        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.reverse)
+        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.reverse,
+                           spec.columns)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs

@@ -81,6 +81,30 @@ def test_a_byte_order_mark_hides_no_header(tmp_path):
     assert list(aligned_pairs(source, target)) == [("Hallo.", "Hello."), ("\ufeffTschüss.", "Bye.")]
 
 
+def test_the_columns_that_hold_the_text_are_chosen_and_tatoebas_ids_never_train(tmp_path):
+    """tatoeba.org exports id<TAB>sentence<TAB>id<TAB>sentence: read as columns 1 and 2, ids trained as the source
+    language in silence. Refused by default; data.source_column/target_column read any two columns."""
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("1276\tLet's try something.\t2481\tEssayons quelque chose !\n"
+                   "1277\tI have to go to sleep.\t2482\tJe dois aller dormir.\n")
+    cfg = DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr")
+    with pytest.raises(NMTError, match=r"pairs.tsv line 1 reads as tatoeba.org's id<TAB>sentence<TAB>id<TAB>sentence "
+                                       r"\(ids 1276 and 2481\): set data.source_column: 2 and data.target_column: 4"):
+        list(read_pairs(corpus_spec(cfg, tmp_path)))
+    chosen = DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr", source_column=2, target_column=4)
+    expected = [("Let's try something.", "Essayons quelque chose !"),
+                ("I have to go to sleep.", "Je dois aller dormir.")]
+    assert list(read_pairs(corpus_spec(chosen, tmp_path))) == expected
+    reverse = DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr", source_column=2, target_column=4,
+                         reverse=True)
+    assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [(t, s) for s, t in expected]
+    tsv.write_text("id\ten\tid\tfr\n1276\tHi.\t2481\tSalut.\n3\tshort\n")  # the header is read in the chosen columns
+    with pytest.raises(NMTError, match=r"line 3: expected tab-separated columns 2 and 4 \(data.source_column, "
+                                       r"data.target_column\), got 2 columns"):
+        list(read_pairs(corpus_spec(chosen, tmp_path)))
+    assert next(read_pairs(corpus_spec(chosen, tmp_path))) == ("Hi.", "Salut.")
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
