@@ -289,7 +289,9 @@ def extract_corpus(archive: Path, dest: Path) -> Path:
             named = {PurePosixPath(m.filename).name: m for m in members
                      if not PurePosixPath(m.filename).name.startswith("._")}
             if sum(PurePosixPath(m.filename).name == CORPUS_FILE for m in members) != 1:
-                raise NMTError(f"{archive}: expected exactly one {CORPUS_FILE} in the archive")
+                raise NMTError(f"{archive}: expected exactly one {CORPUS_FILE} in the archive (the built-in "
+                               "English–French corpus); another pair's zip (manythings.org's deu-eng.zip) needs no "
+                               "download: set data.corpus to it, with data.source_lang and data.target_lang")
             for name, member in named.items():
                 with zf.open(member) as src, open(dest / name, "wb") as out:
                     shutil.copyfileobj(src, out, CHUNK)

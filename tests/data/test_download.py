@@ -102,6 +102,16 @@ def test_file_url_and_three_columns_with_opt_out(tmp_path):
     assert path.read_text() == text
 
 
+def test_another_pairs_zip_is_pointed_to_data_corpus(tmp_path):
+    archive = tmp_path / "deu-eng.zip"
+    archive.write_bytes(make_zip({"deu.txt": "Hi.\tHallo!\n", "_about.txt": "CC-BY"}))
+    with pytest.raises(NMTError, match=r"deu-eng.zip: expected exactly one fra.txt in the archive \(the built-in "
+                                       r"English–French corpus\); another pair's zip .* needs no download: set "
+                                       r"data.corpus to it"):
+        download_corpus(str(archive), tmp_path / "data", None, progress=False)
+    assert not (tmp_path / "data" / "fra-eng").exists()
+
+
 def test_missing_source_and_bad_scheme(tmp_path):
     with pytest.raises(NMTError, match="not found"):
         download_corpus(str(tmp_path / "nope.zip"), tmp_path / "d", None, progress=False)
