@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import io
 import itertools
 import re
 import urllib.parse
@@ -202,14 +203,17 @@ def _open_bytes(path: Path) -> Iterator[IO[bytes]]:
         elif magic == ZIP_MAGIC:
             with zipfile.ZipFile(handle) as archive, archive.open(_zip_member(archive, path)) as text:
                 yield text
+        elif magic[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
+            # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
+            yield (line.encode("utf-8") for line in io.TextIOWrapper(handle, encoding="utf-16", newline="\n"))
         else:
             yield handle
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without its line ending) of a UTF-8 file, plain, gzipped or a zip of one file; one error
-    per bad line. A byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first
-    line: left on, it hid a TSV's header, which then trained as a pair."""
+    """(line number, text without its line ending) of a UTF-8 (or BOM-marked UTF-16) file, plain, gzipped or a zip
+    of one file; one error per bad line. A byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is
+    no part of the first line: left on, it hid a TSV's header, which then trained as a pair."""
     try:
         with _open_bytes(path) as handle:
             for number, raw in enumerate(handle, 1):
@@ -222,6 +226,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
     except (EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as err:  # truncated, encrypted, deflate64
         raise NMTError(f"cannot read {path}: {err}") from None
+    except UnicodeError as err:  # UTF-16 cut mid-character
+        raise NMTError(f"{path}: not UTF-16 text, though it starts as such ({err.reason})") from None
 
 
 def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None, reverse: bool = False,

@@ -105,6 +105,19 @@ def test_the_columns_that_hold_the_text_are_chosen_and_tatoebas_ids_never_train(
     assert next(read_pairs(corpus_spec(chosen, tmp_path))) == ("Hi.", "Salut.")
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_excels_unicode_text_is_read(tmp_path, encoding):
+    """Excel saves "Unicode Text" as UTF-16 with a byte-order mark and CRLF: it was "line 1: not UTF-8 text"."""
+    tsv = tmp_path / "pairs.tsv"
+    text = "de\ten\r\nHallo.\tHello.\r\nTsch\u00fcss \u2028 da.\tBye.\r\n"  # U+2028 is text, not a line end
+    tsv.write_bytes(("\ufeff" + text).encode(encoding) if encoding.endswith("be") else text.encode(encoding))
+    cfg = DataConfig(corpus=str(tsv), source_lang="de", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo.", "Hello."), ("Tschüss \u2028 da.", "Bye.")]
+    tsv.write_bytes(tsv.read_bytes()[:-1])  # cut mid-character
+    with pytest.raises(NMTError, match=r"pairs.tsv: not UTF-16 text, though it starts as such \(truncated data\)"):
+        list(read_pairs(corpus_spec(cfg, tmp_path)))
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
