@@ -66,14 +66,16 @@ def read_lines(path: Path) -> list[str]:
         raise NMTError(f"{path} is a directory, not a file of sentences")
     try:
         data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
-        text = data.decode("utf-8-sig")  # a BOM is no part of the first sentence
+        # A BOM is no part of the first sentence; one of UTF-16 (Excel's "Unicode Text") says how to read the rest.
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        text = data.decode("utf-16" if utf16 else "utf-8-sig")
         # Lines end at line feeds only, as on stdin and in corpora: str.splitlines would also break at U+2028, U+0085
         # or a lone CR inside a sentence and shift every reference after it.
         lines = [line.removesuffix("\r") for line in text.split("\n")]
         if lines[-1] == "":
             lines.pop()
     except UnicodeDecodeError as err:
-        raise NMTError(f"{path}: not UTF-8 text (byte {err.start})") from None
+        raise NMTError(f"{path}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
     except OSError as err:
         raise NMTError(f"cannot read {path}: {err.strerror}") from None
     if not lines:

@@ -104,6 +104,14 @@ def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
     assert ev.read_lines(path) == ["Je suis\u2028là.", "Un\rdeux\x85trois", "", "fin"]
     path.write_text("une\ndeux\n", encoding="utf-8")
     assert ev.read_lines(path) == ["une", "deux"]
+    path.write_text("une\r\ndeux\r\n", encoding="utf-16")  # Excel's "Unicode Text": its BOM tells it
+    assert ev.read_lines(path) == ["une", "deux"]
+    path.write_bytes(path.read_bytes()[:-1])
+    with pytest.raises(NMTError, match=r"refs.txt: not UTF-16 text \(byte \d+\)"):
+        ev.read_lines(path)
+    path.write_bytes(b"caf\xe9\n")
+    with pytest.raises(NMTError, match=r"refs.txt: not UTF-8 text \(byte 3\)"):
+        ev.read_lines(path)
 
 
 def test_a_sampled_evaluation_is_named_and_described_as_such(toy_transformer_run, tmp_path):
