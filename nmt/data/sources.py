@@ -177,23 +177,35 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
 ZIP_MAGIC = b"PK\x03\x04"
 
 
-def _zip_member(archive: zipfile.ZipFile, path: Path) -> zipfile.ZipInfo:
-    """The one text file of a zip: manythings.org's Tatoeba zips (`deu-eng.zip`) hold `deu.txt` beside `_about.txt`,
-    its licence; macOS's `__MACOSX/` and `._*` resource forks are no text either. The member is read, never
-    extracted, so its path cannot escape anywhere."""
+def _zip_member(archive: zipfile.ZipFile, path: Path, language: str = "") -> zipfile.ZipInfo:
+    """The text file of a zip: its one file (manythings.org's `deu-eng.zip` holds `deu.txt` beside `_about.txt`, its
+    licence; macOS's `__MACOSX/` and `._*` resource forks are no text either), or, of line-aligned files, the one
+    that ends in `language`'s code: OPUS's Moses zips (`en-fr.txt.zip`) hold `Tatoeba.en-fr.en` and
+    `Tatoeba.en-fr.fr` beside a README, a LICENSE and an `.xml` of ids. The member is read, never extracted, so its
+    path cannot escape anywhere."""
     members = [m for m in archive.infolist() if not m.is_dir() and not m.filename.startswith("__MACOSX/")
                and not PurePosixPath(m.filename).name.startswith(("_about", "._"))]
-    if len(members) != 1:
-        names = ", ".join(m.filename for m in members[:5]) + (", ..." if len(members) > 5 else "")
-        raise NMTError(f"{path} is a zip of {counted(len(members), 'file')}{f' ({names})' if members else ''}: "
-                       "a corpus zip holds one text file; unzip it and name the file instead")
-    return members[0]
+    if len(members) == 1:
+        return members[0]
+    if language:
+        suffix = {m: PurePosixPath(m.filename).suffix.lstrip(".") for m in members}
+        for same in (lambda code: code.lower() == language.lower(),  # exactly, else as a language (zh_cn for cmn)
+                     lambda code: base_language(code) == base_language(language)):
+            named = [m for m in members if suffix[m] and same(suffix[m])]
+            if len(named) == 1:
+                return named[0]
+    names = ", ".join(m.filename for m in members[:6]) + (", ..." if len(members) > 6 else "")
+    per_language = f", and not exactly one of them ends in .{language}" if language else ""
+    raise NMTError(f"{path} is a zip of {counted(len(members), 'file')}{f' ({names})' if members else ''}"
+                   f"{per_language}: a corpus zip holds one text file, or, as data.source_file and "
+                   "data.target_file, one file per language named by its code (OPUS's Tatoeba.en-fr.en); unzip it "
+                   "and name the file instead")
 
 
 @contextlib.contextmanager
-def _open_bytes(path: Path) -> Iterator[IO[bytes]]:
+def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
     """`path`'s bytes, uncompressed: gzip and zip are told by their magic bytes, not the name (a URL's file is named
-    by its path: `.../download?id=7` saves as `download`)."""
+    by its path: `.../download?id=7` saves as `download`); `language` picks a zip's member."""
     with open(path, "rb") as handle:
         magic = handle.read(4)
         handle.seek(0)
@@ -201,7 +213,7 @@ def _open_bytes(path: Path) -> Iterator[IO[bytes]]:
             with gzip.open(handle, "rb") as text:
                 yield text
         elif magic == ZIP_MAGIC:
-            with zipfile.ZipFile(handle) as archive, archive.open(_zip_member(archive, path)) as text:
+            with zipfile.ZipFile(handle) as archive, archive.open(_zip_member(archive, path, language)) as text:
                 yield text
         elif magic[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
             # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
@@ -210,12 +222,13 @@ def _open_bytes(path: Path) -> Iterator[IO[bytes]]:
             yield handle
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def _lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
     """(line number, text without its line ending) of a UTF-8 (or BOM-marked UTF-16) file, plain, gzipped or a zip
-    of one file; one error per bad line. A byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is
-    no part of the first line: left on, it hid a TSV's header, which then trained as a pair."""
+    (of one file, or `language`'s); one error per bad line. A byte-order mark (Excel's and Notepad's "UTF-8"
+    exports start with one) is no part of the first line: left on, it hid a TSV's header, which then trained as a
+    pair."""
     try:
-        with _open_bytes(path) as handle:
+        with _open_bytes(path, language) as handle:
             for number, raw in enumerate(handle, 1):
                 try:
                     text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -287,16 +300,19 @@ def _is_header(columns: list[str], languages: tuple[str, str], reverse: bool, pa
     return False
 
 
-def aligned_pairs(source: Path, target: Path) -> Iterator[tuple[str, str]]:
-    """Pairs from two line-aligned files; different line counts are an error naming both."""
+def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", "")) -> Iterator[tuple[str, str]]:
+    """Pairs from two line-aligned files; different line counts are an error naming both. `languages` pick each
+    side's file out of a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
     count = 0
-    for source_line, target_line in itertools.zip_longest(_lines(source), _lines(target)):
+    sides = ((source, languages[0]), (target, languages[1]))
+    for source_line, target_line in itertools.zip_longest(*(_lines(*side) for side in sides)):
         if source_line is None or target_line is None:
-            longer = source if target_line is None else target
-            total = sum(1 for _ in _lines(longer))  # counted again from the start: the error names both counts
+            longer = sides[0] if target_line is None else sides[1]
+            total = sum(1 for _ in _lines(*longer))  # counted again from the start: the error names both counts
             counts = (total, count) if target_line is None else (count, total)
-            raise NMTError(f"{source} has {counted(counts[0], 'line')} but {target} has {counted(counts[1], 'line')}: "
-                           "the two files must be line-aligned")
+            names = [f"{path}'s .{language} file" if source == target else str(path) for path, language in sides]
+            raise NMTError(f"{names[0]} has {counted(counts[0], 'line')} but {names[1]} has "
+                           f"{counted(counts[1], 'line')}: the two files must be line-aligned")
         count += 1
         yield source_line[1], target_line[1]
 
@@ -304,7 +320,7 @@ def aligned_pairs(source: Path, target: Path) -> Iterator[tuple[str, str]]:
 def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
     if spec.kind == "files":
-        pairs = aligned_pairs(*spec.files)
+        pairs = aligned_pairs(*spec.files, spec.column_languages)
     else:
         builtin = spec.kind == "builtin"
         pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.reverse,

@@ -207,7 +207,10 @@ BAD = [
     (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
     ("directory", ["--set", "data.corpus={T}/c.tsv"], "c.tsv is not a regular file (a directory)"),
     ("zip-of-two", ["--set", "data.corpus={T}/c.zip"], "c.zip is a zip of 2 files (train.en, train.fr): a corpus "
-     "zip holds one text file; unzip it and name the file instead"),
+     "zip holds one text file, or, as data.source_file and data.target_file, one file per language named by its code"),
+    ("zip-of-two", ["--set", "data.source_file={T}/c.zip", "--set", "data.target_file={T}/c.zip", "--set",
+                    "data.source_lang=en", "--set", "data.target_lang=de"],
+     "c.zip is a zip of 2 files (train.en, train.fr), and not exactly one of them ends in .de: a corpus zip"),
     ("cut-zip", ["--set", "data.corpus={T}/c.zip"], "cannot read {T}/c.zip: File is not a zip file"),
     ("one-column", ["--set", "data.corpus={T}/c.tsv", "--set", "data.source_lang="], "needs its languages"),
     ("counts", ["--set", "data.source_file={T}/a.txt"], "data.source_file and data.target_file go together"),
@@ -256,6 +259,33 @@ def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
     with zipfile.ZipFile(tmp_path / "one.zip", "w") as zf:  # a zip of one file serves aligned files too
         zf.writestr("train.en", "Hi.\nRun!\n")
     assert list(aligned_pairs(tmp_path / "one.zip", tmp_path / "one.zip")) == [("Hi.", "Hi."), ("Run!", "Run!")]
+
+
+def test_an_opus_moses_zip_serves_both_sides(tmp_path):
+    """OPUS's Moses downloads (en-fr.txt.zip) hold one file per language beside a README, a LICENSE and the ids:
+    data.source_file and data.target_file may both name the zip, each side taking the file of its language (as a
+    language: OPUS's zh_cn is a cmn side's)."""
+    archive = tmp_path / "en-zh_cn.txt.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, text in (("README", "OPUS Tatoeba"), ("LICENSE", "CC-BY 2.0 FR"), ("Tatoeba.en-zh_cn.xml", "<ids/>"),
+                           ("Tatoeba.en-zh_cn.en", "Hi.\nRun!\n"), ("Tatoeba.en-zh_cn.zh_cn", "你好。\n跑！\n")):
+            zf.writestr(name, text)
+    cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="cmn")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hi.", "你好。"), ("Run!", "跑！")]
+    reverse = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="zh_CN",
+                         reverse=True)
+    assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [("你好。", "Hi."), ("跑！", "Run!")]
+    with zipfile.ZipFile(archive, "a") as zf:
+        zf.writestr("more.en", "Hello.\n")  # now two files end in .en, one of them with 1 line
+    with pytest.raises(NMTError, match=r"not exactly one of them ends in .en"):
+        list(read_pairs(corpus_spec(cfg, tmp_path)))
+    shorter = tmp_path / "short.zip"
+    with zipfile.ZipFile(shorter, "w") as zf:
+        zf.writestr("a.en", "Hi.\nRun!\n")
+        zf.writestr("a.fr", "Salut.\n")
+    short = DataConfig(source_file=str(shorter), target_file=str(shorter), source_lang="en", target_lang="fr")
+    with pytest.raises(NMTError, match=r"short.zip's .en file has 2 lines but .*short.zip's .fr file has 1 line"):
+        list(read_pairs(corpus_spec(short, tmp_path)))
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
