@@ -7,11 +7,13 @@ Nothing here knows English or French except the built-in corpus's own settings (
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import gzip
 import hashlib
 import io
 import itertools
+import lzma
 import re
 import urllib.parse
 import urllib.request
@@ -204,13 +206,16 @@ def _zip_member(archive: zipfile.ZipFile, path: Path, language: str = "") -> zip
 
 @contextlib.contextmanager
 def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
-    """`path`'s bytes, uncompressed: gzip and zip are told by their magic bytes, not the name (a URL's file is named
-    by its path: `.../download?id=7` saves as `download`); `language` picks a zip's member."""
+    """`path`'s bytes, uncompressed: gzip, bzip2, xz and zip are told by their magic bytes, not the name (a URL's
+    file is named by its path: `.../download?id=7` saves as `download`); `language` picks a zip's member."""
     with open(path, "rb") as handle:
         magic = handle.read(4)
         handle.seek(0)
         if magic[:2] == b"\x1f\x8b":
             with gzip.open(handle, "rb") as text:
+                yield text
+        elif magic[:3] == b"BZh" or magic == b"\xfd7zX":  # bzip2, xz: as some OPUS and WMT files come
+            with (bz2.open if magic[:3] == b"BZh" else lzma.open)(handle, "rb") as text:
                 yield text
         elif magic == ZIP_MAGIC:
             with zipfile.ZipFile(handle) as archive, archive.open(_zip_member(archive, path, language)) as text:
@@ -237,7 +242,8 @@ def _lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
                     raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:  # gzip.BadGzipFile is an OSError
         raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
-    except (EOFError, zipfile.BadZipFile, RuntimeError, NotImplementedError) as err:  # truncated, encrypted, deflate64
+    except (EOFError, zipfile.BadZipFile, lzma.LZMAError, RuntimeError, NotImplementedError) as err:  # truncated,
+        # corrupt, an encrypted zip, deflate64
         raise NMTError(f"cannot read {path}: {err}") from None
     except UnicodeError as err:  # UTF-16 cut mid-character
         raise NMTError(f"{path}: not UTF-16 text, though it starts as such ({err.reason})") from None

@@ -1,8 +1,10 @@
 """Any parallel corpus: a TSV of your own, two line-aligned files, the built-in corpus reversed, your own valid/test;
 and the one-line errors for what cannot be used."""
 
+import bz2
 import gzip
 import json
+import lzma
 import zipfile
 
 import pytest
@@ -244,6 +246,18 @@ def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path):
     source.write_bytes(gzip.compress("hello .\ngood night .\n".encode()))
     target.write_text("bonjour .\nbonne nuit .\n", encoding="utf-8")
     assert list(aligned_pairs(source, target)) == [("hello .", "bonjour ."), ("good night .", "bonne nuit .")]
+
+
+@pytest.mark.parametrize("compress", [bz2.compress, lzma.compress], ids=["bzip2", "xz"])
+def test_bzip2_and_xz_are_told_by_their_bytes(tmp_path, compress):
+    """OPUS and WMT ship some corpora as .bz2 or .xz: they were "line 1: not UTF-8 text"."""
+    source, target = tmp_path / "train.en.bz2", tmp_path / "train.fr"
+    source.write_bytes(compress("hello .\ngood night .\n".encode()))
+    target.write_text("bonjour .\nbonne nuit .\n", encoding="utf-8")
+    assert list(aligned_pairs(source, target)) == [("hello .", "bonjour ."), ("good night .", "bonne nuit .")]
+    source.write_bytes(source.read_bytes()[:-8])  # cut: its end is missing
+    with pytest.raises(NMTError, match=r"cannot read .*train.en.bz2: "):
+        list(aligned_pairs(source, target))
 
 
 def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
