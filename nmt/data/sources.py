@@ -159,7 +159,7 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     if _is_url(cfg.corpus):
         return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common, columns=columns)
     name = cfg.corpus
-    looks_like_file = re.search(r"\.(tsv|txt)(\.gz)?$|\.zip$|/", name) or name.startswith("file:")
+    looks_like_file = re.search(r"\.(tsv|txt)(\.(gz|bz2|xz))?$|\.zip$|/", name) or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():
         raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv, "
                        ".tsv.gz or .zip file (or data.source_file + data.target_file)")
