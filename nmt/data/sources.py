@@ -15,6 +15,7 @@ import io
 import itertools
 import lzma
 import re
+import tarfile
 import urllib.parse
 import urllib.request
 import zipfile
@@ -179,52 +180,69 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
 ZIP_MAGIC = b"PK\x03\x04"
 
 
-def _zip_member(archive: zipfile.ZipFile, path: Path, language: str = "") -> zipfile.ZipInfo:
-    """The text file of a zip: its one file (manythings.org's `deu-eng.zip` holds `deu.txt` beside `_about.txt`, its
-    licence; macOS's `__MACOSX/` and `._*` resource forks are no text either), or, of line-aligned files, the one
-    that ends in `language`'s code: OPUS's Moses zips (`en-fr.txt.zip`) hold `Tatoeba.en-fr.en` and
-    `Tatoeba.en-fr.fr` beside a README, a LICENSE and an `.xml` of ids. The member is read, never extracted, so its
-    path cannot escape anywhere."""
-    members = [m for m in archive.infolist() if not m.is_dir() and not m.filename.startswith("__MACOSX/")
-               and not PurePosixPath(m.filename).name.startswith(("_about", "._"))]
+def _archive_member(names: list[str], path: Path, language: str = "") -> str:
+    """Which file of an archive (zip or tar) holds the text: its one file (manythings.org's `deu-eng.zip` holds
+    `deu.txt` beside `_about.txt`, its licence; macOS's `__MACOSX/` and `._*` resource forks are no text either), or,
+    of line-aligned files, the one that ends in `language`'s code: OPUS's Moses zips (`en-fr.txt.zip`) hold
+    `Tatoeba.en-fr.en` and `Tatoeba.en-fr.fr` beside a README, a LICENSE and an `.xml` of ids, and Europarl's
+    `fr-en.tgz` its `europarl-v7.fr-en.en` and `.fr`. The member is read, never extracted, so its path cannot escape
+    anywhere."""
+    members = [n for n in names if not n.startswith("__MACOSX/")
+               and not PurePosixPath(n).name.startswith(("_about", "._"))]
     if len(members) == 1:
         return members[0]
     if language:
-        suffix = {m: PurePosixPath(m.filename).suffix.lstrip(".") for m in members}
+        suffix = {n: PurePosixPath(n).suffix.lstrip(".") for n in members}
         for same in (lambda code: code.lower() == language.lower(),  # exactly, else as a language (zh_cn for cmn)
                      lambda code: base_language(code) == base_language(language)):
-            named = [m for m in members if suffix[m] and same(suffix[m])]
+            named = [n for n in members if suffix[n] and same(suffix[n])]
             if len(named) == 1:
                 return named[0]
-    names = ", ".join(m.filename for m in members[:6]) + (", ..." if len(members) > 6 else "")
+    listed = ", ".join(members[:6]) + (", ..." if len(members) > 6 else "")
     per_language = f", and not exactly one of them ends in .{language}" if language else ""
-    raise NMTError(f"{path} is a zip of {counted(len(members), 'file')}{f' ({names})' if members else ''}"
-                   f"{per_language}: a corpus zip holds one text file, or, as data.source_file and "
-                   "data.target_file, one file per language named by its code (OPUS's Tatoeba.en-fr.en); unzip it "
+    raise NMTError(f"{path} is an archive of {counted(len(members), 'file')}{f' ({listed})' if members else ''}"
+                   f"{per_language}: a corpus archive holds one text file, or, as data.source_file and "
+                   "data.target_file, one file per language named by its code (OPUS's Tatoeba.en-fr.en); unpack it "
                    "and name the file instead")
 
 
 @contextlib.contextmanager
+def _decompressed(handle: IO[bytes]) -> Iterator[IO[bytes]]:
+    """`handle`'s bytes, gunzipped, bunzipped or unxz'd as its magic bytes say."""
+    magic = handle.read(4)
+    handle.seek(0)
+    opener = (gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic[:3] == b"BZh"
+              else lzma.open if magic == b"\xfd7zX" else None)
+    if opener is None:
+        yield handle
+    else:
+        with opener(handle, "rb") as stream:
+            yield stream
+
+
+@contextlib.contextmanager
 def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
-    """`path`'s bytes, uncompressed: gzip, bzip2, xz and zip are told by their magic bytes, not the name (a URL's
-    file is named by its path: `.../download?id=7` saves as `download`); `language` picks a zip's member."""
-    with open(path, "rb") as handle:
-        magic = handle.read(4)
-        handle.seek(0)
-        if magic[:2] == b"\x1f\x8b":
-            with gzip.open(handle, "rb") as text:
-                yield text
-        elif magic[:3] == b"BZh" or magic == b"\xfd7zX":  # bzip2, xz: as some OPUS and WMT files come
-            with (bz2.open if magic[:3] == b"BZh" else lzma.open)(handle, "rb") as text:
-                yield text
-        elif magic == ZIP_MAGIC:
-            with zipfile.ZipFile(handle) as archive, archive.open(_zip_member(archive, path, language)) as text:
-                yield text
-        elif magic[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
+    """`path`'s text bytes: gzip, bzip2, xz, zip and tar (compressed or not) are told by their bytes, not the name (a
+    URL's file is named by its path: `.../download?id=7` saves as `download`); `language` picks an archive's member.
+    Read as text, a `.tgz` trained its tar headers as sentences."""
+    with open(path, "rb") as handle, _decompressed(handle) as stream:
+        head = stream.read(512)
+        stream.seek(0)
+        if head[:4] == ZIP_MAGIC:
+            with zipfile.ZipFile(stream) as archive:
+                name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language)
+                with archive.open(name) as text:
+                    yield text
+        elif head[257:262] == b"ustar":  # a tar header's magic
+            with tarfile.open(fileobj=stream, mode="r:") as archive:
+                files = {m.name: m for m in archive.getmembers() if m.isfile()}
+                with archive.extractfile(files[_archive_member(list(files), path, language)]) as text:
+                    yield text
+        elif head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
             # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
-            yield (line.encode("utf-8") for line in io.TextIOWrapper(handle, encoding="utf-16", newline="\n"))
+            yield (line.encode("utf-8") for line in io.TextIOWrapper(stream, encoding="utf-16", newline="\n"))
         else:
-            yield handle
+            yield stream
 
 
 def _lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
@@ -242,8 +260,8 @@ def _lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
                     raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:  # gzip.BadGzipFile is an OSError
         raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
-    except (EOFError, zipfile.BadZipFile, lzma.LZMAError, RuntimeError, NotImplementedError) as err:  # truncated,
-        # corrupt, an encrypted zip, deflate64
+    except (EOFError, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError, RuntimeError,
+            NotImplementedError) as err:  # truncated, corrupt, an encrypted zip, deflate64
         raise NMTError(f"cannot read {path}: {err}") from None
     except UnicodeError as err:  # UTF-16 cut mid-character
         raise NMTError(f"{path}: not UTF-16 text, though it starts as such ({err.reason})") from None

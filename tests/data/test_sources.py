@@ -3,8 +3,10 @@ and the one-line errors for what cannot be used."""
 
 import bz2
 import gzip
+import io
 import json
 import lzma
+import tarfile
 import zipfile
 
 import pytest
@@ -208,11 +210,11 @@ BAD = [
     (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
     (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
     ("directory", ["--set", "data.corpus={T}/c.tsv"], "c.tsv is not a regular file (a directory)"),
-    ("zip-of-two", ["--set", "data.corpus={T}/c.zip"], "c.zip is a zip of 2 files (train.en, train.fr): a corpus "
-     "zip holds one text file, or, as data.source_file and data.target_file, one file per language named by its code"),
+    ("zip-of-two", ["--set", "data.corpus={T}/c.zip"], "c.zip is an archive of 2 files (train.en, train.fr): a "
+     "corpus archive holds one text file, or, as data.source_file and data.target_file, one file per language"),
     ("zip-of-two", ["--set", "data.source_file={T}/c.zip", "--set", "data.target_file={T}/c.zip", "--set",
                     "data.source_lang=en", "--set", "data.target_lang=de"],
-     "c.zip is a zip of 2 files (train.en, train.fr), and not exactly one of them ends in .de: a corpus zip"),
+     "c.zip is an archive of 2 files (train.en, train.fr), and not exactly one of them ends in .de: a corpus"),
     ("cut-zip", ["--set", "data.corpus={T}/c.zip"], "cannot read {T}/c.zip: File is not a zip file"),
     ("one-column", ["--set", "data.corpus={T}/c.tsv", "--set", "data.source_lang="], "needs its languages"),
     ("counts", ["--set", "data.source_file={T}/a.txt"], "data.source_file and data.target_file go together"),
@@ -300,6 +302,25 @@ def test_an_opus_moses_zip_serves_both_sides(tmp_path):
     short = DataConfig(source_file=str(shorter), target_file=str(shorter), source_lang="en", target_lang="fr")
     with pytest.raises(NMTError, match=r"short.zip's .en file has 2 lines but .*short.zip's .fr file has 1 line"):
         list(read_pairs(corpus_spec(short, tmp_path)))
+
+
+@pytest.mark.parametrize("mode", ["w:gz", "w:xz", "w"], ids=["tgz", "txz", "tar"])
+def test_a_tarball_serves_as_a_zip_does(tmp_path, mode):
+    """Europarl comes as fr-en.tgz (europarl-v7.fr-en.en and .fr): read as gzipped text, its tar headers trained as
+    sentences ("europarl-v7.fr-en.en0000644...ustar rootrootHi."), and said nothing."""
+    archive = tmp_path / "fr-en.archive"
+    with tarfile.open(archive, mode) as tar:
+        for name, text in (("training/europarl-v7.fr-en.en", "Hi.\nRun!\n"),
+                           ("training/europarl-v7.fr-en.fr", "Salut.\nCours !\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="fr", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Salut.", "Hi."), ("Cours !", "Run!")]
+    with pytest.raises(NMTError, match=r"fr-en.archive is an archive of 2 files \(training/europarl-v7.fr-en.en, "
+                                       r"training/europarl-v7.fr-en.fr\): a corpus archive holds one text file"):
+        list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="fr", target_lang="en"), tmp_path)))
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
