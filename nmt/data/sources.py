@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import io
 import itertools
+import json
 import lzma
 import re
 import tarfile
@@ -160,10 +161,11 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     if _is_url(cfg.corpus):
         return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common, columns=columns)
     name = cfg.corpus
-    looks_like_file = re.search(r"\.(tsv|txt)(\.(gz|bz2|xz))?$|\.zip$|/", name) or name.startswith("file:")
+    looks_like_file = re.search(r"\.(tsv|txt|jsonl?)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
+        or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():
         raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv, "
-                       ".tsv.gz or .zip file (or data.source_file + data.target_file)")
+                       ".jsonl, .gz or .zip file (or data.source_file + data.target_file)")
     return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common, columns=columns)
 
 
@@ -341,10 +343,61 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
         yield source_line[1], target_line[1]
 
 
+def _json_object(line: str) -> dict | None:
+    try:
+        record = json.loads(line) if line.lstrip().startswith("{") else None
+    except ValueError:  # a TSV whose first source sentence starts with "{"
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _is_json_lines(path: Path) -> bool:
+    """Whether the file's first line with text is a JSON object: Hugging Face's translation datasets saved as JSON
+    lines. A TSV line never parses as one (its tab would be outside any string)."""
+    first = next((line for _, line in _lines(path) if line.strip()), "")
+    return _json_object(first) is not None
+
+
+def _json_lines_pairs(path: Path, languages: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """The pairs of a JSON-lines corpus: `{"translation": {"de": "...", "en": "..."}}` a line, as Hugging Face's
+    translation datasets hold them (`dataset.to_json(...)`), or the languages at the top level; `languages`
+    (data.source_lang, data.target_lang) name the keys, as a language (`zh` for a `cmn` side) where none is exact."""
+    keys = None
+    for number, line in _lines(path):
+        if not line.strip():
+            yield "", ""
+            continue
+        record = _json_object(line)
+        texts = record.get("translation", record) if record is not None else None
+        if not isinstance(texts, dict):
+            raise NMTError(f"{path} line {number}: not a JSON object of texts by language, as every line of a "
+                           "JSON-lines corpus must be")
+        keys = keys or _language_keys(texts, languages, path, number)
+        values = [texts.get(key) for key in keys]
+        for key, value in zip(keys, values):
+            if not isinstance(value, str):
+                raise NMTError(f"{path} line {number}: no {key} text (keys: {', '.join(map(str, texts))})")
+        yield values[0], values[1]
+
+
+def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: int) -> tuple[str, str]:
+    keys = []
+    for language in languages:
+        same = [k for k in texts if str(k).lower() == language.lower()] or \
+            [k for k in texts if base_language(str(k)) == base_language(language)]
+        if len(same) != 1:
+            raise NMTError(f"{path} line {number}: its keys ({', '.join(map(str, texts))}) name no {language} text "
+                           "alone: data.source_lang and data.target_lang name the keys of a JSON-lines corpus")
+        keys.append(same[0])
+    return keys[0], keys[1]
+
+
 def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
     if spec.kind == "files":
         pairs = aligned_pairs(*spec.files, spec.column_languages)
+    elif spec.kind == "tsv" and _is_json_lines(spec.files[0]):
+        pairs = _json_lines_pairs(spec.files[0], spec.column_languages)
     else:
         builtin = spec.kind == "builtin"
         pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.reverse,

@@ -122,6 +122,35 @@ def test_excels_unicode_text_is_read(tmp_path, encoding):
         list(read_pairs(corpus_spec(cfg, tmp_path)))
 
 
+def test_hugging_face_translation_json_lines_are_a_corpus(tmp_path):
+    """`dataset.to_json("pairs.jsonl")` of a Hugging Face translation dataset writes {"translation": {"de": ..., "en":
+    ...}} a line: it was "line 1: expected tab-separated source and target columns, got 1 column". The languages name
+    the keys (as a language where none is exact); a sentence's own tab or newline is JSON-escaped text."""
+    jsonl = tmp_path / "wmt.jsonl"
+    rows = [{"translation": {"de": "Hallo\tWelt.", "en": "Hello world."}},
+            {"translation": {"en": "Bye.", "de": "Tschüss."}}]
+    jsonl.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows) + "\n", encoding="utf-8")
+    cfg = DataConfig(corpus=str(jsonl), source_lang="de-DE", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo\tWelt.", "Hello world."), ("Tschüss.", "Bye."),
+                                                            ("", "")]
+    flat = tmp_path / "flat.jsonl"  # the languages at the top level, and other fields beside them
+    flat.write_text('{"id": 7, "en": "Hi.", "fr": "Salut."}\n', encoding="utf-8")
+    reverse = DataConfig(corpus=str(flat), source_lang="en", target_lang="fr", reverse=True)
+    assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [("Salut.", "Hi.")]
+    for text, message in (('{"en": "Hi.", "fr": "Salut."}\nHi.\tSalut.\n', r"flat.jsonl line 2: not a JSON object "
+                                                                           r"of texts by language"),
+                          ('{"en": "Hi.", "fr": null}\n', r"flat.jsonl line 1: no fr text \(keys: en, fr\)"),
+                          ('{"en": "Hi.", "es": "Hola."}\n', r"flat.jsonl line 1: its keys \(en, es\) name no fr "
+                                                              r"text alone: data.source_lang and data.target_lang")):
+        flat.write_text(text, encoding="utf-8")
+        with pytest.raises(NMTError, match=message):
+            list(read_pairs(corpus_spec(reverse, tmp_path)))
+    tsv = tmp_path / "braces.tsv"  # a TSV whose first sentence starts with a brace is still a TSV
+    tsv.write_text("{x} is a set.\t{x} est un ensemble.\n", encoding="utf-8")
+    assert list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr"), tmp_path))) \
+        == [("{x} is a set.", "{x} est un ensemble.")]
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
