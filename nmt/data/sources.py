@@ -1,4 +1,5 @@
-"""Where the parallel text comes from: the built-in Tatoeba corpus, a TSV file of your own, or two line-aligned files.
+"""Where the parallel text comes from: the built-in Tatoeba corpus, a TSV or JSON-lines file of your own, or two
+line-aligned files (how each file is opened, decompressed and decoded: nmt/data/text_files.py).
 
 `corpus_spec(cfg, data_dir)` resolves a `DataConfig` into a `CorpusSpec` (files, languages, direction, normalizer);
 `read_pairs(spec)` yields raw (source, target) pairs from it, with one-line errors that name the file and line.
@@ -7,27 +8,21 @@ Nothing here knows English or French except the built-in corpus's own settings (
 
 from __future__ import annotations
 
-import bz2
-import contextlib
-import gzip
 import hashlib
-import io
 import itertools
 import json
-import lzma
 import re
-import tarfile
 import urllib.parse
 import urllib.request
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import IO, Iterator
+from pathlib import Path
+from typing import Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
+from nmt.data.text_files import text_lines
 from nmt.errors import NMTError, counted
 
 
@@ -179,96 +174,6 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
     return digest.hexdigest()
 
 
-ZIP_MAGIC = b"PK\x03\x04"
-
-
-def _archive_member(names: list[str], path: Path, language: str = "") -> str:
-    """Which file of an archive (zip or tar) holds the text: its one file (manythings.org's `deu-eng.zip` holds
-    `deu.txt` beside `_about.txt`, its licence; macOS's `__MACOSX/` and `._*` resource forks are no text either), or,
-    of line-aligned files, the one that ends in `language`'s code: OPUS's Moses zips (`en-fr.txt.zip`) hold
-    `Tatoeba.en-fr.en` and `Tatoeba.en-fr.fr` beside a README, a LICENSE and an `.xml` of ids, and Europarl's
-    `fr-en.tgz` its `europarl-v7.fr-en.en` and `.fr`. The member is read, never extracted, so its path cannot escape
-    anywhere."""
-    members = [n for n in names if not n.startswith("__MACOSX/")
-               and not PurePosixPath(n).name.startswith(("_about", "._"))]
-    if len(members) == 1:
-        return members[0]
-    if language:
-        suffix = {n: PurePosixPath(n).suffix.lstrip(".") for n in members}
-        for same in (lambda code: code.lower() == language.lower(),  # exactly, else as a language (zh_cn for cmn)
-                     lambda code: base_language(code) == base_language(language)):
-            named = [n for n in members if suffix[n] and same(suffix[n])]
-            if len(named) == 1:
-                return named[0]
-    listed = ", ".join(members[:6]) + (", ..." if len(members) > 6 else "")
-    per_language = f", and not exactly one of them ends in .{language}" if language else ""
-    raise NMTError(f"{path} is an archive of {counted(len(members), 'file')}{f' ({listed})' if members else ''}"
-                   f"{per_language}: a corpus archive holds one text file, or, as data.source_file and "
-                   "data.target_file, one file per language named by its code (OPUS's Tatoeba.en-fr.en); unpack it "
-                   "and name the file instead")
-
-
-@contextlib.contextmanager
-def _decompressed(handle: IO[bytes]) -> Iterator[IO[bytes]]:
-    """`handle`'s bytes, gunzipped, bunzipped or unxz'd as its magic bytes say."""
-    magic = handle.read(4)
-    handle.seek(0)
-    opener = (gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic[:3] == b"BZh"
-              else lzma.open if magic == b"\xfd7zX" else None)
-    if opener is None:
-        yield handle
-    else:
-        with opener(handle, "rb") as stream:
-            yield stream
-
-
-@contextlib.contextmanager
-def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
-    """`path`'s text bytes: gzip, bzip2, xz, zip and tar (compressed or not) are told by their bytes, not the name (a
-    URL's file is named by its path: `.../download?id=7` saves as `download`); `language` picks an archive's member.
-    Read as text, a `.tgz` trained its tar headers as sentences."""
-    with open(path, "rb") as handle, _decompressed(handle) as stream:
-        head = stream.read(512)
-        stream.seek(0)
-        if head[:4] == ZIP_MAGIC:
-            with zipfile.ZipFile(stream) as archive:
-                name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language)
-                with archive.open(name) as text:
-                    yield text
-        elif head[257:262] == b"ustar":  # a tar header's magic
-            with tarfile.open(fileobj=stream, mode="r:") as archive:
-                files = {m.name: m for m in archive.getmembers() if m.isfile()}
-                with archive.extractfile(files[_archive_member(list(files), path, language)]) as text:
-                    yield text
-        elif head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
-            # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
-            yield (line.encode("utf-8") for line in io.TextIOWrapper(stream, encoding="utf-16", newline="\n"))
-        else:
-            yield stream
-
-
-def _lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
-    """(line number, text without its line ending) of a UTF-8 (or BOM-marked UTF-16) file, plain, gzipped or a zip
-    (of one file, or `language`'s); one error per bad line. A byte-order mark (Excel's and Notepad's "UTF-8"
-    exports start with one) is no part of the first line: left on, it hid a TSV's header, which then trained as a
-    pair."""
-    try:
-        with _open_bytes(path, language) as handle:
-            for number, raw in enumerate(handle, 1):
-                try:
-                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                    yield number, text.removesuffix("\n").removesuffix("\r")
-                except UnicodeDecodeError as err:
-                    raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
-    except OSError as err:  # gzip.BadGzipFile is an OSError
-        raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
-    except (EOFError, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError, RuntimeError,
-            NotImplementedError) as err:  # truncated, corrupt, an encrypted zip, deflate64
-        raise NMTError(f"cannot read {path}: {err}") from None
-    except UnicodeError as err:  # UTF-16 cut mid-character
-        raise NMTError(f"{path}: not UTF-16 text, though it starts as such ({err.reason})") from None
-
-
 def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None, reverse: bool = False,
                columns: tuple[int, int] | None = None) -> Iterator[tuple[str, str]]:
     """The pairs of a TSV; `languages`: what its two columns hold, in file order, to read a header line by;
@@ -276,7 +181,7 @@ def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = No
     source, target = columns or (1, 2)
     needed = max(source, target)
     ids_checked = columns is not None or builtin
-    for number, line in _lines(path):
+    for number, line in text_lines(path):
         if not line.strip():  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
             continue
@@ -331,10 +236,10 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     side's file out of a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
     count = 0
     sides = ((source, languages[0]), (target, languages[1]))
-    for source_line, target_line in itertools.zip_longest(*(_lines(*side) for side in sides)):
+    for source_line, target_line in itertools.zip_longest(*(text_lines(*side) for side in sides)):
         if source_line is None or target_line is None:
             longer = sides[0] if target_line is None else sides[1]
-            total = sum(1 for _ in _lines(*longer))  # counted again from the start: the error names both counts
+            total = sum(1 for _ in text_lines(*longer))  # counted again from the start: the error names both counts
             counts = (total, count) if target_line is None else (count, total)
             names = [f"{path}'s .{language} file" if source == target else str(path) for path, language in sides]
             raise NMTError(f"{names[0]} has {counted(counts[0], 'line')} but {names[1]} has "
@@ -354,7 +259,7 @@ def _json_object(line: str) -> dict | None:
 def _is_json_lines(path: Path) -> bool:
     """Whether the file's first line with text is a JSON object: Hugging Face's translation datasets saved as JSON
     lines. A TSV line never parses as one (its tab would be outside any string)."""
-    first = next((line for _, line in _lines(path) if line.strip()), "")
+    first = next((line for _, line in text_lines(path) if line.strip()), "")
     return _json_object(first) is not None
 
 
@@ -363,7 +268,7 @@ def _json_lines_pairs(path: Path, languages: tuple[str, str]) -> Iterator[tuple[
     translation datasets hold them (`dataset.to_json(...)`), or the languages at the top level; `languages`
     (data.source_lang, data.target_lang) name the keys, as a language (`zh` for a `cmn` side) where none is exact."""
     keys = None
-    for number, line in _lines(path):
+    for number, line in text_lines(path):
         if not line.strip():
             yield "", ""
             continue

@@ -1,0 +1,111 @@
+"""How a text file of the user's is read: compressed (gzip, bzip2, xz), archived (zip, tar: one member, or a member
+per language), UTF-8 with or without a byte-order mark, or UTF-16 with one. All told by the file's bytes, never its
+name: a URL's file is named by its path (`.../download?id=7` saves as `download`).
+
+`text_lines(path, language)` yields (line number, line) with one-line errors naming the file and line;
+nmt/data/sources.py reads corpora, aligned files and held-out sets through it.
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import io
+import lzma
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import IO, Iterator
+
+from nmt.data.languages import base_language
+from nmt.errors import NMTError, counted
+
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _archive_member(names: list[str], path: Path, language: str = "") -> str:
+    """Which file of an archive (zip or tar) holds the text: its one file (manythings.org's `deu-eng.zip` holds
+    `deu.txt` beside `_about.txt`, its licence; macOS's `__MACOSX/` and `._*` resource forks are no text either), or,
+    of line-aligned files, the one that ends in `language`'s code: OPUS's Moses zips (`en-fr.txt.zip`) hold
+    `Tatoeba.en-fr.en` and `Tatoeba.en-fr.fr` beside a README, a LICENSE and an `.xml` of ids, and Europarl's
+    `fr-en.tgz` its `europarl-v7.fr-en.en` and `.fr`. The member is read, never extracted, so its path cannot escape
+    anywhere."""
+    members = [n for n in names if not n.startswith("__MACOSX/")
+               and not PurePosixPath(n).name.startswith(("_about", "._"))]
+    if len(members) == 1:
+        return members[0]
+    if language:
+        suffix = {n: PurePosixPath(n).suffix.lstrip(".") for n in members}
+        for same in (lambda code: code.lower() == language.lower(),  # exactly, else as a language (zh_cn for cmn)
+                     lambda code: base_language(code) == base_language(language)):
+            named = [n for n in members if suffix[n] and same(suffix[n])]
+            if len(named) == 1:
+                return named[0]
+    listed = ", ".join(members[:6]) + (", ..." if len(members) > 6 else "")
+    per_language = f", and not exactly one of them ends in .{language}" if language else ""
+    raise NMTError(f"{path} is an archive of {counted(len(members), 'file')}{f' ({listed})' if members else ''}"
+                   f"{per_language}: a corpus archive holds one text file, or, as data.source_file and "
+                   "data.target_file, one file per language named by its code (OPUS's Tatoeba.en-fr.en); unpack it "
+                   "and name the file instead")
+
+
+@contextlib.contextmanager
+def _decompressed(handle: IO[bytes]) -> Iterator[IO[bytes]]:
+    """`handle`'s bytes, gunzipped, bunzipped or unxz'd as its magic bytes say."""
+    magic = handle.read(4)
+    handle.seek(0)
+    opener = (gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic[:3] == b"BZh"
+              else lzma.open if magic == b"\xfd7zX" else None)
+    if opener is None:
+        yield handle
+    else:
+        with opener(handle, "rb") as stream:
+            yield stream
+
+
+@contextlib.contextmanager
+def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
+    """`path`'s text bytes: gzip, bzip2, xz, zip and tar (compressed or not) are told by their bytes, not the name (a
+    URL's file is named by its path: `.../download?id=7` saves as `download`); `language` picks an archive's member.
+    Read as text, a `.tgz` trained its tar headers as sentences."""
+    with open(path, "rb") as handle, _decompressed(handle) as stream:
+        head = stream.read(512)
+        stream.seek(0)
+        if head[:4] == ZIP_MAGIC:
+            with zipfile.ZipFile(stream) as archive:
+                name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language)
+                with archive.open(name) as text:
+                    yield text
+        elif head[257:262] == b"ustar":  # a tar header's magic
+            with tarfile.open(fileobj=stream, mode="r:") as archive:
+                files = {m.name: m for m in archive.getmembers() if m.isfile()}
+                with archive.extractfile(files[_archive_member(list(files), path, language)]) as text:
+                    yield text
+        elif head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
+            # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
+            yield (line.encode("utf-8") for line in io.TextIOWrapper(stream, encoding="utf-16", newline="\n"))
+        else:
+            yield stream
+
+
+def text_lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
+    """(line number, text without its line ending) of a UTF-8 (or BOM-marked UTF-16) file, plain or compressed, or
+    of an archive's file (its one, or `language`'s); one error per bad line. A byte-order mark (Excel's and
+    Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it hid a TSV's header, which
+    then trained as a pair."""
+    try:
+        with _open_bytes(path, language) as handle:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                    yield number, text.removesuffix("\n").removesuffix("\r")
+                except UnicodeDecodeError as err:
+                    raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:  # gzip.BadGzipFile is an OSError
+        raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
+    except (EOFError, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError, RuntimeError,
+            NotImplementedError) as err:  # truncated, corrupt, an encrypted zip, deflate64
+        raise NMTError(f"cannot read {path}: {err}") from None
+    except UnicodeError as err:  # UTF-16 cut mid-character
+        raise NMTError(f"{path}: not UTF-16 text, though it starts as such ({err.reason})") from None
