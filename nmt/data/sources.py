@@ -174,61 +174,99 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
     return digest.hexdigest()
 
 
-def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None, reverse: bool = False,
+_QUOTED_FIELD = re.compile(r'"((?:[^"]|"")*)"')  # a CSV-quoted field: wrapped in quotes, each inner one doubled
+QUOTING_SAMPLE = 1000  # fields holding a quote that decide whether a TSV is CSV-quoted
+
+
+def _csv_quoted(path: Path) -> bool:
+    """Whether a TSV's fields are CSV-quoted, as pandas' `to_csv(sep="\t")` and Excel's tab-delimited export write
+    them: a sentence holding a quote is wrapped in quotes with its own doubled (`"He said ""hi""."`), and read as it
+    was it trained with the doubled quotes. Decided by the first fields that hold a quote: all such, and one at least
+    with a doubled quote. Tatoeba's raw text has quotes in fields that are not so (`"Says who?" "Says me."`)."""
+    seen, doubled = 0, False
+    for _, line in text_lines(path):
+        for cell in line.split("\t") if '"' in line else ():
+            if '"' in cell:
+                if not _QUOTED_FIELD.fullmatch(cell):
+                    return False
+                seen, doubled = seen + 1, doubled or '""' in cell
+        if seen >= QUOTING_SAMPLE:
+            break
+    return doubled
+
+
+def _unquoted(cell: str) -> str:
+    quoted = _QUOTED_FIELD.fullmatch(cell)
+    return quoted.group(1).replace('""', '"') if quoted else cell
+
+
+def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None,
                columns: tuple[int, int] | None = None) -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV; `languages`: what its two columns hold, in file order, to read a header line by;
-    `columns`: which two hold them, counted from 1 (None: 1 and 2, tatoeba.org's id form refused)."""
+    """The pairs of a TSV; `languages`: the languages of its source and target text (data.source_lang and
+    data.target_lang, which name the file's sides whatever data.reverse says), to read a header by; `columns`: the
+    two that hold them, counted from 1 (None: the ones a header names, else 1 and 2). A file of one's own whose
+    fields are CSV-quoted (pandas, Excel) is unquoted."""
+    quoted = not builtin and _csv_quoted(path)
     source, target = columns or (1, 2)
-    needed = max(source, target)
-    ids_checked = columns is not None or builtin
+    first_line = True
     for number, line in text_lines(path):
         if not line.strip():  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
             continue
         cells = line.split("\t")
-        if len(cells) < needed or (builtin and len(cells) > 3):
-            wanted = "source and target columns" if columns is None else \
-                f"columns {source} and {target} (data.source_column, data.target_column)"
+        if first_line and languages:
+            first_line = False
+            named = _header_columns(cells, languages)
+            if named and columns and named != columns:
+                raise NMTError(f"{path} line 1 names columns {named[0]} and {named[1]} as the source and the target "
+                               f"({languages[0]}, {languages[1]}), but data.source_column and data.target_column "
+                               f"say {columns[0]} and {columns[1]}: unset them to read the columns the header names")
+            if named:
+                source, target = named
+                continue
+            if not columns:
+                _refuse_id_column(cells, path, number)
+        if len(cells) < max(source, target) or (builtin and len(cells) > 3):
+            wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
             raise NMTError(f"{path} line {number}: expected tab-separated {wanted}, got "
                            f"{counted(len(cells), 'column')}")
-        pair = [cells[source - 1], cells[target - 1]]
-        if number == 1 and languages and _is_header(pair, languages, reverse, path):
-            continue
-        if not ids_checked:
-            _refuse_tatoeba_ids(cells, path, number)
-            ids_checked = True
-        yield pair[0], pair[1]
+        pair = cells[source - 1], cells[target - 1]
+        yield (_unquoted(pair[0]), _unquoted(pair[1])) if quoted else pair
 
 
-def _refuse_tatoeba_ids(cells: list[str], path: Path, number: int) -> None:
-    """tatoeba.org's exports are id<TAB>sentence<TAB>id<TAB>sentence: read as columns 1 and 2, a model learnt to
-    translate sentence ids into the source language, and said nothing."""
-    if len(cells) >= 4 and cells[0].strip().isdigit() and cells[2].strip().isdigit():
+GENERIC_HEADERS = (("source", "target"), ("src", "tgt"), ("src", "trg"))  # a dataframe's column names
+
+
+def _header_columns(cells: list[str], languages: tuple[str, str]) -> tuple[int, int] | None:
+    """The columns (counted from 1) that a first line names as the source's and the target's, or None: no header.
+    Named by their languages in any order (JoeyNMT's TSVs: `de<TAB>en`; pandas' `to_csv` after its index:
+    `<TAB>de<TAB>en`; `id<TAB>en<TAB>id<TAB>fr`), or as source and target. Before, a header naming the languages
+    the other way round than the config trained the direction backwards in silence."""
+    named = [base_language(c.strip()) for c in cells]
+    wanted = [base_language(language) for language in languages]
+    if wanted[0] != wanted[1] and all(named.count(language) == 1 for language in wanted):
+        return named.index(wanted[0]) + 1, named.index(wanted[1]) + 1
+    names = [c.strip().lower() for c in cells]
+    for source_name, target_name in GENERIC_HEADERS:
+        if names.count(source_name) == 1 and names.count(target_name) == 1:
+            return names.index(source_name) + 1, names.index(target_name) + 1
+    return None
+
+
+def _refuse_id_column(cells: list[str], path: Path, number: int) -> None:
+    """A first column of numbers beside two or more others is an index or ids, not a sentence: tatoeba.org's exports
+    are id<TAB>sentence<TAB>id<TAB>sentence, and pandas' `to_csv` writes its index first. Read as columns 1 and 2, a
+    model learnt to translate numbers into the source language, and said nothing."""
+    if len(cells) < 3 or not cells[0].strip().isdigit():
+        return
+    if len(cells) >= 4 and cells[2].strip().isdigit():
         raise NMTError(f"{path} line {number} reads as tatoeba.org's id<TAB>sentence<TAB>id<TAB>sentence (ids "
                        f"{cells[0].strip()} and {cells[2].strip()}): set data.source_column: 2 and "
                        "data.target_column: 4, or name the columns that hold the text")
-
-
-GENERIC_HEADERS = {("source", "target"), ("src", "tgt"), ("src", "trg")}  # a dataframe's column names
-
-
-def _is_header(columns: list[str], languages: tuple[str, str], reverse: bool, path: Path) -> bool:
-    """A first line naming the columns' languages (JoeyNMT's TSVs have one: `en<TAB>fr`), or calling them source and
-    target, is a header, not a pair. Naming them the other way round, it says the config reads the file backwards:
-    refused before any training. `languages`: data.source_lang and data.target_lang, which name the file's columns
-    whatever data.reverse says."""
-    named = tuple(base_language(c.strip()) for c in columns)
-    expected = tuple(base_language(c) for c in languages)
-    if (named == expected and named[0] != named[1]) or named in GENERIC_HEADERS:
-        return True
-    if named == expected[::-1] and named[0] != named[1]:
-        first, second = languages
-        trained = f"{second}→{first}" if reverse else f"{first}→{second}"
-        raise NMTError(f"{path} line 1 names its columns {columns[0].strip()} and {columns[1].strip()}, but "
-                       f"data.source_lang and data.target_lang, which name a file's columns in order, say {first} and "
-                       f"{second}: set them to {second} and {first}, with data.reverse: {str(not reverse).lower()} "
-                       f"to train {trained} as now")
-    return False
+    raise NMTError(f"{path} line {number} starts with a number ({cells[0].strip()}) beside "
+                   f"{counted(len(cells) - 1, 'column')}: an index or id column (pandas' to_csv writes its index "
+                   "first)? Set data.source_column and data.target_column (e.g. 2 and 3) to the columns that hold the "
+                   "text, or save the file without it (to_csv(..., index=False))")
 
 
 def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", "")) -> Iterator[tuple[str, str]]:
@@ -305,6 +343,5 @@ def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
         pairs = _json_lines_pairs(spec.files[0], spec.column_languages)
     else:
         builtin = spec.kind == "builtin"
-        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.reverse,
-                           spec.columns)
+        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.columns)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs

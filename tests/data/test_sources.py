@@ -46,23 +46,23 @@ def test_reverse_follows_the_languages_of_the_builtin_corpus(toy_zip, tmp_path):
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Va !", "Go."), ("Salut !", "Hi.")]
 
 
-def test_a_header_naming_the_languages_is_skipped_and_one_naming_them_backwards_refused(tmp_path):
-    """JoeyNMT's TSVs start with a header naming their columns' languages: before, `de<TAB>en` trained as a pair,
-    and `en<TAB>de` under a de→en config trained the direction backwards, silently."""
+def test_a_header_names_the_columns_to_read(tmp_path):
+    """JoeyNMT's TSVs start with a header naming their columns' languages: before, `de<TAB>en` trained as a pair, and
+    `en<TAB>de` under a de→en config trained the direction backwards, silently. The header is skipped, and the
+    columns it names are read as the languages the config gives (in any order, beside others)."""
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("de\ten-US\nHallo.\tHello.\n")
     pairs = list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="de", target_lang="en"), tmp_path)))
     assert pairs == [("Hallo.", "Hello.")]
-    # data.reverse trains en→de from the same file: the languages still name its columns, as the header does.
+    # data.reverse trains en→de from the same file: the languages still name its sides, as the header does.
     reverse = DataConfig(corpus=str(tsv), source_lang="de", target_lang="en", reverse=True)
     assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [("Hello.", "Hallo.")]
-    backwards = DataConfig(corpus=str(tsv), source_lang="en", target_lang="de")
-    with pytest.raises(NMTError, match=r"line 1 names its columns de and en-US, but data.source_lang and "
-                                       r"data.target_lang, which name a file's columns in order, say en and de: set "
-                                       r"them to de and en, with data.reverse: true to train en→de as now"):
-        list(read_pairs(corpus_spec(backwards, tmp_path)))
+    backwards = DataConfig(corpus=str(tsv), source_lang="en", target_lang="de")  # en→de, as the config says
+    assert list(read_pairs(corpus_spec(backwards, tmp_path))) == [("Hello.", "Hallo.")]
     tsv.write_text("Source\tTarget\tlicence\nHallo.\tHello.\tCC-BY\n")  # a dataframe's column names
     assert list(read_pairs(corpus_spec(backwards, tmp_path))) == [("Hallo.", "Hello.")]
+    tsv.write_text("\tde\ten\n0\tHallo.\tHello.\n")  # pandas' to_csv, its index first
+    assert list(read_pairs(corpus_spec(backwards, tmp_path))) == [("Hello.", "Hallo.")]
     tsv.write_text("deu\teng\nHallo.\tHello.\n")  # Tatoeba's three-letter codes name the same languages
     assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [("Hello.", "Hallo.")]
     tsv.write_text("Hallo.\tHello.\nde\ten\n")  # only a first line can be a header
@@ -103,10 +103,17 @@ def test_the_columns_that_hold_the_text_are_chosen_and_tatoebas_ids_never_train(
                          reverse=True)
     assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [(t, s) for s, t in expected]
     tsv.write_text("id\ten\tid\tfr\n1276\tHi.\t2481\tSalut.\n3\tshort\n")  # the header is read in the chosen columns
-    with pytest.raises(NMTError, match=r"line 3: expected tab-separated columns 2 and 4 \(data.source_column, "
-                                       r"data.target_column\), got 2 columns"):
+    with pytest.raises(NMTError, match=r"line 3: expected tab-separated columns 2 and 4, got 2 columns"):
         list(read_pairs(corpus_spec(chosen, tmp_path)))
     assert next(read_pairs(corpus_spec(chosen, tmp_path))) == ("Hi.", "Salut.")
+    assert next(read_pairs(corpus_spec(cfg, tmp_path))) == ("Hi.", "Salut.")  # the header alone names them
+    swapped = DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr", source_column=4, target_column=2)
+    with pytest.raises(NMTError, match=r"line 1 names columns 2 and 4 as the source and the target \(en, fr\), but "
+                                       r"data.source_column and data.target_column say 4 and 2"):
+        list(read_pairs(corpus_spec(swapped, tmp_path)))
+    tsv.write_text("0\tHi.\tSalut.\n1\tRun!\tCours !\n")  # pandas' to_csv(header=False): its index first
+    with pytest.raises(NMTError, match=r"line 1 starts with a number \(0\) beside 2 columns: an index or id column"):
+        list(read_pairs(corpus_spec(cfg, tmp_path)))
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
@@ -149,6 +156,26 @@ def test_hugging_face_translation_json_lines_are_a_corpus(tmp_path):
     tsv.write_text("{x} is a set.\t{x} est un ensemble.\n", encoding="utf-8")
     assert list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr"), tmp_path))) \
         == [("{x} is a set.", "{x} est un ensemble.")]
+
+
+def test_csv_quoted_fields_are_unquoted_and_raw_quotes_kept(tmp_path):
+    """pandas' to_csv(sep="\\t") and Excel's tab-delimited export wrap a field that holds a quote in quotes and double
+    its own: read as it was, `"He said ""hi""."` trained with the doubled quotes. Tatoeba's raw text has quotes in
+    fields that are not so: a file with any such is read as it is, even its one `"...""..."` field."""
+    import csv
+
+    rows = [("He said \"hi\".", "Il a dit « salut »."), ("\"Go!\"", "« Va ! »"), ("Run.", "Cours.")]
+    tsv = tmp_path / "pandas.tsv"
+    with open(tsv, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, delimiter="\t", lineterminator="\n").writerows(rows)  # pandas' quoting, QUOTE_MINIMAL
+    assert '"He said ""hi""."' in tsv.read_text(encoding="utf-8")
+    cfg = DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == rows
+    raw = tmp_path / "raw.tsv"
+    raw.write_text('"Says who?" "Says me."\t« Qui le dit ? »\n'
+                   '"To Tokyo."\t"Pourquoi ?""Pour Tokyo."\n', encoding="utf-8")
+    assert list(read_pairs(corpus_spec(DataConfig(corpus=str(raw), source_lang="en", target_lang="fr"), tmp_path))) \
+        == [('"Says who?" "Says me."', "« Qui le dit ? »"), ('"To Tokyo."', '"Pourquoi ?""Pour Tokyo."')]
 
 
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
