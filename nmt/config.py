@@ -71,7 +71,8 @@ class DataConfig:
     target_lang: str = _data("", fingerprint=False)
     reverse: bool = _data(False)  # swap the two sides: French→English from the built-in corpus
     # The columns of a data.corpus of your own that hold the source and the target text, counted from 1 as `cut -f`
-    # counts them. Empty (null): 1 and 2. tatoeba.org's exports are id<TAB>sentence<TAB>id<TAB>sentence: 2 and 4.
+    # counts them. Empty (null): the ones a header line names by language, else 1 and 2. tatoeba.org's exports are
+    # id<TAB>sentence<TAB>id<TAB>sentence: 2 and 4.
     source_column: int | None = _data(None, ge=1, le=1000)
     target_column: int | None = _data(None, ge=1, le=1000)
     corpus_url: str = _data(D2L_CORPUS_URL, fingerprint=False)

@@ -47,8 +47,8 @@ class CorpusSpec:
     reverse: bool
     normalizer: Normalizer
     heldout: dict[str, tuple[Path, Path]]  # split → (source file, target file) of the user's own valid/test
-    # A TSV's source and target columns, counted from 1 (data.source_column/target_column); None: 1 and 2, and a file
-    # in tatoeba.org's id<TAB>sentence<TAB>id<TAB>sentence form is refused rather than trained on its ids.
+    # A TSV's source and target columns, counted from 1 (data.source_column/target_column); None: those a header
+    # names, else 1 and 2, and a first column of ids or an index is refused rather than trained on.
     columns: tuple[int, int] | None = None
 
     @property
