@@ -340,6 +340,9 @@ def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     if spec.kind == "files":
         pairs = aligned_pairs(*spec.files, spec.column_languages)
     elif spec.kind == "tsv" and _is_json_lines(spec.files[0]):
+        if spec.columns:
+            raise NMTError(f"{spec.files[0]} is JSON lines, read by the keys data.source_lang and data.target_lang "
+                           "name: data.source_column and data.target_column pick a TSV's columns (unset them)")
         pairs = _json_lines_pairs(spec.files[0], spec.column_languages)
     else:
         builtin = spec.kind == "builtin"

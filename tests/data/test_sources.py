@@ -152,6 +152,11 @@ def test_hugging_face_translation_json_lines_are_a_corpus(tmp_path):
         flat.write_text(text, encoding="utf-8")
         with pytest.raises(NMTError, match=message):
             list(read_pairs(corpus_spec(reverse, tmp_path)))
+    flat.write_text('{"en": "Hi.", "fr": "Salut."}\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"flat.jsonl is JSON lines, read by the keys .*: data.source_column and "
+                                       r"data.target_column pick a TSV's columns \(unset them\)"):
+        read_pairs(corpus_spec(DataConfig(corpus=str(flat), source_lang="en", target_lang="fr", target_column=3),
+                               tmp_path))
     tsv = tmp_path / "braces.tsv"  # a TSV whose first sentence starts with a brace is still a TSV
     tsv.write_text("{x} is a set.\t{x} est un ensemble.\n", encoding="utf-8")
     assert list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="en", target_lang="fr"), tmp_path))) \
