@@ -43,7 +43,8 @@ class Normalizer:
     keep_joiners: bool = False
 
     def clean(self, text: str) -> str:
-        """NFC, unusual spaces to plain ones, zero-width and control characters removed, whitespace collapsed.
+        """NFC, unusual spaces to plain ones, invisible zero-width and control characters removed (the joiners
+        too unless kept), whitespace collapsed.
 
         A lone surrogate (an undecodable command-line byte, a JSON "\\ud800") is not text that SentencePiece or
         UTF-8 can carry: it becomes U+FFFD, so such input is translated like any unknown character, never a crash.
