@@ -119,6 +119,10 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
         if not refs:
             raise NMTError("--src needs at least one --ref file")
         sources = read_lines(src)
+        written = [line for line in sources if line.strip()]
+        if written and all("\t" in line for line in written):  # a TSV of pairs: its targets would be translated too
+            raise NMTError(f"every line of {src} holds a TAB: a file of source<TAB>target pairs? Give each side as "
+                           f"its own file: --src <(cut -f1 {src}) --ref <(cut -f2 {src})")
         return EvaluationSet(sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources),
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):

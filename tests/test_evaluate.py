@@ -114,6 +114,18 @@ def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
         ev.read_lines(path)
 
 
+def test_a_tsv_of_pairs_given_as_src_is_refused(tmp_path):
+    """`--src test.tsv` translated each source<TAB>target line whole (the TAB read as a space) and scored it."""
+    tsv, refs = tmp_path / "test.tsv", tmp_path / "refs.txt"
+    tsv.write_text("Hello.\tBonjour.\n\nBye.\tSalut.\n", encoding="utf-8")
+    refs.write_text("Bonjour.\n\nSalut.\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"every line of .*test.tsv holds a TAB: a file of source<TAB>target pairs\? "
+                                       r"Give each side as its own file: --src <\(cut -f1 .*test.tsv\)"):
+        ev.load_test_set(None, "test", tsv, [refs], tmp_path)
+    tsv.write_text("Hello.\tBonjour.\n\nBye.\n", encoding="utf-8")  # a TAB in some sources only: read as they are
+    assert ev.load_test_set(None, "test", tsv, [refs], tmp_path).sources == ["Hello.\tBonjour.", "", "Bye."]
+
+
 def test_a_sampled_evaluation_is_named_and_described_as_such(toy_transformer_run, tmp_path):
     engine = Translator.from_run(toy_transformer_run, device="cpu",
                                  decode_overrides={"beam_size": 1, "sampling_topk": 0, "sampling_seed": 3})
