@@ -83,10 +83,20 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
+def _refuse_pairs_file(path: Path, lines: list[str]) -> None:
+    """A --src or --ref file every line of which holds a TAB is a TSV of pairs: given as --src, each line was
+    translated whole (its target too); as --ref, the sources were scored as part of the references."""
+    written = [line for line in lines if line.strip()]
+    if written and all("\t" in line for line in written):
+        raise NMTError(f"every line of {path} holds a TAB: a file of source<TAB>target pairs? Give each side as its "
+                       f"own file: --src <(cut -f1 {path}) --ref <(cut -f2 {path})")
+
+
 def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
     """Parallel reference files (one per reference set), each aligned with the sources; empty lines = missing."""
     columns = [read_lines(p) for p in paths]
     for path, column in zip(paths, columns):
+        _refuse_pairs_file(path, column)
         if len(column) != count:
             raise NMTError(f"{path} has {counted(len(column), 'line')} but the source has {count}")
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
@@ -119,10 +129,7 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
         if not refs:
             raise NMTError("--src needs at least one --ref file")
         sources = read_lines(src)
-        written = [line for line in sources if line.strip()]
-        if written and all("\t" in line for line in written):  # a TSV of pairs: its targets would be translated too
-            raise NMTError(f"every line of {src} holds a TAB: a file of source<TAB>target pairs? Give each side as "
-                           f"its own file: --src <(cut -f1 {src}) --ref <(cut -f2 {src})")
+        _refuse_pairs_file(src, sources)
         return EvaluationSet(sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources),
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):

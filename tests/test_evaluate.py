@@ -122,6 +122,8 @@ def test_a_tsv_of_pairs_given_as_src_is_refused(tmp_path):
     with pytest.raises(NMTError, match=r"every line of .*test.tsv holds a TAB: a file of source<TAB>target pairs\? "
                                        r"Give each side as its own file: --src <\(cut -f1 .*test.tsv\)"):
         ev.load_test_set(None, "test", tsv, [refs], tmp_path)
+    with pytest.raises(NMTError, match=r"every line of .*test.tsv holds a TAB"):  # given as the references
+        ev.load_test_set(None, "test", refs, [tsv], tmp_path)
     tsv.write_text("Hello.\tBonjour.\n\nBye.\n", encoding="utf-8")  # a TAB in some sources only: read as they are
     assert ev.load_test_set(None, "test", tsv, [refs], tmp_path).sources == ["Hello.\tBonjour.", "", "Bye."]
 
