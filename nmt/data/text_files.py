@@ -72,8 +72,13 @@ def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
     with open(path, "rb") as handle, _decompressed(handle) as stream:
         head = stream.read(512)
         stream.seek(0)
+        if head[:4] == b"PAR1":
+            raise NMTError(f"{path} is a Parquet file (a Hugging Face dataset's?): save it as JSON lines "
+                           "(dataset.to_json(\"pairs.jsonl\")) or a TSV")
         if head[:4] == ZIP_MAGIC:
             with zipfile.ZipFile(stream) as archive:
+                if "xl/workbook.xml" in archive.namelist():
+                    raise NMTError(f"{path} is an Excel workbook: save it as \"Unicode Text\" or tab-separated text")
                 name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language)
                 with archive.open(name) as text:
                     yield text

@@ -384,6 +384,19 @@ def test_a_tarball_serves_as_a_zip_does(tmp_path, mode):
         list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="fr", target_lang="en"), tmp_path)))
 
 
+def test_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
+    parquet, workbook = tmp_path / "train.parquet", tmp_path / "pairs.xlsx"
+    parquet.write_bytes(b"PAR1\x15\x04\x15\x10" + bytes(100) + b"PAR1")
+    with zipfile.ZipFile(workbook, "w") as zf:
+        zf.writestr("[Content_Types].xml", "<Types/>")
+        zf.writestr("xl/workbook.xml", "<workbook/>")
+    for path, message in ((parquet, r"train.parquet is a Parquet file \(a Hugging Face dataset's\?\): save it as "
+                                    r"JSON lines"),
+                          (workbook, r"pairs.xlsx is an Excel workbook: save it as \"Unicode Text\" or tab-separated")):
+        with pytest.raises(NMTError, match=message):
+            list(read_pairs(corpus_spec(DataConfig(corpus=str(path), source_lang="en", target_lang="fr"), tmp_path)))
+
+
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
     """data.source_file/target_file and the held-out files take http(s) URLs as data.corpus does (downloaded once
     into DATA_DIR/.downloads); before, a URL there was "not found: http:/host/train.en"."""
