@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Iterable, Iterator, List, Optional
 
 import typer
 
@@ -248,7 +248,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                  prefixes=[given_prefix] * len(texts) if given_prefix else None)
     else:
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        results = translate_stream(translator, _stdin_lines(), chunk_size=1 if sys.stdin.isatty() else None,
+        results = translate_stream(translator, _warn_of_pairs(_stdin_lines()),
+                                   chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
                                    attention=choice if want_attention else None)
     for index, result in enumerate(results):
@@ -299,6 +300,19 @@ def _stdin_lines() -> Iterable[str]:
             not_utf8(f"stdin line {number} is not UTF-8 (byte {err.start}): its bad bytes are read as U+FFFD")
             yield raw.decode("utf-8", errors="replace")
     not_utf8.summarize()
+
+
+def _warn_of_pairs(lines: Iterable[str]) -> Iterator[str]:
+    """`lines` as they are, with one warning if the first that holds text has a TAB: `cat test.tsv | nmt translate`
+    translates each source<TAB>target line whole (the TAB read as a space), its target too."""
+    checked = False
+    for number, line in enumerate(lines, 1):
+        if not checked and line.strip():
+            checked = True
+            if "\t" in line:
+                warn(f"stdin line {number} holds a TAB, which is read as a space: a source<TAB>target file? "
+                     "Translate its first column: cut -f1 FILE | nmt translate")
+        yield line
 
 
 def _argument_text(argument: str) -> str:

@@ -54,6 +54,16 @@ def test_a_dash_reads_stdin(run_dir):
     assert len(dash.stdout.splitlines()) == 2
 
 
+def test_a_tsv_on_stdin_is_translated_whole_with_one_warning(run_dir):
+    """`cat test.tsv | nmt translate` translated each source<TAB>target line whole, targets too, and said nothing."""
+    piped = nmt("translate", "--run", run_dir, "--beam", "1", input="\ngo .\tva !\ni'm home .\tje suis chez moi .\n")
+    assert piped.returncode == 0 and len(piped.stdout.split("\n")[:-1]) == 3, piped.stderr
+    assert piped.stderr.count("holds a TAB") == 1
+    assert ("warning: stdin line 2 holds a TAB, which is read as a space: a source<TAB>target file? Translate its "
+            "first column: cut -f1 FILE | nmt translate") in piped.stderr
+    assert "TAB" not in nmt("translate", "--run", run_dir, "--beam", "1", input="go .\n").stderr
+
+
 def test_truncation_warnings_stop_after_three_and_give_a_total(run_dir):
     # A file of over-long lines printed one warning per line, burying the rest of stderr.
     lines = [f"{n} " + "word " * 400 for n in range(10)] + ["go ."]
