@@ -17,7 +17,7 @@ from nmt.data import stream
 from nmt.data.corpus import normalize_pairs
 from nmt.data.download import sha256_file
 from nmt.data.normalizer import Normalizer
-from nmt.data.sources import (CorpusSpec, aligned_pairs, corpus_fingerprint, corpus_spec, read_pairs,
+from nmt.data.sources import (CorpusSpec, corpus_fingerprint, corpus_spec, heldout_pairs, read_pairs,
                               resolve_normalizer)
 from nmt.data.split import SPLITS
 from nmt.data.tokenizer import (JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, files_digest,
@@ -196,8 +196,7 @@ def _heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec, max_words: int) -
     """A valid/test set of one's own, normalized and kept whole: the length filters bound training, and a test set
     cut by them would not be the one the user scores elsewhere (its BLEU would not compare). Only empty pairs, which
     cannot be scored, and exact repeats (one item either way: a source's references are gathered) are left out."""
-    pairs, dropped = normalize_pairs(aligned_pairs(*files, (spec.source_lang, spec.target_lang)), spec.normalizer,
-                                     max_words=2**62)
+    pairs, dropped = normalize_pairs(heldout_pairs(files, spec), spec.normalizer, max_words=2**62)
     dropped.pop("too_long")  # none, with no length limit
     over = sum(1 for source, target in pairs if max(len(source.split()), len(target.split())) > max_words)
     return pairs, {"source_file": str(files[0]), "pairs": len(pairs), "over_max_words": over, "dropped": dropped}

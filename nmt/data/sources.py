@@ -335,6 +335,20 @@ def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: 
     return keys[0], keys[1]
 
 
+def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[str, str]]:
+    """A valid/test set of one's own, in training order: two line-aligned files, or one file named for both sides
+    that holds the pairs as the corpus can (a TSV or JSON lines: JoeyNMT's dev.tsv and test.tsv), or a file per
+    language in one archive."""
+    if files[0] != files[1]:
+        return aligned_pairs(*files, (spec.source_lang, spec.target_lang))
+    first = next((line for _, line in text_lines(files[0], spec.source_lang) if line.strip()), "")
+    if "\t" not in first and _json_object(first) is None:  # an archive's file per language
+        return aligned_pairs(*files, (spec.source_lang, spec.target_lang))
+    pairs = _json_lines_pairs(files[0], spec.column_languages) if _json_object(first) is not None else \
+        _tsv_pairs(files[0], False, spec.column_languages, spec.columns)
+    return ((t, s) for s, t in pairs) if spec.reverse else pairs
+
+
 def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
     if spec.kind == "files":

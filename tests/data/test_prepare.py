@@ -127,6 +127,25 @@ def test_a_test_set_of_ones_own_is_scored_whole_and_older_data_that_cut_it_is_pr
     assert "heldout" in read_manifest(directory)
 
 
+@pytest.mark.parametrize("form", ["tsv", "jsonl"])
+def test_a_held_out_set_may_be_one_file_of_pairs(tmp_path, form):
+    """JoeyNMT's dev.tsv and test.tsv hold pairs, as the corpus does: named for both sides of a held-out set, the one
+    file is read as the corpus would be (its header, its keys, data.reverse), where it was read twice as two
+    line-aligned files and trained "fr<TAB>en" lines as sources and references both."""
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(toy_parallel_corpus(), encoding="utf-8")
+    held = [("I have two cats.", "J'ai deux chats."), ("We have ten keys.", "Nous avons dix clés.")]
+    test = tmp_path / f"test.{form}"
+    test.write_text("fr\ten\n" + "".join(f"{fr}\t{en}\n" for en, fr in held) if form == "tsv" else
+                    "".join(json.dumps({"translation": {"en": en, "fr": fr}}) + "\n" for en, fr in held),
+                    encoding="utf-8")
+    cfg = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr",
+                        "test_source_file": str(test), "test_target_file": str(test)})
+    directory = prepare(cfg, tmp_path / "data", log=lambda *_: None)
+    items = [json.loads(line) for line in (directory / "test.jsonl").open(encoding="utf-8")]
+    assert items == [{"source": en, "references": [fr]} for en, fr in held]
+
+
 def test_joiners_are_kept_by_preparation_and_runs_translate_as_their_data_was_prepared(tmp_path):
     """New preparation keeps ZWNJ/ZWJ (Persian spelling); text without them prepares as before, in the same
     directory; data prepared before from text with them had them stripped, and its runs must translate so too."""
