@@ -335,24 +335,31 @@ def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: 
     return keys[0], keys[1]
 
 
+def _one_file_of_pairs(path: Path, spec: CorpusSpec) -> Iterator[tuple[str, str]] | None:
+    """The pairs, in file order, of one file named for both sides that holds pairs as a corpus can (a TSV or JSON
+    lines: JoeyNMT's train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned
+    files, each side was the whole line, and a model learnt to copy "de<TAB>en" lines."""
+    first = next((line for _, line in text_lines(path, spec.column_languages[0]) if line.strip()), "")
+    if _json_object(first) is not None:
+        return _json_lines_pairs(path, spec.column_languages)
+    return _tsv_pairs(path, False, spec.column_languages, spec.columns) if "\t" in first else None
+
+
 def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[str, str]]:
-    """A valid/test set of one's own, in training order: two line-aligned files, or one file named for both sides
-    that holds the pairs as the corpus can (a TSV or JSON lines: JoeyNMT's dev.tsv and test.tsv), or a file per
-    language in one archive."""
-    if files[0] != files[1]:
+    """A valid/test set of one's own, in training order: two line-aligned files, one file of pairs named for both
+    sides, or an archive with a file per language."""
+    pairs = _one_file_of_pairs(files[0], spec) if files[0] == files[1] else None
+    if pairs is None:
         return aligned_pairs(*files, (spec.source_lang, spec.target_lang))
-    first = next((line for _, line in text_lines(files[0], spec.source_lang) if line.strip()), "")
-    if "\t" not in first and _json_object(first) is None:  # an archive's file per language
-        return aligned_pairs(*files, (spec.source_lang, spec.target_lang))
-    pairs = _json_lines_pairs(files[0], spec.column_languages) if _json_object(first) is not None else \
-        _tsv_pairs(files[0], False, spec.column_languages, spec.columns)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs
 
 
 def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
     if spec.kind == "files":
-        pairs = aligned_pairs(*spec.files, spec.column_languages)
+        same = spec.files[0] == spec.files[1]
+        pairs = (_one_file_of_pairs(spec.files[0], spec) if same else None) or \
+            aligned_pairs(*spec.files, spec.column_languages)
     elif spec.kind == "tsv" and _is_json_lines(spec.files[0]):
         if spec.columns:
             raise NMTError(f"{spec.files[0]} is JSON lines, read by the keys data.source_lang and data.target_lang "

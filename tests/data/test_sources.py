@@ -397,6 +397,15 @@ def test_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
             list(read_pairs(corpus_spec(DataConfig(corpus=str(path), source_lang="en", target_lang="fr"), tmp_path)))
 
 
+def test_one_tsv_named_for_both_sides_is_read_as_pairs(tmp_path):
+    """data.source_file and data.target_file both naming JoeyNMT's train.tsv read each whole line as source and as
+    target: a model learnt to copy "de<TAB>en" lines. It is read as the corpus would be, its header included."""
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("en\tde\nHello.\tHallo.\n", encoding="utf-8")
+    cfg = DataConfig(source_file=str(tsv), target_file=str(tsv), source_lang="de", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo.", "Hello.")]
+
+
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
     """data.source_file/target_file and the held-out files take http(s) URLs as data.corpus does (downloaded once
     into DATA_DIR/.downloads); before, a URL there was "not found: http:/host/train.en"."""
