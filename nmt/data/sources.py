@@ -216,6 +216,9 @@ def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = No
         cells = line.split("\t")
         if first_line and languages:
             first_line = False
+            if line.lstrip().startswith(("<?xml", "<tmx")):
+                raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or "
+                               "two line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
             named = _header_columns(cells, languages)
             if named and columns and named != columns:
                 raise NMTError(f"{path} line 1 names columns {named[0]} and {named[1]} as the source and the target "

@@ -384,13 +384,17 @@ def test_a_tarball_serves_as_a_zip_does(tmp_path, mode):
         list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="fr", target_lang="en"), tmp_path)))
 
 
-def test_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
+def test_a_tmx_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
     parquet, workbook = tmp_path / "train.parquet", tmp_path / "pairs.xlsx"
     parquet.write_bytes(b"PAR1\x15\x04\x15\x10" + bytes(100) + b"PAR1")
     with zipfile.ZipFile(workbook, "w") as zf:
         zf.writestr("[Content_Types].xml", "<Types/>")
         zf.writestr("xl/workbook.xml", "<workbook/>")
-    for path, message in ((parquet, r"train.parquet is a Parquet file \(a Hugging Face dataset's\?\): save it as "
+    tmx = tmp_path / "en-fr.tmx"
+    tmx.write_text('<?xml version="1.0" encoding="utf-8"?>\n<tmx version="1.4">\n', encoding="utf-8")
+    for path, message in ((tmx, r"en-fr.tmx is XML \(a TMX file\?\): nmt reads pairs as tab-separated text or JSON "
+                                r"lines, or two line-aligned files"),
+                          (parquet, r"train.parquet is a Parquet file \(a Hugging Face dataset's\?\): save it as "
                                     r"JSON lines"),
                           (workbook, r"pairs.xlsx is an Excel workbook: save it as \"Unicode Text\" or tab-separated")):
         with pytest.raises(NMTError, match=message):
