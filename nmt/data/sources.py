@@ -297,11 +297,32 @@ def _json_object(line: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def _first_text(path: Path, language: str = "") -> str:
+    return next((line for _, line in text_lines(path, language) if line.strip()), "")
+
+
 def _is_json_lines(path: Path) -> bool:
     """Whether the file's first line with text is a JSON object: Hugging Face's translation datasets saved as JSON
     lines. A TSV line never parses as one (its tab would be outside any string)."""
-    first = next((line for _, line in text_lines(path) if line.strip()), "")
-    return _json_object(first) is not None
+    return _json_object(_first_text(path)) is not None
+
+
+def reading_summary(spec: CorpusSpec) -> str | None:
+    """How a data.corpus of one's own is read, for prepare's log: what was told from the file (JSON lines and their
+    keys; a TSV's columns, named by a header or not; CSV quoting) is said, not only done."""
+    if spec.kind != "tsv":
+        return None
+    path, first = spec.files[0], _first_text(spec.files[0])
+    record = _json_object(first)
+    if record is not None:
+        texts = record.get("translation", record)
+        keys = _language_keys(texts, spec.column_languages, path, 1) if isinstance(texts, dict) else ("?", "?")
+        return f"reading {path} as JSON lines: keys {keys[0]} and {keys[1]}"
+    named = _header_columns(first.split("\t"), spec.column_languages)
+    columns = spec.columns or named or (1, 2)
+    how = "as set" if spec.columns else "named by its header" if named else "the first two"
+    quoting = "; CSV-quoted fields unquoted" if _csv_quoted(path) else ""
+    return f"reading {path} as tab-separated text: columns {columns[0]} and {columns[1]} ({how}){quoting}"
 
 
 def _json_lines_pairs(path: Path, languages: tuple[str, str]) -> Iterator[tuple[str, str]]:
@@ -342,7 +363,7 @@ def _one_file_of_pairs(path: Path, spec: CorpusSpec) -> Iterator[tuple[str, str]
     """The pairs, in file order, of one file named for both sides that holds pairs as a corpus can (a TSV or JSON
     lines: JoeyNMT's train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned
     files, each side was the whole line, and a model learnt to copy "de<TAB>en" lines."""
-    first = next((line for _, line in text_lines(path, spec.column_languages[0]) if line.strip()), "")
+    first = _first_text(path, spec.column_languages[0])
     if _json_object(first) is not None:
         return _json_lines_pairs(path, spec.column_languages)
     return _tsv_pairs(path, False, spec.column_languages, spec.columns) if "\t" in first else None

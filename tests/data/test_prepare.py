@@ -127,6 +127,26 @@ def test_a_test_set_of_ones_own_is_scored_whole_and_older_data_that_cut_it_is_pr
     assert "heldout" in read_manifest(directory)
 
 
+def test_preparation_says_how_a_corpus_of_ones_own_was_read(tmp_path):
+    """What is told from the file (a header's columns, CSV quoting, JSON keys) is said, not only done."""
+    corpus = tmp_path / "pandas.tsv"
+    lines = toy_parallel_corpus().splitlines()
+    corpus.write_text("\ten\tfr\n" + "".join(f"{i}\t{line}\n" for i, line in enumerate(lines))
+                      + f'{len(lines)}\t"He said ""hi""."\t"Il a dit ""salut""."\n', encoding="utf-8")
+    said = []
+    cfg = DataConfig(**{**TOY_DATA, "corpus": str(corpus), "source_lang": "en", "target_lang": "fr"})
+    prepare(cfg, tmp_path / "data", log=said.append)
+    assert said[0] == (f"reading {corpus} as tab-separated text: columns 2 and 3 (named by its header); CSV-quoted "
+                       "fields unquoted")
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text("".join(json.dumps({"translation": dict(zip(("en", "fr"), line.split("\t")))}) + "\n"
+                             for line in lines), encoding="utf-8")
+    said.clear()
+    prepare(DataConfig(**{**TOY_DATA, "corpus": str(jsonl), "source_lang": "en-GB", "target_lang": "fr"}),
+            tmp_path / "data", log=said.append)
+    assert said[0] == f"reading {jsonl} as JSON lines: keys en and fr"
+
+
 @pytest.mark.parametrize("form", ["tsv", "jsonl"])
 def test_a_held_out_set_may_be_one_file_of_pairs(tmp_path, form):
     """JoeyNMT's dev.tsv and test.tsv hold pairs, as the corpus does: named for both sides of a held-out set, the one
