@@ -309,7 +309,7 @@ def _is_json_lines(path: Path) -> bool:
 
 def reading_summary(spec: CorpusSpec) -> str | None:
     """How a data.corpus of one's own is read, for prepare's log: what was told from the file (JSON lines and their
-    keys; a TSV's columns, named by a header or not; CSV quoting) is said, not only done."""
+    keys; a TSV's columns, named by a header or set; CSV quoting) is said, not only done. None: a plain TSV."""
     if spec.kind != "tsv":
         return None
     path, first = spec.files[0], _first_text(spec.files[0])
@@ -319,9 +319,12 @@ def reading_summary(spec: CorpusSpec) -> str | None:
         keys = _language_keys(texts, spec.column_languages, path, 1) if isinstance(texts, dict) else ("?", "?")
         return f"reading {path} as JSON lines: keys {keys[0]} and {keys[1]}"
     named = _header_columns(first.split("\t"), spec.column_languages)
+    quoted = _csv_quoted(path)
+    if not (spec.columns or named or quoted):  # the plain case: the first two columns, as they are
+        return None
     columns = spec.columns or named or (1, 2)
     how = "as set" if spec.columns else "named by its header" if named else "the first two"
-    quoting = "; CSV-quoted fields unquoted" if _csv_quoted(path) else ""
+    quoting = "; CSV-quoted fields unquoted" if quoted else ""
     return f"reading {path} as tab-separated text: columns {columns[0]} and {columns[1]} ({how}){quoting}"
 
 
