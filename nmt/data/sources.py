@@ -179,7 +179,7 @@ QUOTING_SAMPLE = 1000  # fields holding a quote that decide whether a TSV is CSV
 
 
 def _csv_quoted(path: Path) -> bool:
-    """Whether a TSV's fields are CSV-quoted, as pandas' `to_csv(sep="\t")` and Excel's tab-delimited export write
+    """Whether a TSV's fields are CSV-quoted, as pandas' `to_csv(sep="\\t")` and Excel's tab-delimited export write
     them: a sentence holding a quote is wrapped in quotes with its own doubled (`"He said ""hi""."`), and read as it
     was it trained with the doubled quotes. Decided by the first fields that hold a quote: all such, and one at least
     with a doubled quote. Tatoeba's raw text has quotes in fields that are not so (`"Says who?" "Says me."`)."""
@@ -221,9 +221,10 @@ def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = No
                                "two line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
             named = _header_columns(cells, languages)
             if named and columns and named != columns:
-                raise NMTError(f"{path} line 1 names columns {named[0]} and {named[1]} as the source and the target "
-                               f"({languages[0]}, {languages[1]}), but data.source_column and data.target_column "
-                               f"say {columns[0]} and {columns[1]}: unset them to read the columns the header names")
+                raise NMTError(f"{path} line {number} names columns {named[0]} and {named[1]} as the source and the "
+                               f"target ({languages[0]}, {languages[1]}), but data.source_column and "
+                               f"data.target_column say {columns[0]} and {columns[1]}: unset them to read the columns "
+                               "the header names")
             if named:
                 source, target = named
                 continue
