@@ -39,3 +39,33 @@ def base_language(code: str) -> str:
     "cmn" → "zh", "fre" → "fr"; a code with no two-letter twin stays as it is, lowercased ("ber", "tok")."""
     language = code.replace("_", "-").split("-")[0].lower()
     return _TWO_LETTER.get(language, language)
+
+
+# English names of the same languages, for header lines that name their columns so (a spreadsheet's "English",
+# "French"; Kaggle's "English words/sentences").
+_NAMES = {
+    "english": "en", "french": "fr", "german": "de", "spanish": "es", "italian": "it", "portuguese": "pt",
+    "russian": "ru", "dutch": "nl", "arabic": "ar", "turkish": "tr", "polish": "pl", "ukrainian": "uk", "czech": "cs",
+    "slovak": "sk", "hungarian": "hu", "romanian": "ro", "bulgarian": "bg", "greek": "el", "hebrew": "he",
+    "hindi": "hi", "bengali": "bn", "urdu": "ur", "persian": "fa", "farsi": "fa", "vietnamese": "vi", "thai": "th",
+    "indonesian": "id", "malay": "ms", "tagalog": "tl", "swedish": "sv", "norwegian": "no", "danish": "da",
+    "finnish": "fi", "estonian": "et", "latvian": "lv", "lithuanian": "lt", "slovenian": "sl", "croatian": "hr",
+    "serbian": "sr", "bosnian": "bs", "macedonian": "mk", "albanian": "sq", "catalan": "ca", "basque": "eu",
+    "galician": "gl", "irish": "ga", "welsh": "cy", "icelandic": "is", "esperanto": "eo", "latin": "la",
+    "georgian": "ka", "armenian": "hy", "azerbaijani": "az", "kazakh": "kk", "uzbek": "uz", "tatar": "tt",
+    "belarusian": "be", "mongolian": "mn", "khmer": "km", "lao": "lo", "burmese": "my", "tamil": "ta", "telugu": "te",
+    "kannada": "kn", "malayalam": "ml", "marathi": "mr", "gujarati": "gu", "punjabi": "pa", "nepali": "ne",
+    "sinhala": "si", "swahili": "sw", "amharic": "am", "hausa": "ha", "yoruba": "yo", "igbo": "ig", "zulu": "zu",
+    "xhosa": "xh", "afrikaans": "af", "somali": "so", "kurdish": "ku", "chinese": "zh", "mandarin": "zh",
+    "cantonese": "zh", "japanese": "ja", "korean": "ko",
+}
+
+
+def header_language(cell: str) -> str:
+    """The language a header cell names: a code ("de", "en-US", "deu"), or an English name, alone or first ("German",
+    "English words/sentences"); else the cell as base_language reads it (no language). A sentence ("English is
+    hard.") names none."""
+    words = "".join(c if c.isalpha() else " " for c in cell.lower()).split()
+    if words and words[0] in _NAMES and not any(mark in cell for mark in ".!?"):
+        return _NAMES[words[0]]
+    return base_language(cell.strip())

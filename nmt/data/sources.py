@@ -8,6 +8,7 @@ Nothing here knows English or French except the built-in corpus's own settings (
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import itertools
 import json
@@ -20,7 +21,7 @@ from typing import Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
-from nmt.data.languages import base_language
+from nmt.data.languages import base_language, header_language
 from nmt.data.normalizer import Normalizer
 from nmt.data.text_files import text_lines
 from nmt.errors import NMTError, counted
@@ -156,7 +157,7 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     if _is_url(cfg.corpus):
         return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common, columns=columns)
     name = cfg.corpus
-    looks_like_file = re.search(r"\.(tsv|txt|jsonl?)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
+    looks_like_file = re.search(r"\.(tsv|csv|txt|jsonl?)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
         or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():
         raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv, "
@@ -200,23 +201,43 @@ def _unquoted(cell: str) -> str:
     return quoted.group(1).replace('""', '"') if quoted else cell
 
 
+def _is_csv(path: Path) -> bool:
+    """A comma-separated file is told by its name (`pairs.csv`, `.csv.gz`): commas are common inside sentences, so
+    its text cannot say."""
+    return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", Path(path).name.lower()) is not None
+
+
+def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of a TSV, split at its tabs (no quoting: Tatoeba's raw text has quotes of its own), or of
+    a CSV, read by the csv module (a quoted field may hold commas, quotes and line breaks); a blank line: no cells."""
+    if delimiter == "\t":
+        for number, line in text_lines(path):
+            yield number, line.split("\t") if line.strip() else []
+        return
+    reader = csv.reader((line + "\n" for _, line in text_lines(path)), strict=True)
+    try:
+        for cells in reader:
+            yield reader.line_num, cells if any(cell.strip() for cell in cells) else []
+    except csv.Error as err:
+        raise NMTError(f"{path} line {reader.line_num}: not comma-separated text as CSV writes it ({err})") from None
+
+
 def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None,
-               columns: tuple[int, int] | None = None) -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV; `languages`: the languages of its source and target text (data.source_lang and
-    data.target_lang, which name the file's sides whatever data.reverse says), to read a header by; `columns`: the
-    two that hold them, counted from 1 (None: the ones a header names, else 1 and 2). A file of one's own whose
-    fields are CSV-quoted (pandas, Excel) is unquoted."""
-    quoted = not builtin and _csv_quoted(path)
+               columns: tuple[int, int] | None = None, delimiter: str = "\t") -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV (or, with `delimiter` ",", a CSV); `languages`: the languages of its source and target text
+    (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), to read a header
+    by; `columns`: the two that hold them, counted from 1 (None: the ones a header names, else 1 and 2). A TSV of
+    one's own whose fields are CSV-quoted (pandas, Excel) is unquoted."""
+    quoted = delimiter == "\t" and not builtin and _csv_quoted(path)
     source, target = columns or (1, 2)
     first_line = True
-    for number, line in text_lines(path):
-        if not line.strip():  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
+    for number, cells in _rows(path, delimiter):
+        if not cells:  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
             continue
-        cells = line.split("\t")
         if first_line and languages:
             first_line = False
-            if line.lstrip().startswith(("<?xml", "<tmx")):
+            if cells[0].lstrip().startswith(("<?xml", "<tmx")):
                 raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or "
                                "two line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
             named = _header_columns(cells, languages)
@@ -232,7 +253,8 @@ def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = No
                 _refuse_id_column(cells, path, number)
         if len(cells) < max(source, target) or (builtin and len(cells) > 3):
             wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
-            raise NMTError(f"{path} line {number}: expected tab-separated {wanted}, got "
+            separated = "tab" if delimiter == "\t" else "comma"
+            raise NMTError(f"{path} line {number}: expected {separated}-separated {wanted}, got "
                            f"{counted(len(cells), 'column')}")
         pair = cells[source - 1], cells[target - 1]
         yield (_unquoted(pair[0]), _unquoted(pair[1])) if quoted else pair
@@ -246,7 +268,7 @@ def _header_columns(cells: list[str], languages: tuple[str, str]) -> tuple[int, 
     Named by their languages in any order (JoeyNMT's TSVs: `de<TAB>en`; pandas' `to_csv` after its index:
     `<TAB>de<TAB>en`; `id<TAB>en<TAB>id<TAB>fr`), or as source and target. Before, a header naming the languages
     the other way round than the config trained the direction backwards in silence."""
-    named = [base_language(c.strip()) for c in cells]
+    named = [header_language(c) for c in cells]
     wanted = [base_language(language) for language in languages]
     if wanted[0] != wanted[1] and all(named.count(language) == 1 for language in wanted):
         return named.index(wanted[0]) + 1, named.index(wanted[1]) + 1
@@ -310,7 +332,8 @@ def _is_json_lines(path: Path) -> bool:
 
 def reading_summary(spec: CorpusSpec) -> str | None:
     """How a data.corpus of one's own is read, for prepare's log: what was told from the file (JSON lines and their
-    keys; a TSV's columns, named by a header or set; CSV quoting) is said, not only done. None: a plain TSV."""
+    keys; a TSV's or CSV's columns, named by a header or set; CSV quoting) is said, not only done. None: a plain
+    TSV."""
     if spec.kind != "tsv":
         return None
     path, first = spec.files[0], _first_text(spec.files[0])
@@ -319,14 +342,17 @@ def reading_summary(spec: CorpusSpec) -> str | None:
         texts = record.get("translation", record)
         keys = _language_keys(texts, spec.column_languages, path, 1) if isinstance(texts, dict) else ("?", "?")
         return f"reading {path} as JSON lines: keys {keys[0]} and {keys[1]}"
-    named = _header_columns(first.split("\t"), spec.column_languages)
-    quoted = _csv_quoted(path)
-    if not (spec.columns or named or quoted):  # the plain case: the first two columns, as they are
+    comma = _is_csv(path)
+    cells = next((cells for _, cells in _rows(path, ",") if cells), []) if comma else first.split("\t")
+    named = _header_columns(cells, spec.column_languages)
+    quoted = not comma and _csv_quoted(path)
+    if not (comma or spec.columns or named or quoted):  # the plain case: a TSV's first two columns, as they are
         return None
     columns = spec.columns or named or (1, 2)
     how = "as set" if spec.columns else "named by its header" if named else "the first two"
     quoting = "; CSV-quoted fields unquoted" if quoted else ""
-    return f"reading {path} as tab-separated text: columns {columns[0]} and {columns[1]} ({how}){quoting}"
+    return (f"reading {path} as {'comma' if comma else 'tab'}-separated text: columns {columns[0]} and {columns[1]} "
+            f"({how}){quoting}")
 
 
 def _json_lines_pairs(path: Path, languages: tuple[str, str]) -> Iterator[tuple[str, str]]:
@@ -370,6 +396,8 @@ def _one_file_of_pairs(path: Path, spec: CorpusSpec) -> Iterator[tuple[str, str]
     first = _first_text(path, spec.column_languages[0])
     if _json_object(first) is not None:
         return _json_lines_pairs(path, spec.column_languages)
+    if _is_csv(path):
+        return _tsv_pairs(path, False, spec.column_languages, spec.columns, delimiter=",")
     return _tsv_pairs(path, False, spec.column_languages, spec.columns) if "\t" in first else None
 
 
@@ -395,5 +423,7 @@ def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
         pairs = _json_lines_pairs(spec.files[0], spec.column_languages)
     else:
         builtin = spec.kind == "builtin"
-        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.columns)
+        delimiter = "," if not builtin and _is_csv(spec.files[0]) else "\t"
+        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.columns,
+                           delimiter)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs

@@ -145,6 +145,13 @@ def test_preparation_says_how_a_corpus_of_ones_own_was_read(tmp_path):
     prepare(DataConfig(**{**TOY_DATA, "corpus": str(jsonl), "source_lang": "en-GB", "target_lang": "fr"}),
             tmp_path / "data", log=said.append)
     assert said[0] == f"reading {jsonl} as JSON lines: keys en and fr"
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text("English,French\n" + "".join(line.replace("\t", ",") + "\n" for line in lines),
+                        encoding="utf-8")
+    said.clear()
+    prepare(DataConfig(**{**TOY_DATA, "corpus": str(csv_file), "source_lang": "en", "target_lang": "fr"}),
+            tmp_path / "data", log=said.append)
+    assert said[0] == f"reading {csv_file} as comma-separated text: columns 1 and 2 (named by its header)"
 
 
 @pytest.mark.parametrize("form", ["tsv", "jsonl"])

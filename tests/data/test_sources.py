@@ -183,6 +183,34 @@ def test_csv_quoted_fields_are_unquoted_and_raw_quotes_kept(tmp_path):
         == [('"Says who?" "Says me."', "« Qui le dit ? »"), ('"To Tokyo."', '"Pourquoi ?""Pour Tokyo."')]
 
 
+def test_a_csv_is_read_as_csv_and_headers_may_name_languages_in_english(tmp_path):
+    """Kaggle's English–French pairs are a CSV headed "English words/sentences,French words/sentences", its fields
+    quoted where they hold commas or quotes: read as a TSV it was "expected tab-separated source and target columns,
+    got 1 column". A .csv is read by the csv module, and a header may name its languages in English."""
+    import csv
+
+    rows = [("Hi, Tom.", "Salut, Tom."), ('He said "no".', "Il a dit « non »."), ("Two\nlines.", "Deux\nlignes.")]
+    kaggle = tmp_path / "eng_-french.csv"
+    with open(kaggle, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["English words/sentences", "French words/sentences"])
+        writer.writerows(rows)
+    reverse = DataConfig(corpus=str(kaggle), source_lang="fr", target_lang="en")  # the header says which is which
+    assert list(read_pairs(corpus_spec(reverse, tmp_path))) == [(fr, en) for en, fr in rows]
+    indexed = tmp_path / "pairs.csv"  # pandas' to_csv: its index first, under an empty header cell
+    indexed.write_text(",en,fr\n0,\"Hi, Tom.\",\"Salut, Tom.\"\n", encoding="utf-8")
+    cfg = DataConfig(corpus=str(indexed), source_lang="en", target_lang="fr")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hi, Tom.", "Salut, Tom.")]
+    indexed.write_text('en,fr\n"Hi, Tom.,Salut.\n', encoding="utf-8")  # a quote never closed
+    with pytest.raises(NMTError, match=r"pairs.csv line 2: not comma-separated text as CSV writes it \(unexpected "
+                                       r"end of data\)"):
+        list(read_pairs(corpus_spec(cfg, tmp_path)))
+    tsv = tmp_path / "sheet.tsv"  # a spreadsheet's header, in English, on a TSV
+    tsv.write_text("German\tEnglish\nHallo.\tHello.\n", encoding="utf-8")
+    assert list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="en", target_lang="de"), tmp_path))) \
+        == [("Hello.", "Hallo.")]
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
