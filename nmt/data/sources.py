@@ -207,6 +207,16 @@ def _is_csv(path: Path) -> bool:
     return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", Path(path).name.lower()) is not None
 
 
+def _csv_delimiter(path: Path) -> str:
+    """A CSV's delimiter: a comma, or a semicolon where the first line has none but a semicolon (Excel writes ";"
+    where the comma is the decimal mark: French, German). A comma CSV's first line always holds a comma."""
+    first = _first_text(path)
+    return ";" if "," not in first and ";" in first else ","
+
+
+_SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon"}
+
+
 def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, cells) of a TSV, split at its tabs (no quoting: Tatoeba's raw text has quotes of its own), or of
     a CSV, read by the csv module (a quoted field may hold commas, quotes and line breaks); a blank line: no cells."""
@@ -214,20 +224,21 @@ def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
         for number, line in text_lines(path):
             yield number, line.split("\t") if line.strip() else []
         return
-    reader = csv.reader((line + "\n" for _, line in text_lines(path)), strict=True)
+    reader = csv.reader((line + "\n" for _, line in text_lines(path)), delimiter=delimiter, strict=True)
     try:
         for cells in reader:
             yield reader.line_num, cells if any(cell.strip() for cell in cells) else []
     except csv.Error as err:
-        raise NMTError(f"{path} line {reader.line_num}: not comma-separated text as CSV writes it ({err})") from None
+        raise NMTError(f"{path} line {reader.line_num}: not {_SEPARATED[delimiter]}-separated text as CSV writes it "
+                       f"({err})") from None
 
 
 def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None,
                columns: tuple[int, int] | None = None, delimiter: str = "\t") -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV (or, with `delimiter` ",", a CSV); `languages`: the languages of its source and target text
-    (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), to read a header
-    by; `columns`: the two that hold them, counted from 1 (None: the ones a header names, else 1 and 2). A TSV of
-    one's own whose fields are CSV-quoted (pandas, Excel) is unquoted."""
+    """The pairs of a TSV (or, with `delimiter` "," or ";", a CSV); `languages`: the languages of its source and
+    target text (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), to
+    read a header by; `columns`: the two that hold them, counted from 1 (None: the ones a header names, else 1 and
+    2). A TSV of one's own whose fields are CSV-quoted (pandas, Excel) is unquoted."""
     quoted = delimiter == "\t" and not builtin and _csv_quoted(path)
     source, target = columns or (1, 2)
     first_line = True
@@ -253,8 +264,7 @@ def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = No
                 _refuse_id_column(cells, path, number)
         if len(cells) < max(source, target) or (builtin and len(cells) > 3):
             wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
-            separated = "tab" if delimiter == "\t" else "comma"
-            raise NMTError(f"{path} line {number}: expected {separated}-separated {wanted}, got "
+            raise NMTError(f"{path} line {number}: expected {_SEPARATED[delimiter]}-separated {wanted}, got "
                            f"{counted(len(cells), 'column')}")
         pair = cells[source - 1], cells[target - 1]
         yield (_unquoted(pair[0]), _unquoted(pair[1])) if quoted else pair
@@ -343,7 +353,8 @@ def reading_summary(spec: CorpusSpec) -> str | None:
         keys = _language_keys(texts, spec.column_languages, path, 1) if isinstance(texts, dict) else ("?", "?")
         return f"reading {path} as JSON lines: keys {keys[0]} and {keys[1]}"
     comma = _is_csv(path)
-    cells = next((cells for _, cells in _rows(path, ",") if cells), []) if comma else first.split("\t")
+    delimiter = _csv_delimiter(path) if comma else "\t"
+    cells = next((cells for _, cells in _rows(path, delimiter) if cells), [])
     named = _header_columns(cells, spec.column_languages)
     quoted = not comma and _csv_quoted(path)
     if not (comma or spec.columns or named or quoted):  # the plain case: a TSV's first two columns, as they are
@@ -351,7 +362,7 @@ def reading_summary(spec: CorpusSpec) -> str | None:
     columns = spec.columns or named or (1, 2)
     how = "as set" if spec.columns else "named by its header" if named else "the first two"
     quoting = "; CSV-quoted fields unquoted" if quoted else ""
-    return (f"reading {path} as {'comma' if comma else 'tab'}-separated text: columns {columns[0]} and {columns[1]} "
+    return (f"reading {path} as {_SEPARATED[delimiter]}-separated text: columns {columns[0]} and {columns[1]} "
             f"({how}){quoting}")
 
 
@@ -397,7 +408,7 @@ def _one_file_of_pairs(path: Path, spec: CorpusSpec) -> Iterator[tuple[str, str]
     if _json_object(first) is not None:
         return _json_lines_pairs(path, spec.column_languages)
     if _is_csv(path):
-        return _tsv_pairs(path, False, spec.column_languages, spec.columns, delimiter=",")
+        return _tsv_pairs(path, False, spec.column_languages, spec.columns, _csv_delimiter(path))
     return _tsv_pairs(path, False, spec.column_languages, spec.columns) if "\t" in first else None
 
 
@@ -423,7 +434,7 @@ def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
         pairs = _json_lines_pairs(spec.files[0], spec.column_languages)
     else:
         builtin = spec.kind == "builtin"
-        delimiter = "," if not builtin and _is_csv(spec.files[0]) else "\t"
+        delimiter = _csv_delimiter(spec.files[0]) if not builtin and _is_csv(spec.files[0]) else "\t"
         pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.columns,
                            delimiter)
     return ((t, s) for s, t in pairs) if spec.reverse else pairs

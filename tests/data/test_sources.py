@@ -205,6 +205,10 @@ def test_a_csv_is_read_as_csv_and_headers_may_name_languages_in_english(tmp_path
     with pytest.raises(NMTError, match=r"pairs.csv line 2: not comma-separated text as CSV writes it \(unexpected "
                                        r"end of data\)"):
         list(read_pairs(corpus_spec(cfg, tmp_path)))
+    excel = tmp_path / "excel-fr.csv"  # Excel where the comma is the decimal mark: semicolons, CRLF, a BOM
+    excel.write_bytes("\ufeffEnglish;French\r\n\"Hi; Tom, hi.\";Salut.\r\n".encode("utf-8"))
+    assert list(read_pairs(corpus_spec(DataConfig(corpus=str(excel), source_lang="en", target_lang="fr"),
+                                       tmp_path))) == [("Hi; Tom, hi.", "Salut.")]
     tsv = tmp_path / "sheet.tsv"  # a spreadsheet's header, in English, on a TSV
     tsv.write_text("German\tEnglish\nHallo.\tHello.\n", encoding="utf-8")
     assert list(read_pairs(corpus_spec(DataConfig(corpus=str(tsv), source_lang="en", target_lang="de"), tmp_path))) \
