@@ -410,9 +410,10 @@ def check_consistency(cfg: Config) -> list[str]:
                                   "(the Transformer's position table); lower it or raise model.max_positions")
     if d.samples:
         check_n_best(1, d)  # sampling takes beam 1: said when the config loads, not at its first translation
-    if tsv_columns(cfg.data)[0] == tsv_columns(cfg.data)[1]:
-        raise ConfigError(f"data.source_column and data.target_column both read column {tsv_columns(cfg.data)[0]} "
-                          "(unset: 1 and 2): name two columns")
+    source_column, target_column = tsv_columns(cfg.data)
+    if source_column == target_column:
+        raise ConfigError(f"data.source_column and data.target_column both read column {source_column} (unset: 1 "
+                          "and 2): name two columns")
     for key in ("source_lang", "target_lang"):
         code = getattr(cfg.data, key)
         if code and not _LANGUAGE_CODE.fullmatch(code):

@@ -18,7 +18,7 @@ from nmt.data.corpus import normalize_pairs
 from nmt.data.download import sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import (CorpusSpec, corpus_fingerprint, corpus_spec, heldout_pairs, read_pairs,
-                              reading_summary, resolve_normalizer)
+                              resolve_normalizer)
 from nmt.data.split import SPLITS
 from nmt.data.tokenizer import (JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, files_digest,
                                 train_sentencepiece)
@@ -143,16 +143,13 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     """Stream the corpus through three passes in bounded memory (nmt/data/stream.py): normalized, deduplicated text
     per split; SentencePiece on (a sample of) the training text; encoded shards."""
     workers = os.cpu_count() or 1
-    reading = reading_summary(spec)
-    if reading:
-        log(reading)
     heldout, heldout_report = {}, {}
     for name, files in spec.heldout.items():
         heldout[name], heldout_report[name] = _heldout_pairs(files, spec, cfg.max_words)
         if not heldout[name]:
             raise NMTError(f"{files[0]}: no {name} pairs left after normalization (every line is empty)")
         log(_heldout_summary(name, files[0], heldout_report[name], cfg.max_words))
-    text, dropped, counts = stream.write_split_text(read_pairs(spec), spec.normalizer, cfg, heldout, out, workers)
+    text, dropped, counts = stream.write_split_text(read_pairs(spec, log), spec.normalizer, cfg, heldout, out, workers)
     if not sum(counts.values()):
         raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
                        f"filtering (dropped {dropped})")

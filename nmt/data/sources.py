@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
@@ -207,11 +207,10 @@ def _is_csv(path: Path) -> bool:
     return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", Path(path).name.lower()) is not None
 
 
-def _csv_delimiter(path: Path) -> str:
+def _csv_delimiter(first_line: str) -> str:
     """A CSV's delimiter: a comma, or a semicolon where the first line has none but a semicolon (Excel writes ";"
     where the comma is the decimal mark: French, German). A comma CSV's first line always holds a comma."""
-    first = _first_text(path)
-    return ";" if "," not in first and ";" in first else ","
+    return ";" if "," not in first_line and ";" in first_line else ","
 
 
 _SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon"}
@@ -233,41 +232,76 @@ def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
                        f"({err})") from None
 
 
-def _tsv_pairs(path: Path, builtin: bool, languages: tuple[str, str] | None = None,
-               columns: tuple[int, int] | None = None, delimiter: str = "\t") -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV (or, with `delimiter` "," or ";", a CSV); `languages`: the languages of its source and
-    target text (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), to
-    read a header by; `columns`: the two that hold them, counted from 1 (None: the ones a header names, else 1 and
-    2). A TSV of one's own whose fields are CSV-quoted (pandas, Excel) is unquoted."""
-    quoted = delimiter == "\t" and not builtin and _csv_quoted(path)
-    source, target = columns or (1, 2)
-    first_line = True
-    for number, cells in _rows(path, delimiter):
+@dataclass(frozen=True)
+class PairFormat:
+    """How one file of pairs is read, told once from its name and its first line with text: JSON lines (`keys`, the
+    source's and the target's), or delimited text (its `delimiter`; the `columns` read, counted from 1, and where they
+    came from; whether that first line is a header; whether a TSV's fields are CSV-quoted)."""
+
+    keys: tuple[str, str] | None = None
+    delimiter: str = "\t"
+    columns: tuple[int, int] = (1, 2)
+    columns_from: str = "the first two"  # or "as set" (data.source_column/target_column), "named by its header"
+    header: bool = False
+    quoted: bool = False
+
+    def describe(self, path: Path) -> str | None:
+        """For prepare's log: what was told from the file is said, not only done. None: a plain TSV."""
+        if self.keys:
+            return f"reading {path} as JSON lines: keys {self.keys[0]} and {self.keys[1]}"
+        if self.delimiter == "\t" and self.columns_from == "the first two" and not self.quoted:
+            return None
+        quoting = "; CSV-quoted fields unquoted" if self.quoted else ""
+        return (f"reading {path} as {_SEPARATED[self.delimiter]}-separated text: columns {self.columns[0]} and "
+                f"{self.columns[1]} ({self.columns_from}){quoting}")
+
+
+def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int] | None = None) -> PairFormat:
+    """How a file of pairs of one's own is read. `languages`: the languages of its source and target text
+    (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), which name JSON
+    keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
+    2). Refused here, before any pair: XML, columns set against a header, a first column of ids or an index."""
+    number, first = _first_text(path)
+    record = _json_object(first)
+    if record is not None:
+        if columns:
+            raise NMTError(f"{path} is JSON lines, read by the keys data.source_lang and data.target_lang name: "
+                           "data.source_column and data.target_column pick a TSV's columns (unset them)")
+        return PairFormat(keys=_language_keys(_texts_of(record, path, number), languages, path, number))
+    delimiter = _csv_delimiter(first) if _is_csv(path) else "\t"
+    number, cells = next(((n, c) for n, c in _rows(path, delimiter) if c), (number, []))
+    if cells and cells[0].lstrip().startswith(("<?xml", "<tmx")):
+        raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or two "
+                       "line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
+    named = _header_columns(cells, languages) if cells else None
+    if named and columns and named != columns:
+        raise NMTError(f"{path} line {number} names columns {named[0]} and {named[1]} as the source and the target "
+                       f"({languages[0]}, {languages[1]}), but data.source_column and data.target_column say "
+                       f"{columns[0]} and {columns[1]}: unset them to read the columns the header names")
+    if cells and not (columns or named):
+        _refuse_id_column(cells, path, number)
+    return PairFormat(delimiter=delimiter, columns=columns or named or (1, 2),
+                      columns_from="as set" if columns else "named by its header" if named else "the first two",
+                      header=named is not None, quoted=delimiter == "\t" and _csv_quoted(path))
+
+
+def _table_pairs(path: Path, fmt: PairFormat, builtin: bool = False) -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV or CSV read as `fmt` says (the built-in corpus: its first two of at most three columns)."""
+    source, target = fmt.columns
+    header_left = fmt.header
+    for number, cells in _rows(path, fmt.delimiter):
         if not cells:  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
             continue
-        if first_line and languages:
-            first_line = False
-            if cells[0].lstrip().startswith(("<?xml", "<tmx")):
-                raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or "
-                               "two line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
-            named = _header_columns(cells, languages)
-            if named and columns and named != columns:
-                raise NMTError(f"{path} line {number} names columns {named[0]} and {named[1]} as the source and the "
-                               f"target ({languages[0]}, {languages[1]}), but data.source_column and "
-                               f"data.target_column say {columns[0]} and {columns[1]}: unset them to read the columns "
-                               "the header names")
-            if named:
-                source, target = named
-                continue
-            if not columns:
-                _refuse_id_column(cells, path, number)
+        if header_left:
+            header_left = False
+            continue
         if len(cells) < max(source, target) or (builtin and len(cells) > 3):
             wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
-            raise NMTError(f"{path} line {number}: expected {_SEPARATED[delimiter]}-separated {wanted}, got "
+            raise NMTError(f"{path} line {number}: expected {_SEPARATED[fmt.delimiter]}-separated {wanted}, got "
                            f"{counted(len(cells), 'column')}")
         pair = cells[source - 1], cells[target - 1]
-        yield (_unquoted(pair[0]), _unquoted(pair[1])) if quoted else pair
+        yield (_unquoted(pair[0]), _unquoted(pair[1])) if fmt.quoted else pair
 
 
 GENERIC_HEADERS = (("source", "target"), ("src", "tgt"), ("src", "trg"))  # a dataframe's column names
@@ -330,57 +364,29 @@ def _json_object(line: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def _first_text(path: Path, language: str = "") -> str:
-    return next((line for _, line in text_lines(path, language) if line.strip()), "")
+def _first_text(path: Path, language: str = "") -> tuple[int, str]:
+    """(line number, text) of the first line with text (0, "" for none)."""
+    return next(((number, line) for number, line in text_lines(path, language) if line.strip()), (0, ""))
 
 
-def _is_json_lines(path: Path) -> bool:
-    """Whether the file's first line with text is a JSON object: Hugging Face's translation datasets saved as JSON
-    lines. A TSV line never parses as one (its tab would be outside any string)."""
-    return _json_object(_first_text(path)) is not None
+def _texts_of(record: dict | None, path: Path, number: int) -> dict:
+    """A JSON line's texts by language: under "translation", as Hugging Face's datasets hold them, or at the top."""
+    texts = record.get("translation", record) if record is not None else None
+    if not isinstance(texts, dict):
+        raise NMTError(f"{path} line {number}: not a JSON object of texts by language, as every line of a "
+                       "JSON-lines corpus must be")
+    return texts
 
 
-def reading_summary(spec: CorpusSpec) -> str | None:
-    """How a data.corpus of one's own is read, for prepare's log: what was told from the file (JSON lines and their
-    keys; a TSV's or CSV's columns, named by a header or set; CSV quoting) is said, not only done. None: a plain
-    TSV."""
-    if spec.kind != "tsv":
-        return None
-    path, first = spec.files[0], _first_text(spec.files[0])
-    record = _json_object(first)
-    if record is not None:
-        texts = record.get("translation", record)
-        keys = _language_keys(texts, spec.column_languages, path, 1) if isinstance(texts, dict) else ("?", "?")
-        return f"reading {path} as JSON lines: keys {keys[0]} and {keys[1]}"
-    comma = _is_csv(path)
-    delimiter = _csv_delimiter(path) if comma else "\t"
-    cells = next((cells for _, cells in _rows(path, delimiter) if cells), [])
-    named = _header_columns(cells, spec.column_languages)
-    quoted = not comma and _csv_quoted(path)
-    if not (comma or spec.columns or named or quoted):  # the plain case: a TSV's first two columns, as they are
-        return None
-    columns = spec.columns or named or (1, 2)
-    how = "as set" if spec.columns else "named by its header" if named else "the first two"
-    quoting = "; CSV-quoted fields unquoted" if quoted else ""
-    return (f"reading {path} as {_SEPARATED[delimiter]}-separated text: columns {columns[0]} and {columns[1]} "
-            f"({how}){quoting}")
-
-
-def _json_lines_pairs(path: Path, languages: tuple[str, str]) -> Iterator[tuple[str, str]]:
+def _json_lines_pairs(path: Path, keys: tuple[str, str]) -> Iterator[tuple[str, str]]:
     """The pairs of a JSON-lines corpus: `{"translation": {"de": "...", "en": "..."}}` a line, as Hugging Face's
-    translation datasets hold them (`dataset.to_json(...)`), or the languages at the top level; `languages`
-    (data.source_lang, data.target_lang) name the keys, as a language (`zh` for a `cmn` side) where none is exact."""
-    keys = None
+    translation datasets hold them (`dataset.to_json(...)`), or the languages at the top level; `keys`: those of the
+    source and target text (`pair_format` finds them from the languages, as a language where none is exact)."""
     for number, line in text_lines(path):
         if not line.strip():
             yield "", ""
             continue
-        record = _json_object(line)
-        texts = record.get("translation", record) if record is not None else None
-        if not isinstance(texts, dict):
-            raise NMTError(f"{path} line {number}: not a JSON object of texts by language, as every line of a "
-                           "JSON-lines corpus must be")
-        keys = keys or _language_keys(texts, languages, path, number)
+        texts = _texts_of(_json_object(line), path, number)
         values = [texts.get(key) for key in keys]
         for key, value in zip(keys, values):
             if not isinstance(value, str):
@@ -400,41 +406,48 @@ def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: 
     return keys[0], keys[1]
 
 
-def _one_file_of_pairs(path: Path, spec: CorpusSpec) -> Iterator[tuple[str, str]] | None:
-    """The pairs, in file order, of one file named for both sides that holds pairs as a corpus can (a TSV or JSON
-    lines: JoeyNMT's train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned
-    files, each side was the whole line, and a model learnt to copy "de<TAB>en" lines."""
-    first = _first_text(path, spec.column_languages[0])
-    if _json_object(first) is not None:
-        return _json_lines_pairs(path, spec.column_languages)
-    if _is_csv(path):
-        return _tsv_pairs(path, False, spec.column_languages, spec.columns, _csv_delimiter(path))
-    return _tsv_pairs(path, False, spec.column_languages, spec.columns) if "\t" in first else None
+def _swapped(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    return ((target, source) for source, target in pairs)
+
+
+def _pairs_of(path: Path, fmt: PairFormat) -> Iterator[tuple[str, str]]:
+    return _json_lines_pairs(path, fmt.keys) if fmt.keys else _table_pairs(path, fmt)
+
+
+def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
+    """How one file named for both sides holds its pairs, as a corpus can (a TSV, CSV or JSON lines: JoeyNMT's
+    train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned files, each side was
+    the whole line, and a model learnt to copy "de<TAB>en" lines."""
+    _, first = _first_text(path, spec.column_languages[0])
+    if _json_object(first) is None and not _is_csv(path) and "\t" not in first:
+        return None
+    return pair_format(path, spec.column_languages, spec.columns)
 
 
 def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[str, str]]:
     """A valid/test set of one's own, in training order: two line-aligned files, one file of pairs named for both
     sides, or an archive with a file per language."""
-    pairs = _one_file_of_pairs(files[0], spec) if files[0] == files[1] else None
-    if pairs is None:
+    fmt = _one_file_format(files[0], spec) if files[0] == files[1] else None
+    if fmt is None:
         return aligned_pairs(*files, (spec.source_lang, spec.target_lang))
-    return ((t, s) for s, t in pairs) if spec.reverse else pairs
+    pairs = _pairs_of(files[0], fmt)
+    return _swapped(pairs) if spec.reverse else pairs
 
 
-def read_pairs(spec: CorpusSpec) -> Iterator[tuple[str, str]]:
-    """Raw (source, target) pairs of the training text, in file order, `reverse` applied."""
-    if spec.kind == "files":
-        same = spec.files[0] == spec.files[1]
-        pairs = (_one_file_of_pairs(spec.files[0], spec) if same else None) or \
-            aligned_pairs(*spec.files, spec.column_languages)
-    elif spec.kind == "tsv" and _is_json_lines(spec.files[0]):
-        if spec.columns:
-            raise NMTError(f"{spec.files[0]} is JSON lines, read by the keys data.source_lang and data.target_lang "
-                           "name: data.source_column and data.target_column pick a TSV's columns (unset them)")
-        pairs = _json_lines_pairs(spec.files[0], spec.column_languages)
+def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> Iterator[tuple[str, str]]:
+    """Raw (source, target) pairs of the training text, in file order, `reverse` applied; `log` is told how a file of
+    pairs of one's own is read, where anything was told from it (`PairFormat.describe`)."""
+    path = spec.files[0]
+    if spec.kind == "builtin":
+        pairs = _table_pairs(path, PairFormat(), builtin=True)
     else:
-        builtin = spec.kind == "builtin"
-        delimiter = _csv_delimiter(spec.files[0]) if not builtin and _is_csv(spec.files[0]) else "\t"
-        pairs = _tsv_pairs(spec.files[0], builtin, None if builtin else spec.column_languages, spec.columns,
-                           delimiter)
-    return ((t, s) for s, t in pairs) if spec.reverse else pairs
+        fmt = pair_format(path, spec.column_languages, spec.columns) if spec.kind == "tsv" else \
+            _one_file_format(path, spec) if path == spec.files[1] else None
+        if fmt is None:
+            pairs = aligned_pairs(*spec.files, spec.column_languages)
+        else:
+            described = fmt.describe(path)
+            if log and described:
+                log(described)
+            pairs = _pairs_of(path, fmt)
+    return _swapped(pairs) if spec.reverse else pairs
