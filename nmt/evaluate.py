@@ -15,6 +15,7 @@ from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
+from nmt.data.text_files import UTF16_MARKS
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
 from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, reference_streams
@@ -67,7 +68,7 @@ def read_lines(path: Path) -> list[str]:
     try:
         data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
         # A BOM is no part of the first sentence; one of UTF-16 (Excel's "Unicode Text") says how to read the rest.
-        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        utf16 = data[:2] in UTF16_MARKS
         text = data.decode("utf-16" if utf16 else "utf-8-sig")
         # Lines end at line feeds only, as on stdin and in corpora: str.splitlines would also break at U+2028, U+0085
         # or a lone CR inside a sentence and shift every reference after it.

@@ -9,6 +9,7 @@ nmt/data/sources.py reads corpora, aligned files and held-out sets through it.
 from __future__ import annotations
 
 import bz2
+import codecs
 import contextlib
 import gzip
 import io
@@ -22,6 +23,7 @@ from nmt.data.languages import base_language
 from nmt.errors import NMTError, counted
 
 ZIP_MAGIC = b"PK\x03\x04"
+UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # how UTF-16 text starts (Excel's "Unicode Text")
 
 
 def _archive_member(names: list[str], path: Path, language: str = "") -> str:
@@ -87,7 +89,7 @@ def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
                 files = {m.name: m for m in archive.getmembers() if m.isfile()}
                 with archive.extractfile(files[_archive_member(list(files), path, language)]) as text:
                     yield text
-        elif head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # Excel's "Unicode Text" export: UTF-16 with its BOM
+        elif head[:2] in UTF16_MARKS:
             # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
             yield (line.encode("utf-8") for line in io.TextIOWrapper(stream, encoding="utf-16", newline="\n"))
         else:
