@@ -54,8 +54,8 @@ class DataConfig:
     """Corpus, normalization, split and tokenizer: shared by every model config."""
 
     # What to train on: `tatoeba-fra-eng` (the built-in English–French pairs, downloaded from corpus_url), or a path or
-    # URL to a tab-separated file (.tsv or .tsv.gz: source, target, extra columns ignored). Or, instead, two
-    # line-aligned plain-text files (source_file + target_file, optionally gzipped). nmt/data/sources.py.
+    # URL to a file of pairs (TSV, CSV or JSON lines, plain or compressed: nmt/data/pair_formats.py). Or, instead,
+    # two line-aligned plain-text files (source_file + target_file). nmt/data/sources.py.
     corpus: str = _data(BUILTIN_CORPUS, fingerprint=False)
     source_file: str = _data("", fingerprint=False)
     target_file: str = _data("", fingerprint=False)

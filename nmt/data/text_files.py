@@ -3,7 +3,7 @@ per language), UTF-8 with or without a byte-order mark, or UTF-16 with one. All 
 name: a URL's file is named by its path (`.../download?id=7` saves as `download`).
 
 `text_lines(path, language)` yields (line number, line) with one-line errors naming the file and line;
-nmt/data/sources.py reads corpora, aligned files and held-out sets through it.
+nmt/data/sources.py (aligned files) and nmt/data/pair_formats.py (files of pairs) read through it.
 """
 
 from __future__ import annotations

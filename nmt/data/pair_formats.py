@@ -1,0 +1,236 @@
+"""How one file of pairs of one's own is read: a TSV (tab-separated; CSV-quoted fields unquoted), a CSV (comma or
+semicolon), or JSON lines (Hugging Face's `{"translation": {...}}`); its columns or keys named by a header or the
+config, else the first two. All told once, from its name and its first line with text, by `pair_format`; read by
+`file_pairs`. Where the file comes from and how two aligned files are read: nmt/data/sources.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from nmt.data.languages import base_language, header_language
+from nmt.data.text_files import text_lines
+from nmt.errors import NMTError, counted
+
+
+_QUOTED_FIELD = re.compile(r'"((?:[^"]|"")*)"')  # a CSV-quoted field: wrapped in quotes, each inner one doubled
+QUOTING_SAMPLE = 1000  # fields holding a quote that decide whether a TSV is CSV-quoted
+
+
+def _csv_quoted(path: Path) -> bool:
+    """Whether a TSV's fields are CSV-quoted, as pandas' `to_csv(sep="\\t")` and Excel's tab-delimited export write
+    them: a sentence holding a quote is wrapped in quotes with its own doubled (`"He said ""hi""."`), and read as it
+    was it trained with the doubled quotes. Decided by the first fields that hold a quote: all such, and one at least
+    with a doubled quote. Tatoeba's raw text has quotes in fields that are not so (`"Says who?" "Says me."`)."""
+    seen, doubled = 0, False
+    for _, line in text_lines(path):
+        for cell in line.split("\t") if '"' in line else ():
+            if '"' in cell:
+                if not _QUOTED_FIELD.fullmatch(cell):
+                    return False
+                seen, doubled = seen + 1, doubled or '""' in cell
+        if seen >= QUOTING_SAMPLE:
+            break
+    return doubled
+
+
+def _unquoted(cell: str) -> str:
+    quoted = _QUOTED_FIELD.fullmatch(cell)
+    return quoted.group(1).replace('""', '"') if quoted else cell
+
+
+def is_csv(path: Path) -> bool:
+    """A comma-separated file is told by its name (`pairs.csv`, `.csv.gz`): commas are common inside sentences, so
+    its text cannot say."""
+    return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", Path(path).name.lower()) is not None
+
+
+def _csv_delimiter(first_line: str) -> str:
+    """A CSV's delimiter: a comma, or a semicolon where the first line has none but a semicolon (Excel writes ";"
+    where the comma is the decimal mark: French, German). A comma CSV's first line always holds a comma."""
+    return ";" if "," not in first_line and ";" in first_line else ","
+
+
+_SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon"}
+
+
+def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of a TSV, split at its tabs (no quoting: Tatoeba's raw text has quotes of its own), or of
+    a CSV, read by the csv module (a quoted field may hold commas, quotes and line breaks); a blank line: no cells."""
+    if delimiter == "\t":
+        for number, line in text_lines(path):
+            yield number, line.split("\t") if line.strip() else []
+        return
+    reader = csv.reader((line + "\n" for _, line in text_lines(path)), delimiter=delimiter, strict=True)
+    try:
+        for cells in reader:
+            yield reader.line_num, cells if any(cell.strip() for cell in cells) else []
+    except csv.Error as err:
+        raise NMTError(f"{path} line {reader.line_num}: not {_SEPARATED[delimiter]}-separated text as CSV writes it "
+                       f"({err})") from None
+
+
+@dataclass(frozen=True)
+class PairFormat:
+    """How one file of pairs is read, told once from its name and its first line with text: JSON lines (`keys`, the
+    source's and the target's), or delimited text (its `delimiter`; the `columns` read, counted from 1, and where they
+    came from; whether that first line is a header; whether a TSV's fields are CSV-quoted)."""
+
+    keys: tuple[str, str] | None = None
+    delimiter: str = "\t"
+    columns: tuple[int, int] = (1, 2)
+    columns_from: str = "the first two"  # or "as set" (data.source_column/target_column), "named by its header"
+    header: bool = False
+    quoted: bool = False
+
+    def describe(self, path: Path) -> str | None:
+        """For prepare's log: what was told from the file is said, not only done. None: a plain TSV."""
+        if self.keys:
+            return f"reading {path} as JSON lines: keys {self.keys[0]} and {self.keys[1]}"
+        if self.delimiter == "\t" and self.columns_from == "the first two" and not self.quoted:
+            return None
+        quoting = "; CSV-quoted fields unquoted" if self.quoted else ""
+        return (f"reading {path} as {_SEPARATED[self.delimiter]}-separated text: columns {self.columns[0]} and "
+                f"{self.columns[1]} ({self.columns_from}){quoting}")
+
+
+def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int] | None = None) -> PairFormat:
+    """How a file of pairs of one's own is read. `languages`: the languages of its source and target text
+    (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), which name JSON
+    keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
+    2). Refused here, before any pair: XML, columns set against a header, a first column of ids or an index."""
+    number, first = first_text(path)
+    record = json_object(first)
+    if record is not None:
+        if columns:
+            raise NMTError(f"{path} is JSON lines, read by the keys data.source_lang and data.target_lang name: "
+                           "data.source_column and data.target_column pick a TSV's columns (unset them)")
+        return PairFormat(keys=_language_keys(_texts_of(record, path, number), languages, path, number))
+    delimiter = _csv_delimiter(first) if is_csv(path) else "\t"
+    number, cells = next(((n, c) for n, c in _rows(path, delimiter) if c), (number, []))
+    if cells and cells[0].lstrip().startswith(("<?xml", "<tmx")):
+        raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or two "
+                       "line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
+    named = _header_columns(cells, languages) if cells else None
+    if named and columns and named != columns:
+        raise NMTError(f"{path} line {number} names columns {named[0]} and {named[1]} as the source and the target "
+                       f"({languages[0]}, {languages[1]}), but data.source_column and data.target_column say "
+                       f"{columns[0]} and {columns[1]}: unset them to read the columns the header names")
+    if cells and not (columns or named):
+        _refuse_id_column(cells, path, number)
+    return PairFormat(delimiter=delimiter, columns=columns or named or (1, 2),
+                      columns_from="as set" if columns else "named by its header" if named else "the first two",
+                      header=named is not None, quoted=delimiter == "\t" and _csv_quoted(path))
+
+
+def table_pairs(path: Path, fmt: PairFormat, builtin: bool = False) -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV or CSV read as `fmt` says (the built-in corpus: its first two of at most three columns)."""
+    source, target = fmt.columns
+    header_left = fmt.header
+    for number, cells in _rows(path, fmt.delimiter):
+        if not cells:  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
+            yield "", ""
+            continue
+        if header_left:
+            header_left = False
+            continue
+        if len(cells) < max(source, target) or (builtin and len(cells) > 3):
+            wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
+            raise NMTError(f"{path} line {number}: expected {_SEPARATED[fmt.delimiter]}-separated {wanted}, got "
+                           f"{counted(len(cells), 'column')}")
+        pair = cells[source - 1], cells[target - 1]
+        yield (_unquoted(pair[0]), _unquoted(pair[1])) if fmt.quoted else pair
+
+
+GENERIC_HEADERS = (("source", "target"), ("src", "tgt"), ("src", "trg"))  # a dataframe's column names
+
+
+def _header_columns(cells: list[str], languages: tuple[str, str]) -> tuple[int, int] | None:
+    """The columns (counted from 1) that a first line names as the source's and the target's, or None: no header.
+    Named by their languages in any order (JoeyNMT's TSVs: `de<TAB>en`; pandas' `to_csv` after its index:
+    `<TAB>de<TAB>en`; `id<TAB>en<TAB>id<TAB>fr`), or as source and target. Before, a header naming the languages
+    the other way round than the config trained the direction backwards in silence."""
+    named = [header_language(c) for c in cells]
+    wanted = [base_language(language) for language in languages]
+    if wanted[0] != wanted[1] and all(named.count(language) == 1 for language in wanted):
+        return named.index(wanted[0]) + 1, named.index(wanted[1]) + 1
+    names = [c.strip().lower() for c in cells]
+    for source_name, target_name in GENERIC_HEADERS:
+        if names.count(source_name) == 1 and names.count(target_name) == 1:
+            return names.index(source_name) + 1, names.index(target_name) + 1
+    return None
+
+
+def _refuse_id_column(cells: list[str], path: Path, number: int) -> None:
+    """A first column of numbers beside two or more others is an index or ids, not a sentence: tatoeba.org's exports
+    are id<TAB>sentence<TAB>id<TAB>sentence, and pandas' `to_csv` writes its index first. Read as columns 1 and 2, a
+    model learnt to translate numbers into the source language, and said nothing."""
+    if len(cells) < 3 or not cells[0].strip().isdigit():
+        return
+    if len(cells) >= 4 and cells[2].strip().isdigit():
+        raise NMTError(f"{path} line {number} reads as tatoeba.org's id<TAB>sentence<TAB>id<TAB>sentence (ids "
+                       f"{cells[0].strip()} and {cells[2].strip()}): set data.source_column: 2 and "
+                       "data.target_column: 4, or name the columns that hold the text")
+    raise NMTError(f"{path} line {number} starts with a number ({cells[0].strip()}) beside "
+                   f"{counted(len(cells) - 1, 'column')}: an index or id column (pandas' to_csv writes its index "
+                   "first)? Set data.source_column and data.target_column (e.g. 2 and 3) to the columns that hold the "
+                   "text, or save the file without it (to_csv(..., index=False))")
+
+
+def json_object(line: str) -> dict | None:
+    try:
+        record = json.loads(line) if line.lstrip().startswith("{") else None
+    except ValueError:  # a TSV whose first source sentence starts with "{"
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def first_text(path: Path, language: str = "") -> tuple[int, str]:
+    """(line number, text) of the first line with text (0, "" for none)."""
+    return next(((number, line) for number, line in text_lines(path, language) if line.strip()), (0, ""))
+
+
+def _texts_of(record: dict | None, path: Path, number: int) -> dict:
+    """A JSON line's texts by language: under "translation", as Hugging Face's datasets hold them, or at the top."""
+    texts = record.get("translation", record) if record is not None else None
+    if not isinstance(texts, dict):
+        raise NMTError(f"{path} line {number}: not a JSON object of texts by language, as every line of a "
+                       "JSON-lines corpus must be")
+    return texts
+
+
+def _json_lines_pairs(path: Path, keys: tuple[str, str]) -> Iterator[tuple[str, str]]:
+    """The pairs of a JSON-lines corpus: `{"translation": {"de": "...", "en": "..."}}` a line, as Hugging Face's
+    translation datasets hold them (`dataset.to_json(...)`), or the languages at the top level; `keys`: those of the
+    source and target text (`pair_format` finds them from the languages, as a language where none is exact)."""
+    for number, line in text_lines(path):
+        if not line.strip():
+            yield "", ""
+            continue
+        texts = _texts_of(json_object(line), path, number)
+        values = [texts.get(key) for key in keys]
+        for key, value in zip(keys, values):
+            if not isinstance(value, str):
+                raise NMTError(f"{path} line {number}: no {key} text (keys: {', '.join(map(str, texts))})")
+        yield values[0], values[1]
+
+
+def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: int) -> tuple[str, str]:
+    keys = []
+    for language in languages:
+        same = [k for k in texts if str(k).lower() == language.lower()] or \
+            [k for k in texts if base_language(str(k)) == base_language(language)]
+        if len(same) != 1:
+            raise NMTError(f"{path} line {number}: its keys ({', '.join(map(str, texts))}) name no {language} text "
+                           "alone: data.source_lang and data.target_lang name the keys of a JSON-lines corpus")
+        keys.append(same[0])
+    return keys[0], keys[1]
+
+
+def file_pairs(path: Path, fmt: PairFormat) -> Iterator[tuple[str, str]]:
+    return _json_lines_pairs(path, fmt.keys) if fmt.keys else table_pairs(path, fmt)
