@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from nmt.data.languages import base_language, header_language
-from nmt.data.text_files import text_lines
+from nmt.data.text_files import text_lines, text_name
 from nmt.errors import NMTError, counted
 
 
@@ -44,10 +44,11 @@ def _unquoted(cell: str) -> str:
     return quoted.group(1).replace('""', '"') if quoted else cell
 
 
-def is_csv(path: Path) -> bool:
-    """A comma-separated file is told by its name (`pairs.csv`, `.csv.gz`): commas are common inside sentences, so
+def is_csv(path: Path, language: str = "") -> bool:
+    """A comma-separated file is told by its name (`pairs.csv`, `.csv.gz`), or by its archive member's (Kaggle's
+    `archive.zip` of an `en-fr.csv`: read as a TSV, it was "got 1 column"): commas are common inside sentences, so
     its text cannot say."""
-    return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", Path(path).name.lower()) is not None
+    return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", text_name(path, language).lower()) is not None
 
 
 def _csv_delimiter(first_line: str) -> str:

@@ -200,7 +200,7 @@ def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
     train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned files, each side was
     the whole line, and a model learnt to copy "de<TAB>en" lines."""
     _, first = first_text(path, spec.column_languages[0])
-    if json_object(first) is None and not is_csv(path) and "\t" not in first:
+    if json_object(first) is None and not is_csv(path, spec.column_languages[0]) and "\t" not in first:
         return None
     return pair_format(path, spec.column_languages, spec.columns)
 

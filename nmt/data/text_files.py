@@ -67,10 +67,11 @@ def _decompressed(handle: IO[bytes]) -> Iterator[IO[bytes]]:
 
 
 @contextlib.contextmanager
-def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
-    """`path`'s text bytes: gzip, bzip2, xz, zip and tar (compressed or not) are told by their bytes, not the name (a
-    URL's file is named by its path: `.../download?id=7` saves as `download`); `language` picks an archive's member.
-    Read as text, a `.tgz` trained its tar headers as sentences."""
+def _open_bytes(path: Path, language: str = "") -> Iterator[tuple[str, IO[bytes]]]:
+    """(name, bytes) of `path`'s text: its own name, or the name of the archive member read. gzip, bzip2, xz, zip and
+    tar (compressed or not) are told by their bytes, not the name (a URL's file is named by its path:
+    `.../download?id=7` saves as `download`); `language` picks an archive's member. Read as text, a `.tgz` trained
+    its tar headers as sentences."""
     with open(path, "rb") as handle, _decompressed(handle) as stream:
         head = stream.read(512)
         stream.seek(0)
@@ -83,17 +84,19 @@ def _open_bytes(path: Path, language: str = "") -> Iterator[IO[bytes]]:
                     raise NMTError(f"{path} is an Excel workbook: save it as \"Unicode Text\" or tab-separated text")
                 name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language)
                 with archive.open(name) as text:
-                    yield text
+                    yield name, text
         elif head[257:262] == b"ustar":  # a tar header's magic
             with tarfile.open(fileobj=stream, mode="r:") as archive:
                 files = {m.name: m for m in archive.getmembers() if m.isfile()}
-                with archive.extractfile(files[_archive_member(list(files), path, language)]) as text:
-                    yield text
+                name = _archive_member(list(files), path, language)
+                with archive.extractfile(files[name]) as text:
+                    yield name, text
         elif head[:2] in UTF16_MARKS:
             # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
-            yield (line.encode("utf-8") for line in io.TextIOWrapper(stream, encoding="utf-16", newline="\n"))
+            lines = io.TextIOWrapper(stream, encoding="utf-16", newline="\n")
+            yield Path(path).name, (line.encode("utf-8") for line in lines)
         else:
-            yield stream
+            yield Path(path).name, stream
 
 
 def text_lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
@@ -101,14 +104,27 @@ def text_lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
     of an archive's file (its one, or `language`'s); one error per bad line. A byte-order mark (Excel's and
     Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it hid a TSV's header, which
     then trained as a pair."""
+    with _read_errors(path), _open_bytes(path, language) as (_, handle):
+        for number, raw in enumerate(handle, 1):
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                yield number, text.removesuffix("\n").removesuffix("\r")
+            except UnicodeDecodeError as err:
+                raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
+
+
+def text_name(path: Path, language: str = "") -> str:
+    """The name of the file whose text `text_lines` reads: `path`'s own, or its archive member's (Kaggle's
+    `archive.zip` holds an `en-fr.csv`), which says what the text is where the archive's name cannot."""
+    with _read_errors(path), _open_bytes(path, language) as (name, _):
+        return name
+
+
+@contextlib.contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """A file that cannot be read, decompressed or decoded: one line naming it."""
     try:
-        with _open_bytes(path, language) as handle:
-            for number, raw in enumerate(handle, 1):
-                try:
-                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                    yield number, text.removesuffix("\n").removesuffix("\r")
-                except UnicodeDecodeError as err:
-                    raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
+        yield
     except OSError as err:  # gzip.BadGzipFile is an OSError
         raise NMTError(f"cannot read {path}: {err.strerror or err}") from None
     except (EOFError, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError, RuntimeError,

@@ -215,6 +215,23 @@ def test_a_csv_is_read_as_csv_and_headers_may_name_languages_in_english(tmp_path
         == [("Hello.", "Hallo.")]
 
 
+def test_a_csv_in_a_zip_is_read_as_csv(tmp_path):
+    """Kaggle's downloads are `archive.zip` of one `en-fr.csv`: told a CSV by the zip's name only, it was read as a TSV,
+    "expected tab-separated source and target columns, got 1 column". The member's name says what the text is, for
+    a corpus and for one file named for both sides."""
+    archive = tmp_path / "archive.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("en-fr.csv", 'en,fr\n"Hi, Tom.",Salut.\nRun!,Cours !\n')
+    expected = [("Hi, Tom.", "Salut."), ("Run!", "Cours !")]
+    for cfg in (DataConfig(corpus=str(archive), source_lang="en", target_lang="fr"),
+                DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="fr")):
+        assert list(read_pairs(corpus_spec(cfg, tmp_path))) == expected
+    with zipfile.ZipFile(tmp_path / "tabs.zip", "w") as zf:  # a zip of a TSV stays a TSV, commas and all
+        zf.writestr("pairs.tsv", "Hi, Tom.\tSalut, Tom.\n")
+    tabs = DataConfig(corpus=str(tmp_path / "tabs.zip"), source_lang="en", target_lang="fr")
+    assert list(read_pairs(corpus_spec(tabs, tmp_path))) == [("Hi, Tom.", "Salut, Tom.")]
+
+
 def test_blank_lines_of_a_tsv_are_empty_pairs_that_preparation_counts(tmp_path):
     tsv = tmp_path / "pairs.tsv"
     tsv.write_bytes(b"Hallo.\tHello.\r\n\r\n \t \nTsch\xc3\xbcss.\tBye.\n\n")
