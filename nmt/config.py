@@ -484,7 +484,7 @@ def check_consistency(cfg: Config) -> list[str]:
     for name in sampler_settings_unused(cfg.decode):
         warnings.append(f"decode.{name} {getattr(cfg.decode, name):g} has no effect without sampling "
                         "(decode.sampling_topk 1: search) (ignored)")
-    if cfg.data.source_file and cfg.data.corpus != BUILTIN_CORPUS:
+    if cfg.data.source_file and cfg.data.corpus.strip() and cfg.data.corpus != BUILTIN_CORPUS:  # "": none named
         warnings.append(f"data.corpus {cfg.data.corpus} is not read: data.source_file + data.target_file name the "
                         "training text (ignored)")
     read_whole = ("data.source_file + data.target_file are" if cfg.data.source_file

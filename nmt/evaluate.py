@@ -15,6 +15,7 @@ from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
+from nmt.data.tagged_text import tagged_sentences
 from nmt.data.text_files import UTF16_MARKS
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
@@ -59,7 +60,8 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
 
 
 def read_lines(path: Path) -> list[str]:
-    """A --src/--ref file's lines; a pipe (`--ref <(cut -f2 test.tsv)`) is read like a file, and `-` is stdin."""
+    """A --src/--ref file's lines (an IWSLT or WMT test set's XML or SGML: its segments); a pipe
+    (`--ref <(cut -f2 test.tsv)`) is read like a file, and `-` is stdin."""
     stdin = str(path) == "-"
     if not stdin and not Path(path).exists():
         raise NMTError(f"file not found: {path}")
@@ -79,6 +81,7 @@ def read_lines(path: Path) -> list[str]:
         raise NMTError(f"{path}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
     except OSError as err:
         raise NMTError(f"cannot read {path}: {err.strerror}") from None
+    lines = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]  # an IWSLT/WMT test set's XML
     if not lines:
         raise NMTError(f"{path} is empty: nothing to score")
     return lines

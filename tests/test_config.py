@@ -178,9 +178,11 @@ def test_settings_without_effect_are_named_in_a_warning(tmp_path, text, message)
     assert any(message in w for w in warnings), warnings
 
 
-def test_files_of_ones_own_alone_warn_of_nothing(tmp_path):
+@pytest.mark.parametrize("corpus", ["", "  corpus: ''\n"], ids=["unset", "emptied"])
+def test_files_of_ones_own_alone_warn_of_nothing(tmp_path, corpus):
+    """data.corpus: "" names no corpus: it was warned of as "data.corpus  is not read"."""
     warnings = []
-    load_config(write(tmp_path, "data:\n  source_file: a.de\n  target_file: a.en\n"), warn=warnings.append)
+    load_config(write(tmp_path, f"data:\n{corpus}  source_file: a.de\n  target_file: a.en\n"), warn=warnings.append)
     assert warnings == []
 
 

@@ -18,7 +18,7 @@ from nmt.data.corpus import normalize_pairs
 from nmt.data.download import sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import (CorpusSpec, corpus_fingerprint, corpus_spec, heldout_pairs, read_pairs,
-                              resolve_normalizer)
+                              resolve_normalizer, tagged_reading)
 from nmt.data.split import SPLITS
 from nmt.data.tokenizer import (JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, files_digest,
                                 train_sentencepiece)
@@ -199,14 +199,17 @@ def _heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec, max_words: int) -
     pairs, dropped = normalize_pairs(heldout_pairs(files, spec), spec.normalizer, max_words=2**62)
     dropped.pop("too_long")  # none, with no length limit
     over = sum(1 for source, target in pairs if max(len(source.split()), len(target.split())) > max_words)
-    return pairs, {"source_file": str(files[0]), "pairs": len(pairs), "over_max_words": over, "dropped": dropped}
+    report = {"source_file": str(files[0]), "pairs": len(pairs), "over_max_words": over, "dropped": dropped}
+    read_as = tagged_reading(files[0], spec.source_lang)  # an IWSLT/WMT test set's XML: said, as it is read
+    return pairs, report | ({"read_as": read_as} if read_as else {})
 
 
 def _heldout_summary(name: str, source_file: Path, report: dict, max_words: int) -> str:
     notes = [f"{counted(report['over_max_words'], 'pair')} over data.max_words={max_words} kept"] \
         if report["over_max_words"] else []
     notes += [f"{counted(n, why + ' pair')} left out" for why, n in report["dropped"].items() if n]
-    return f"{name}: {counted(report['pairs'], 'pair')} from {source_file}, scored whole" + \
+    read_as = f" (read as {report['read_as']})" if report.get("read_as") else ""
+    return f"{name}: {counted(report['pairs'], 'pair')} from {source_file}{read_as}, scored whole" + \
         (f" ({'; '.join(notes)})" if notes else "")
 
 

@@ -22,6 +22,7 @@ from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.data.pair_formats import PairFormat, file_pairs, first_text, is_csv, json_object, pair_format, table_pairs
+from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import text_lines
 from nmt.errors import NMTError, counted
 
@@ -175,20 +176,32 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
 
 
 def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", "")) -> Iterator[tuple[str, str]]:
-    """Pairs from two line-aligned files; different line counts are an error naming both. `languages` pick each
-    side's file out of a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
+    """Pairs from two line-aligned files (or IWSLT's and WMT's tagged ones, their sentences aligned:
+    nmt/data/tagged_text.py); different counts are an error naming both. `languages` pick each side's file out of
+    a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
     count = 0
     sides = ((source, languages[0]), (target, languages[1]))
-    for source_line, target_line in itertools.zip_longest(*(text_lines(*side) for side in sides)):
+    for source_line, target_line in itertools.zip_longest(*(_sentences(*side) for side in sides)):
         if source_line is None or target_line is None:
             longer = sides[0] if target_line is None else sides[1]
-            total = sum(1 for _ in text_lines(*longer))  # counted again from the start: the error names both counts
+            total = sum(1 for _ in _sentences(*longer))  # counted again from the start: the error names both counts
             counts = (total, count) if target_line is None else (count, total)
             names = [f"{path}'s .{language} file" if source == target else str(path) for path, language in sides]
-            raise NMTError(f"{names[0]} has {counted(counts[0], 'line')} but {names[1]} has "
-                           f"{counted(counts[1], 'line')}: the two files must be line-aligned")
+            units = ["line" if tagging(first_text(*side)[1]) is None else "sentence" for side in sides]
+            raise NMTError(f"{names[0]} has {counted(counts[0], units[0])} but {names[1]} has "
+                           f"{counted(counts[1], units[1])}: the two files must be line-aligned")
         count += 1
         yield source_line[1], target_line[1]
+
+
+def _sentences(path: Path, language: str) -> Iterator[tuple[int, str]]:
+    return tagged_sentences(text_lines(path, language), path)
+
+
+def tagged_reading(path: Path, language: str = "") -> str | None:
+    """How an aligned file's tags are read, for prepare's log (None: plain text)."""
+    kind = tagging(first_text(path, language)[1])
+    return READ_AS[kind] if kind else None
 
 
 def _swapped(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
@@ -225,6 +238,9 @@ def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> It
         fmt = pair_format(path, spec.column_languages, spec.columns) if spec.kind == "tsv" else \
             _one_file_format(path, spec) if path == spec.files[1] else None
         if fmt is None:
+            read_as = tagged_reading(path, spec.column_languages[0])
+            if log and read_as:
+                log(f"reading {path} and {spec.files[1]} as {read_as}")
             pairs = aligned_pairs(*spec.files, spec.column_languages)
         else:
             described = fmt.describe(path)

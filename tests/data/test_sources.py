@@ -15,7 +15,7 @@ from nmt.config import DataConfig, fingerprint_settings, load_config
 from nmt.data.prepare import read_manifest
 from nmt.data.sources import aligned_pairs, corpus_spec, languages, read_pairs, resolve_normalizer
 from nmt.errors import NMTError
-from nmt.evaluate import evaluate, load_test_set
+from nmt.evaluate import evaluate, load_test_set, read_lines
 from nmt.train import train
 from nmt.translator import Translator
 from tests_helpers import TOY_RUN, nmt, serving_folder, toy_parallel_corpus, write_config
@@ -457,6 +457,57 @@ def test_one_tsv_named_for_both_sides_is_read_as_pairs(tmp_path):
     tsv.write_text("en\tde\nHello.\tHallo.\n", encoding="utf-8")
     cfg = DataConfig(source_file=str(tsv), target_file=str(tsv), source_lang="de", target_lang="en")
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo.", "Hello.")]
+
+
+IWSLT_DEV = """<?xml version="1.0" encoding="UTF-8"?>
+<mteval>
+<{kind} setid="iwslt2014-dev2010" srclang="german">
+<doc docid="535" genre="lectures">
+<url>http://www.ted.com/talks/x.html</url>
+<description>TED Talk Subtitles and Transcript: {description}</description>
+<title>{title}</title>
+<seg id="1"> {first} </seg>
+<seg id="2">{second}</seg>
+</doc>
+</{kind}>
+</mteval>
+"""
+
+
+def test_iwslt_and_wmt_tagged_files_are_read_for_their_sentences(tmp_path):
+    """IWSLT's de-en.tgz holds TED transcripts with a talk's <url>, <keywords> and <talkid> lines between them
+    (train.tags.de-en.de) and test sets as XML (`<seg id="1">`): read as text, the markup trained as sentences and
+    a test set's `<doc docid=...>` lines were translated and scored. They are read as fairseq's prepare-iwslt14.sh
+    reads them: the metadata lines dropped (a title and description keep their text), a test set's segments only."""
+    archive = tmp_path / "de-en.tgz"
+    transcripts = {"de": "<url>http://www.ted.com/talks/x.html</url>\n<keywords>talks</keywords>\n<talkid>1</talkid>\n"
+                         "<title>Ein Titel</title>\nHallo.\n<speaker>A B</speaker>\nLauf!\n",
+                   "en": "<url>http://www.ted.com/talks/x.html</url>\n<keywords>talks</keywords>\n<talkid>1</talkid>\n"
+                         "<title>A title</title>\nHello.\n<speaker>A B</speaker>\nRun!\n"}
+    with tarfile.open(archive, "w:gz") as tar:
+        for language, text in transcripts.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"de-en/train.tags.de-en.{language}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dev = {"de": tmp_path / "IWSLT14.TED.dev2010.de-en.de.xml", "en": tmp_path / "IWSLT14.TED.dev2010.de-en.en.xml"}
+    dev["de"].write_text(IWSLT_DEV.format(kind="srcset", description="x", title="T", first="Ja &amp; nein.",
+                                          second="Zwei."), encoding="utf-8")
+    dev["en"].write_text(IWSLT_DEV.format(kind="refset", description="y", title="T", first="Yes &amp; no.",
+                                          second="Two."), encoding="utf-8")
+    cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="de", target_lang="en",
+                     valid_source_file=str(dev["de"]), valid_target_file=str(dev["en"]))
+    spec = corpus_spec(cfg, tmp_path)
+    assert list(read_pairs(spec)) == [("Ein Titel", "A title"), ("Hallo.", "Hello."), ("Lauf!", "Run!")]
+    assert list(aligned_pairs(dev["de"], dev["en"])) == [("Ja & nein.", "Yes & no."), ("Zwei.", "Two.")]
+    assert read_lines(dev["en"]) == ["Yes & no.", "Two."]  # nmt evaluate --src/--ref reads the segments too
+    plain = tmp_path / "dev.en"
+    plain.write_text("Yes & no.\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"de.xml has 2 sentences but .*dev.en has 1 line: the two files must be"):
+        list(aligned_pairs(dev["de"], plain))
+    dev["de"].write_text('<?xml version="1.0"?>\n<srcset>\n<seg id="1">Ja\nnein.</seg>\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"de.xml line 3: a <seg> that does not end on its line"):
+        list(aligned_pairs(dev["de"], dev["en"]))
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
