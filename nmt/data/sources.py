@@ -172,6 +172,11 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
     digest = hashlib.sha256()
     for path in (*spec.files, *(p for pair in spec.heldout.values() for p in pair)):
         digest.update(sha256_file(path).encode())
+    aligned = [*(zip(spec.files, spec.column_languages) if spec.kind == "files" else ()),
+               *(side for pair in spec.heldout.values() for side in zip(pair, (spec.source_lang, spec.target_lang)))]
+    if any(tagged_reading(path, language) for path, language in aligned):
+        # Data prepared before tagged text was read for its sentences holds its markup as pairs: prepared again.
+        digest.update(b"tagged text read for its sentences")
     return digest.hexdigest()
 
 

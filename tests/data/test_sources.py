@@ -3,6 +3,7 @@ and the one-line errors for what cannot be used."""
 
 import bz2
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -13,7 +14,9 @@ import pytest
 
 from nmt.config import DataConfig, fingerprint_settings, load_config
 from nmt.data.prepare import read_manifest
-from nmt.data.sources import aligned_pairs, corpus_spec, languages, read_pairs, resolve_normalizer
+from nmt.data.download import sha256_file
+from nmt.data.sources import (aligned_pairs, corpus_fingerprint, corpus_spec, languages, read_pairs,
+                              resolve_normalizer)
 from nmt.errors import NMTError
 from nmt.evaluate import evaluate, load_test_set, read_lines
 from nmt.train import train
@@ -501,10 +504,20 @@ def test_iwslt_and_wmt_tagged_files_are_read_for_their_sentences(tmp_path):
     assert list(read_pairs(spec)) == [("Ein Titel", "A title"), ("Hallo.", "Hello."), ("Lauf!", "Run!")]
     assert list(aligned_pairs(dev["de"], dev["en"])) == [("Ja & nein.", "Yes & no."), ("Zwei.", "Two.")]
     assert read_lines(dev["en"]) == ["Yes & no.", "Two."]  # nmt evaluate --src/--ref reads the segments too
-    plain = tmp_path / "dev.en"
-    plain.write_text("Yes & no.\n", encoding="utf-8")
+    # Data prepared before, its markup read as pairs, is not taken for this: the text's fingerprint says how it is read.
+    hashed = hashlib.sha256(b"".join(sha256_file(p).encode() for p in (archive, archive, dev["de"], dev["en"])))
+    assert corpus_fingerprint(spec, None) != hashed.hexdigest()
+    plain = DataConfig(source_file=str(dev["de"].with_suffix(".de")), target_file=str(dev["en"].with_suffix(".en")),
+                       source_lang="de", target_lang="en")
+    for side in ("de", "en"):
+        dev[side].with_suffix(f".{side}").write_text("Hallo.\n", encoding="utf-8")
+    files = corpus_spec(plain, tmp_path).files
+    assert corpus_fingerprint(corpus_spec(plain, tmp_path), None) == \
+        hashlib.sha256(b"".join(sha256_file(p).encode() for p in files)).hexdigest()
+    one_line = tmp_path / "dev.en"
+    one_line.write_text("Yes & no.\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"de.xml has 2 sentences but .*dev.en has 1 line: the two files must be"):
-        list(aligned_pairs(dev["de"], plain))
+        list(aligned_pairs(dev["de"], one_line))
     dev["de"].write_text('<?xml version="1.0"?>\n<srcset>\n<seg id="1">Ja\nnein.</seg>\n', encoding="utf-8")
     with pytest.raises(NMTError, match=r"de.xml line 3: a <seg> that does not end on its line"):
         list(aligned_pairs(dev["de"], dev["en"]))
