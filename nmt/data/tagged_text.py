@@ -10,9 +10,9 @@ prepare-iwslt14.sh and sacrebleu do: a test set's segments only; a transcript's 
 
 from __future__ import annotations
 
-import html
 import itertools
 import re
+from xml.sax.saxutils import unescape
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -23,6 +23,8 @@ _TRANSCRIPT = re.compile(r"\s*<(url|doc|keywords|speaker|talkid|title|descriptio
 _SEGMENT = re.compile(r"\s*<seg\b[^>]*>(.*)</seg>\s*")
 _TEXT_TAG = re.compile(r"\s*<(title|description)>(.*)</\1>\s*")  # a talk's title and summary: text, as fairseq keeps
 _MARKUP_LINE = re.compile(r"\s*<.*>\s*")
+_SOURCE_AND_REFERENCES = re.compile(r"\s*<(src|ref|hyp)\b[^>]*\blang=")  # WMT's XML since 2021: all in one file
+_ENTITIES = {"&quot;": '"', "&apos;": "'"}  # with &amp;, &lt; and &gt;: XML's own, the only ones read
 
 
 def tagging(first_line: str) -> str | None:
@@ -56,16 +58,22 @@ def tagged_sentences(lines: Iterable[tuple[int, str]], path: Path | str) -> Iter
 
 
 def _segments(lines: Iterator[tuple[int, str]], path: Path | str) -> Iterator[tuple[int, str]]:
-    """A test set's `<seg id="N">text</seg>` lines, each one sentence, its XML entities (`&amp;`) read as the
-    characters they stand for; every other line is markup."""
+    """A test set's `<seg id="N">text</seg>` lines, each one sentence, as sacrebleu reads them (its spaces trimmed
+    and runs of them made one), XML's five entities (`&amp;`) read as the characters they stand for; every other
+    line is markup. WMT's XML since 2021, which holds the source and its references in one file by language and
+    translator, is refused with the way to write each as text: read as one side, it was both."""
     for number, line in lines:
+        if _SOURCE_AND_REFERENCES.match(line):
+            raise NMTError(f"{path} line {number}: WMT's XML of a source and its references together (since 2021): "
+                           "write each as text, one sentence a line (sacrebleu -t wmt22 -l de-en --echo src > "
+                           "test.de, --echo ref > test.en), and name those")
         if "<seg" not in line:
             continue
         segment = _SEGMENT.fullmatch(line)
         if segment is None:
             raise NMTError(f"{path} line {number}: a <seg> that does not end on its line, as a test set's XML or "
                            "SGML holds one segment a line")
-        yield number, html.unescape(segment.group(1)).strip()
+        yield number, " ".join(unescape(segment.group(1), _ENTITIES).split())
 
 
 def _transcript(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:

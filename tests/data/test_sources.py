@@ -521,6 +521,15 @@ def test_iwslt_and_wmt_tagged_files_are_read_for_their_sentences(tmp_path):
     dev["de"].write_text('<?xml version="1.0"?>\n<srcset>\n<seg id="1">Ja\nnein.</seg>\n', encoding="utf-8")
     with pytest.raises(NMTError, match=r"de.xml line 3: a <seg> that does not end on its line"):
         list(aligned_pairs(dev["de"], dev["en"]))
+    sgm = tmp_path / "newstest2014-deen-ref.en.sgm"  # WMT's SGML before 2021: raw text, spaced as sacrebleu reads it
+    sgm.write_text('<refset setid="newstest2014">\n<doc sysid="ref" docid="1">\n<p>\n'
+                   '<seg id="1">  AT&T &copy  says &lt;no&gt;:  &quot;A\tB&quot; </seg>\n</p>\n', encoding="utf-8")
+    assert read_lines(sgm) == ['AT&T &copy says <no>: "A B"']
+    wmt22 = tmp_path / "wmttest2022.de-en.xml"  # a source and its references in one file: refused, with the way out
+    wmt22.write_text('<?xml version="1.0" encoding="utf-8"?>\n<dataset id="wmttest2022">\n<collection id="general">\n'
+                     '<doc id="1" origlang="de">\n<src lang="de">\n<p>\n<seg id="1">Hallo.</seg>\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"xml line 5: WMT's XML of a source and its references together .*--echo src"):
+        read_lines(wmt22)
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
