@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from sacrebleu.significance import PairedTest
 
 from nmt.config import Config
 from nmt.data.dataset import load_references
@@ -19,7 +18,7 @@ from nmt.data.tagged_text import tagged_sentences
 from nmt.data.text_files import UTF16_MARKS
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
-from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, reference_streams
+from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, paired_bootstrap, reference_streams
 from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
 
@@ -266,19 +265,19 @@ class Comparison:
 def compare(named_hypotheses: list[tuple[str, list[str]]], references: list[list[str]],
             samples: int = 1000, target_lang: str = "") -> Comparison:
     """BLEU of each system with sacrebleu's paired bootstrap resampling against the first (the baseline)."""
-    test = PairedTest(named_hypotheses, {"BLEU": bleu_metric(target_lang)}, reference_streams(references),
-                      test_type="bs", n_samples=samples)
-    _, results = test()
+    metric = bleu_metric(target_lang)
+    results = paired_bootstrap(metric, [hypotheses for _, hypotheses in named_hypotheses],
+                               reference_streams(references), samples)
     baseline = named_hypotheses[0][1]
     rows = []
-    for i, ((name, hypotheses), result) in enumerate(zip(named_hypotheses, results["BLEU"])):
+    for i, ((name, hypotheses), result) in enumerate(zip(named_hypotheses, results)):
         # sacrebleu counts resampled differences strictly above the real one, so a system identical to the baseline
         # (every difference 0) gets its smallest p, 1/(samples+1), as if significant: no evidence of a difference.
         identical = i > 0 and hypotheses == baseline
         rows.append({"system": name, "bleu": round(result.score, 2), "mean": round(result.mean, 2),
                      "ci95": round(result.ci, 2), "p_value": 1.0 if identical else result.p_value,
                      "identical": identical})
-    return Comparison(rows, str(test.metrics["BLEU"].get_signature()), samples)
+    return Comparison(rows, str(metric.get_signature()), samples)
 
 
 def format_comparison(comparison: Comparison) -> str:
