@@ -11,9 +11,11 @@ from __future__ import annotations
 import bz2
 import codecs
 import contextlib
+import functools
 import gzip
 import io
 import lzma
+import os
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -86,17 +88,27 @@ def _open_bytes(path: Path, language: str = "") -> Iterator[tuple[str, IO[bytes]
                 with archive.open(name) as text:
                     yield name, text
         elif head[257:262] == b"ustar":  # a tar header's magic
-            with tarfile.open(fileobj=stream, mode="r:") as archive:
-                files = {m.name: m for m in archive.getmembers() if m.isfile()}
-                name = _archive_member(list(files), path, language)
-                with archive.extractfile(files[name]) as text:
-                    yield name, text
+            version = os.stat(path)
+            files = _tar_files(str(path), version.st_size, version.st_mtime_ns, version.st_ino)
+            name = _archive_member(list(files), path, language)
+            with tarfile.open(fileobj=stream, mode="r:") as archive, archive.extractfile(files[name]) as text:
+                yield name, text
         elif head[:2] in UTF16_MARKS:
             # Only a line feed ends a line, as in UTF-8 text; lines come back as UTF-8 for the reader.
             lines = io.TextIOWrapper(stream, encoding="utf-16", newline="\n")
             yield Path(path).name, (line.encode("utf-8") for line in lines)
         else:
             yield Path(path).name, stream
+
+
+@functools.lru_cache(maxsize=8)
+def _tar_files(path: str, size: int, modified_ns: int, inode: int) -> dict[str, tarfile.TarInfo]:
+    """A tarball's files by name (where each one's bytes lie), listed once per version of the file: a listing reads
+    the whole archive (a .tgz decompressed end to end), and preparation opens a corpus's tarball seven times (its
+    fingerprint, its format, each side), each of which listed it again."""
+    with open(path, "rb") as handle, _decompressed(handle) as stream, \
+            tarfile.open(fileobj=stream, mode="r:") as archive:
+        return {member.name: member for member in archive.getmembers() if member.isfile()}
 
 
 def text_lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:

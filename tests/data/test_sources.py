@@ -417,8 +417,15 @@ def test_an_opus_moses_zip_serves_both_sides(tmp_path):
         list(read_pairs(corpus_spec(short, tmp_path)))
 
 
+def _counted(function, calls: list):
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+    return counting
+
+
 @pytest.mark.parametrize("mode", ["w:gz", "w:xz", "w"], ids=["tgz", "txz", "tar"])
-def test_a_tarball_serves_as_a_zip_does(tmp_path, mode):
+def test_a_tarball_serves_as_a_zip_does(tmp_path, monkeypatch, mode):
     """Europarl comes as fr-en.tgz (europarl-v7.fr-en.en and .fr): read as gzipped text, its tar headers trained as
     sentences ("europarl-v7.fr-en.en0000644...ustar rootrootHi."), and said nothing."""
     archive = tmp_path / "fr-en.archive"
@@ -430,7 +437,12 @@ def test_a_tarball_serves_as_a_zip_does(tmp_path, mode):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="fr", target_lang="en")
-    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Salut.", "Hi."), ("Cours !", "Run!")]
+    listings = []
+    monkeypatch.setattr(tarfile.TarFile, "getmembers", _counted(tarfile.TarFile.getmembers, listings))
+    spec = corpus_spec(cfg, tmp_path)
+    corpus_fingerprint(spec, None)
+    assert list(read_pairs(spec)) == [("Salut.", "Hi."), ("Cours !", "Run!")]
+    assert len(listings) == 1  # a listing reads the whole archive: it was made at each of the seven opens
     with pytest.raises(NMTError, match=r"fr-en.archive is an archive of 2 files \(training/europarl-v7.fr-en.en, "
                                        r"training/europarl-v7.fr-en.fr\): a corpus archive holds one text file"):
         list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="fr", target_lang="en"), tmp_path)))
