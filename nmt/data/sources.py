@@ -23,7 +23,7 @@ from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.data.pair_formats import PairFormat, file_pairs, first_text, is_csv, json_object, pair_format, table_pairs
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
-from nmt.data.text_files import text_lines
+from nmt.data.text_files import text_lines, text_name
 from nmt.errors import NMTError, counted
 
 
@@ -186,6 +186,12 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
     count = 0
     sides = ((source, languages[0]), (target, languages[1]))
+    read = text_name(*sides[0])
+    if source == target and read == text_name(*sides[1]):
+        # One file of lines, not pairs: each side read the same lines, and a model learnt to copy them.
+        held = f"its {read}'s" if read != Path(source).name else "its"
+        raise NMTError(f"{source} is named as both the source and the target, but {held} lines are not pairs (no "
+                       "tab, not CSV or JSON lines): name a file per side, or a file of pairs")
     for source_line, target_line in itertools.zip_longest(*(_sentences(*side) for side in sides)):
         if source_line is None or target_line is None:
             longer = sides[0] if target_line is None else sides[1]

@@ -385,9 +385,18 @@ def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
         zf.writestr("deu.txt", "Hi.\tHallo!\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123\nRun!\tLauf!\tCC-BY\n")
     cfg = DataConfig(corpus=str(archive), source_lang="en", target_lang="de")
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hi.", "Hallo!"), ("Run!", "Lauf!")]
-    with zipfile.ZipFile(tmp_path / "one.zip", "w") as zf:  # a zip of one file serves aligned files too
-        zf.writestr("train.en", "Hi.\nRun!\n")
-    assert list(aligned_pairs(tmp_path / "one.zip", tmp_path / "one.zip")) == [("Hi.", "Hi."), ("Run!", "Run!")]
+    for language, text in (("en", "Hi.\nRun!\n"), ("de", "Hallo!\nLauf!\n")):  # a zip of one file: a side
+        with zipfile.ZipFile(tmp_path / f"{language}.zip", "w") as zf:
+            zf.writestr(f"train.{language}", text)
+    assert list(aligned_pairs(tmp_path / "en.zip", tmp_path / "de.zip")) == [("Hi.", "Hallo!"), ("Run!", "Lauf!")]
+    # Named for both sides, a file of lines (not pairs) trained a model to copy them: refused.
+    (tmp_path / "train.txt").write_text("Hi.\nRun!\n", encoding="utf-8")
+    for named, held in (("en.zip", "its train.en's"), ("train.txt", "its")):
+        both = DataConfig(source_file=str(tmp_path / named), target_file=str(tmp_path / named), source_lang="en",
+                          target_lang="de")
+        with pytest.raises(NMTError, match=rf"{named} is named as both the source and the target, but {held} lines "
+                                           r"are not pairs \(no tab, not CSV or JSON lines\)"):
+            list(read_pairs(corpus_spec(both, tmp_path)))
 
 
 def test_an_opus_moses_zip_serves_both_sides(tmp_path):
