@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.languages import base_language

@@ -84,7 +84,8 @@ def paired_bootstrap(metric, systems: list[list[str]], references: list[list[str
     import numpy as np
     from sacrebleu.significance import _compute_p_value, estimate_ci
 
-    _, resamples = _resamples(len(systems[0]), n_samples)  # sacrebleu draws the same ones for every system
+    # sacrebleu seeds each system's draws alike: one set serves all (SACREBLEU_SEED=none: fresh draws, paired still)
+    _, resamples = _resamples(len(systems[0]), n_samples)
     results, baseline_score, baseline_resampled = [], None, None
     for hypotheses in systems:
         stats = metric._extract_corpus_statistics(hypotheses, references)

@@ -186,9 +186,9 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
     count = 0
     sides = ((source, languages[0]), (target, languages[1]))
-    read = text_name(*sides[0])
-    if source == target and read == text_name(*sides[1]):
+    if source == target and text_name(*sides[0]) == text_name(*sides[1]):
         # One file of lines, not pairs: each side read the same lines, and a model learnt to copy them.
+        read = text_name(*sides[0])
         held = f"its {read}'s" if read != Path(source).name else "its"
         raise NMTError(f"{source} is named as both the source and the target, but {held} lines are not pairs (no "
                        "tab, not CSV or JSON lines): name a file per side, or a file of pairs")
