@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import itertools
 import re
-from xml.sax.saxutils import unescape
 from pathlib import Path
 from typing import Iterable, Iterator
+from xml.sax.saxutils import unescape
 
 from nmt.errors import NMTError
 
@@ -28,8 +28,8 @@ _ENTITIES = {"&quot;": '"', "&apos;": "'"}  # with &amp;, &lt; and &gt;: XML's o
 
 
 def tagging(first_line: str) -> str | None:
-    """"segments" (a test set's XML or SGML), "transcript" (TED's train.tags) or None (plain text), from the first
-    line with text."""
+    """Which tagged text a file is, told by its first line with text: "segments" (a test set's XML or SGML),
+    "transcript" (TED's train.tags), or None (plain text)."""
     if _SEGMENTED.match(first_line):
         return "segments"
     return "transcript" if _TRANSCRIPT.match(first_line) else None
