@@ -94,6 +94,11 @@ class DataConfig:
     max_words: int = _data(50, ge=1)  # pairs longer than this (either side) are dropped
     # ... and so are pairs longer than this in subword pieces (a 1 MB "word" is one word but a million pieces).
     max_pieces: int = _data(256, ge=4, le=4096)
+    # Training pairs whose sides differ in length, in pieces, by more than this factor are dropped (0: none): Moses'
+    # clean-corpus-n.perl -ratio, which fairseq's prepare scripts run (1.5 in words for IWSLT; 9 its default), for
+    # the misaligned pairs of a crawled corpus. Pieces, so that it holds for unspaced languages (a Chinese sentence
+    # is one "word"). Valid and test are scored as they are. Off by default: Tatoeba's pairs are aligned by hand.
+    max_length_ratio: float = _data(0.0, ge=0.0)
     valid_fraction: float = _data(0.017, gt=0.0, lt=0.5)  # of distinct source sentences
     test_fraction: float = _data(0.017, gt=0.0, lt=0.5)
     split_salt: str = _data("nmt-split-v1")
@@ -358,7 +363,7 @@ def _sections_holding(key: str) -> list[str]:
 # when they differ from it, so English→French data prepared before them keeps its directory (and its runs resume).
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
                         "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True,
-                        "tokenizer_sha256": "", "source_column": None, "target_column": None,
+                        "tokenizer_sha256": "", "source_column": None, "target_column": None, "max_length_ratio": 0.0,
                         # Unlike the others, the value now used: text with no ZWNJ/ZWJ (the built-in corpus has none)
                         # prepares the same either way. Data prepared before from text with them stays as it was,
                         # and its manifest's normalizer, which its runs translate with, says so.
@@ -414,6 +419,9 @@ def check_consistency(cfg: Config) -> list[str]:
     if source_column == target_column:
         raise ConfigError(f"data.source_column and data.target_column both read column {source_column} (unset: 1 "
                           "and 2): name two columns")
+    if 0 < cfg.data.max_length_ratio < 1:
+        raise ConfigError(f"data.max_length_ratio {cfg.data.max_length_ratio:g} would drop every pair (a longer side "
+                          "over a shorter one is at least 1): set 0 (no filter) or 1 and more, e.g. 3")
     for key in ("source_lang", "target_lang"):
         code = getattr(cfg.data, key)
         if code and not _LANGUAGE_CODE.fullmatch(code):

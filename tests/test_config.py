@@ -193,6 +193,7 @@ def test_files_of_ones_own_alone_warn_of_nothing(tmp_path, corpus):
     ("data:\n  max_pieces: 2000\n", "data.max_pieces \\+ 1 = 2001 exceeds"),
     ("name: ../outside\n", "must be a plain name"),
     ("train:\n  seed: -3\n", "train.seed must be >= 0"),
+    ("data:\n  max_length_ratio: 0.5\n", "data.max_length_ratio 0.5 would drop every pair"),
     ("model:\n  activation_dropout: 1.0\n", "model.activation_dropout must be < 1.0"),
     ("train:\n  packed_attention: flex\n", "takes packed rows of a multiple of 128 positions"),
     ("model:\n  attention_dropout: 0\ntrain:\n  packed_attention: flex\n  pack_length: 100\n", "\\(now 100\\)"),

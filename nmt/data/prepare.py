@@ -162,9 +162,13 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     dropped["too_many_pieces"] = 0
     split_counts, shards = {}, {}
     for name in SPLITS:
-        kept, sources, shards[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers,
-                                                          score_every_pair=name in heldout)
-        dropped["too_many_pieces"] += counts[name] - kept
+        ratio = cfg.max_length_ratio if name == "train" else 0.0  # a filter of training text: held-out is scored
+        kept, sources, shards[name], unlike = stream.encode_split(
+            text[name], tokenizers, cfg.max_pieces, out, name, workers, score_every_pair=name in heldout,
+            max_length_ratio=ratio)
+        dropped["too_many_pieces"] += counts[name] - kept - unlike
+        if ratio:
+            dropped["length_ratio"] = unlike
         split_counts[name] = {"pairs": kept, "sources": sources}
     for files in text.values():
         for path in files:

@@ -178,13 +178,16 @@ class _ShardWriter:
 
 
 def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: int, out: Path, split: str,
-                 workers: int, score_every_pair: bool = False) -> tuple[int, int, list[dict]]:
-    """Pass 3 for one split: (pairs kept, distinct sources kept, shard descriptions). Pairs with more than
-    `max_pieces` pieces on a side are dropped (positions and memory are bounded); with `score_every_pair` (a held-out
-    file of one's own) only from the token shards (the dev loss), while the references keep every pair."""
+                 workers: int, score_every_pair: bool = False,
+                 max_length_ratio: float = 0.0) -> tuple[int, int, list[dict], int]:
+    """Pass 3 for one split: (pairs kept, distinct sources kept, shard descriptions, pairs dropped for their length
+    ratio). Pairs with more than `max_pieces` pieces on a side are dropped (positions and memory are bounded); with
+    `score_every_pair` (a held-out file of one's own) only from the token shards (the dev loss), while the references
+    keep every pair. With `max_length_ratio`, so are pairs whose longer side has more than that many times the
+    pieces of the shorter (`length_ratio_ok`)."""
     vocab = max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
     writer = _ShardWriter(out, split, np.uint16 if vocab <= 65536 else np.int32)
-    sources_seen, distinct, kept = SeenHashes(), 0, 0
+    sources_seen, distinct, kept, unlike = SeenHashes(), 0, 0, 0
     references = open(out / f"{split}.jsonl.pairs", "w", encoding="utf-8") if split != "train" else None
     try:
         for source_text, target_text in _text_chunks(text, 100_000):
@@ -192,6 +195,9 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
             target_ids = tokenizers.target.encode(target_text, out_type=int, num_threads=workers)
             keep = [i for i in range(len(source_ids))
                     if len(source_ids[i]) <= max_pieces and len(target_ids[i]) <= max_pieces]
+            if max_length_ratio:
+                alike = [i for i in keep if length_ratio_ok(len(source_ids[i]), len(target_ids[i]), max_length_ratio)]
+                keep, unlike = alike, unlike + len(keep) - len(alike)
             writer.add([source_ids[i] for i in keep], [target_ids[i] for i in keep])
             scored = range(len(source_ids)) if score_every_pair else keep
             kept += len(scored)
@@ -206,7 +212,12 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
             references.close()
     if references is not None:
         _write_references(out / f"{split}.jsonl.pairs", out / f"{split}.jsonl")
-    return kept, distinct, shards
+    return kept, distinct, shards, unlike
+
+
+def length_ratio_ok(source_pieces: int, target_pieces: int, max_ratio: float) -> bool:
+    """Whether a pair's sides are alike in length: the longer at most `max_ratio` times the shorter, in pieces."""
+    return max(source_pieces, target_pieces) <= max_ratio * min(source_pieces, target_pieces)
 
 
 def _write_references(pairs_path: Path, path: Path) -> None:

@@ -36,6 +36,25 @@ def test_one_enormous_word_is_dropped_by_pieces_not_words(tmp_path):
     assert sum(c["pairs"] for c in manifest["counts"].values()) == 400
 
 
+def test_training_pairs_unlike_in_length_are_dropped_on_request_and_held_out_pairs_kept(tmp_path):
+    """data.max_length_ratio (Moses' clean-corpus-n -ratio, in pieces) drops the misaligned pairs of a crawled corpus
+    from training; valid and test are scored as they are. Unset, the data and its directory are as before."""
+    pairs = [line.split("\t") for line in toy_parallel_corpus().splitlines()]
+    # A source with the next four sentences' translations as its target, as a sentence aligner's slip makes them.
+    misaligned = "".join(f"{pairs[k][0]}\t{' '.join(target for _, target in pairs[k:k + 4])}\n" for k in range(40))
+    data = corpus_dir(tmp_path, toy_parallel_corpus() + misaligned)
+    plain = prepare(DataConfig(**TOY_DATA), data, log=lambda *_: None)
+    assert plain == prepare(DataConfig(**TOY_DATA, max_length_ratio=0.0), data, log=lambda *_: None)
+    filtered = prepare(DataConfig(**TOY_DATA, max_length_ratio=3.0), data, log=lambda *_: None)
+    before, after = read_manifest(plain), read_manifest(filtered)
+    held_out = sum(1 for split in ("valid", "test") for line in (filtered / f"{split}.jsonl").open()
+                   for reference in json.loads(line)["references"] if reference.count(".") == 4)
+    assert "length_ratio" not in before["dropped"] and after["dropped"]["length_ratio"] == 40 - held_out > 0
+    assert after["counts"]["train"]["pairs"] == before["counts"]["train"]["pairs"] - (40 - held_out)
+    assert after["counts"]["valid"] == before["counts"]["valid"] and after["counts"]["test"] == before["counts"]["test"]
+    assert after["dropped"]["too_many_pieces"] == before["dropped"]["too_many_pieces"] == 0
+
+
 def test_vocabulary_too_small_for_sentencepiece_is_a_clear_error(tmp_path):
     data = corpus_dir(tmp_path, toy_parallel_corpus())
     with pytest.raises(NMTError, match=r"SentencePiece training failed \(data.vocab_size=64\): the vocabulary must "
