@@ -90,13 +90,16 @@ class PairFormat:
     quoted: bool = False
 
     def describe(self, path: Path) -> str | None:
-        """For prepare's log: what was told from the file is said, not only done. None: a plain TSV."""
-        if self.keys:
-            return f"reading {path} as JSON lines: keys {self.keys[0]} and {self.keys[1]}"
-        if self.delimiter == "\t" and self.columns_from == "the first two" and not self.quoted:
+        """For prepare's log: what was told from the file is said, not only done (an archive's file named). None: a
+        plain TSV."""
+        if not self.keys and self.delimiter == "\t" and self.columns_from == "the first two" and not self.quoted:
             return None
+        member = text_name(path)
+        read = f"{path} ({member})" if member != Path(path).name else str(path)
+        if self.keys:
+            return f"reading {read} as JSON lines: keys {self.keys[0]} and {self.keys[1]}"
         quoting = "; CSV-quoted fields unquoted" if self.quoted else ""
-        return (f"reading {path} as {_SEPARATED[self.delimiter]}-separated text: columns {self.columns[0]} and "
+        return (f"reading {read} as {_SEPARATED[self.delimiter]}-separated text: columns {self.columns[0]} and "
                 f"{self.columns[1]} ({self.columns_from}){quoting}")
 
 

@@ -228,7 +228,9 @@ def test_a_csv_in_a_zip_is_read_as_csv(tmp_path):
     expected = [("Hi, Tom.", "Salut."), ("Run!", "Cours !")]
     for cfg in (DataConfig(corpus=str(archive), source_lang="en", target_lang="fr"),
                 DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="fr")):
-        assert list(read_pairs(corpus_spec(cfg, tmp_path))) == expected
+        said = []
+        assert list(read_pairs(corpus_spec(cfg, tmp_path), said.append)) == expected
+        assert said == [f"reading {archive} (en-fr.csv) as comma-separated text: columns 1 and 2 (named by its header)"]
     with zipfile.ZipFile(tmp_path / "tabs.zip", "w") as zf:  # a zip of a TSV stays a TSV, commas and all
         zf.writestr("pairs.tsv", "Hi, Tom.\tSalut, Tom.\n")
     tabs = DataConfig(corpus=str(tmp_path / "tabs.zip"), source_lang="en", target_lang="fr")
