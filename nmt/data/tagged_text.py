@@ -22,7 +22,9 @@ _SEGMENTED = re.compile(r"\s*<(\?xml|mteval|srcset|refset|tstset)\b")  # how a t
 _TRANSCRIPT = re.compile(r"\s*<(url|doc|keywords|speaker|talkid|title|description|reviewer|translator)\b")
 _SEGMENT = re.compile(r"\s*<seg\b[^>]*>(.*)</seg>\s*")
 _TEXT_TAG = re.compile(r"\s*<(title|description)>(.*)</\1>\s*")  # a talk's title and summary: text, as fairseq keeps
-_MARKUP_LINE = re.compile(r"\s*<.*>\s*")
+# A talk's metadata line, as fairseq's prepare-iwslt14.sh and prepare-iwslt17-multilingual.sh drop them (grep -v):
+# only these, so that a sentence that merely looks like markup (`<i>Yes</i>`) stays and the two sides stay aligned.
+_METADATA_LINE = re.compile(r"\s*</?(url|keywords|speaker|talkid|reviewer|translator|doc)\b.*>\s*")
 _SOURCE_AND_REFERENCES = re.compile(r"\s*<(src|ref|hyp)\b[^>]*\blang=")  # WMT's XML since 2021: all in one file
 _ENTITIES = {"&quot;": '"', "&apos;": "'"}  # with &amp;, &lt; and &gt;: XML's own, the only ones read
 
@@ -83,5 +85,5 @@ def _transcript(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         text_tag = _TEXT_TAG.fullmatch(line)
         if text_tag:
             yield number, text_tag.group(2)
-        elif not _MARKUP_LINE.fullmatch(line):
+        elif not _METADATA_LINE.fullmatch(line):
             yield number, line

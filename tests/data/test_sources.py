@@ -507,9 +507,9 @@ def test_iwslt_as_it_comes_is_read_for_its_sentences(tmp_path):
     reads them: the metadata lines dropped (a title and description keep their text), a test set's segments only."""
     archive = tmp_path / "de-en.tgz"
     transcripts = {"de": "<url>http://www.ted.com/talks/x.html</url>\n<keywords>talks</keywords>\n<talkid>1</talkid>\n"
-                         "<title>Ein Titel</title>\nHallo.\n<speaker>A B</speaker>\nLauf!\n",
+                         "<title>Ein Titel</title>\nHallo.\n<speaker>A B</speaker>\nLauf!\n<i>Ja</i>\n",
                    "en": "<url>http://www.ted.com/talks/x.html</url>\n<keywords>talks</keywords>\n<talkid>1</talkid>\n"
-                         "<title>A title</title>\nHello.\n<speaker>A B</speaker>\nRun!\n"}
+                         "<title>A title</title>\nHello.\n<speaker>A B</speaker>\nRun!\nYes\n"}
     with tarfile.open(archive, "w:gz") as tar:
         for language, text in transcripts.items():
             data = text.encode()
@@ -524,7 +524,8 @@ def test_iwslt_as_it_comes_is_read_for_its_sentences(tmp_path):
     cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="de", target_lang="en",
                      valid_source_file=str(dev["de"]), valid_target_file=str(dev["en"]))
     spec = corpus_spec(cfg, tmp_path)
-    assert list(read_pairs(spec)) == [("Ein Titel", "A title"), ("Hallo.", "Hello."), ("Lauf!", "Run!")]
+    assert list(read_pairs(spec)) == [("Ein Titel", "A title"), ("Hallo.", "Hello."), ("Lauf!", "Run!"),
+                                      ("<i>Ja</i>", "Yes")]  # a sentence that looks like markup stays, aligned
     assert list(aligned_pairs(dev["de"], dev["en"])) == [("Ja & nein.", "Yes & no."), ("Zwei.", "Two.")]
     assert read_lines(dev["en"]) == ["Yes & no.", "Two."]  # nmt evaluate --src/--ref reads the segments too
     # Data prepared before, its markup read as pairs, is not taken for this: the text's fingerprint says how it is read.
