@@ -304,7 +304,10 @@ def _stdin_lines() -> Iterable[str]:
 
 def _warn_of_pairs(lines: Iterable[str]) -> Iterator[str]:
     """`lines` as they are, with one warning if the first that holds text has a TAB: `cat test.tsv | nmt translate`
-    translates each source<TAB>target line whole (the TAB read as a space), its target too."""
+    translates each source<TAB>target line whole (the TAB read as a space), its target too; or starts as IWSLT's or
+    WMT's tagged text (a test set's XML), whose markup lines would be translated as sentences."""
+    from nmt.data.tagged_text import tagging
+
     checked = False
     for number, line in enumerate(lines, 1):
         if not checked and line.strip():
@@ -312,6 +315,10 @@ def _warn_of_pairs(lines: Iterable[str]) -> Iterator[str]:
             if "\t" in line:
                 warn(f"stdin line {number} holds a TAB, which is read as a space: a source<TAB>target file? "
                      "Translate its first column: cut -f1 FILE | nmt translate")
+            elif tagging(line):
+                warn(f"stdin line {number} starts IWSLT's or WMT's tagged text (a test set's XML?): every line is "
+                     "translated as it is, markup too. nmt evaluate --src FILE --ref REF reads its sentences and "
+                     "writes their translations")
         yield line
 
 

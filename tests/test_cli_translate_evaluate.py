@@ -62,6 +62,11 @@ def test_a_tsv_on_stdin_is_translated_whole_with_one_warning(run_dir):
     assert ("warning: stdin line 2 holds a TAB, which is read as a space: a source<TAB>target file? Translate its "
             "first column: cut -f1 FILE | nmt translate") in piped.stderr
     assert "TAB" not in nmt("translate", "--run", run_dir, "--beam", "1", input="go .\n").stderr
+    # A test set's XML piped in: its markup lines are translated as sentences, with one warning saying so.
+    xml = nmt("translate", "--run", run_dir, "--beam", "1",
+              input='<?xml version="1.0"?>\n<srcset>\n<seg id="1">go .</seg>\n</srcset>\n')
+    assert xml.returncode == 0 and len(xml.stdout.splitlines()) == 4, xml.stderr
+    assert xml.stderr.count("warning: stdin line 1 starts IWSLT's or WMT's tagged text") == 1
 
 
 def test_truncation_warnings_stop_after_three_and_give_a_total(run_dir):
