@@ -44,11 +44,11 @@ def _unquoted(cell: str) -> str:
     return quoted.group(1).replace('""', '"') if quoted else cell
 
 
-def is_csv(path: Path, language: str = "") -> bool:
+def is_csv(path: Path, language: str = "", partner: str = "") -> bool:
     """A comma-separated file is told by its name (`pairs.csv`, `.csv.gz`), or by its archive member's (Kaggle's
     `archive.zip` of an `en-fr.csv`: read as a TSV, it was "got 1 column"): commas are common inside sentences, so
     its text cannot say."""
-    return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", text_name(path, language).lower()) is not None
+    return re.search(r"\.csv(\.(gz|bz2|xz|zip))?$", text_name(path, language, partner).lower()) is not None
 
 
 def _csv_delimiter(first_line: str) -> str:
@@ -194,9 +194,9 @@ def json_object(line: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def first_text(path: Path, language: str = "") -> tuple[int, str]:
+def first_text(path: Path, language: str = "", partner: str = "") -> tuple[int, str]:
     """(line number, text) of the first line with text (0, "" for none)."""
-    return next(((number, line) for number, line in text_lines(path, language) if line.strip()), (0, ""))
+    return next(((number, line) for number, line in text_lines(path, language, partner) if line.strip()), (0, ""))
 
 
 def _texts_of(record: dict | None, path: Path, number: int) -> dict:

@@ -204,7 +204,7 @@ def _heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec, max_words: int) -
     dropped.pop("too_long")  # none, with no length limit
     over = sum(1 for source, target in pairs if max(len(source.split()), len(target.split())) > max_words)
     report = {"source_file": str(files[0]), "pairs": len(pairs), "over_max_words": over, "dropped": dropped}
-    read_as = tagged_reading(files[0], spec.source_lang)  # an IWSLT/WMT test set's XML: said, as it is read
+    read_as = tagged_reading(files[0], spec.source_lang, spec.target_lang)  # a test set's XML: said, as read
     return pairs, report | ({"read_as": read_as} if read_as else {})
 
 

@@ -172,9 +172,9 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
     digest = hashlib.sha256()
     for path in (*spec.files, *(p for pair in spec.heldout.values() for p in pair)):
         digest.update(sha256_file(path).encode())
-    aligned = [*(zip(spec.files, spec.column_languages) if spec.kind == "files" else ()),
-               *(side for pair in spec.heldout.values() for side in zip(pair, (spec.source_lang, spec.target_lang)))]
-    if any(tagged_reading(path, language) for path, language in aligned):
+    aligned = [*(_sides(spec.files, spec.column_languages) if spec.kind == "files" else ()),
+               *(side for pair in spec.heldout.values() for side in _sides(pair, (spec.source_lang, spec.target_lang)))]
+    if any(tagged_reading(*side) for side in aligned):
         # Data prepared before tagged text was read for its sentences holds its markup as pairs: prepared again.
         digest.update(b"tagged text read for its sentences")
     return digest.hexdigest()
@@ -185,7 +185,7 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     nmt/data/tagged_text.py); different counts are an error naming both. `languages` pick each side's file out of
     a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
     count = 0
-    sides = ((source, languages[0]), (target, languages[1]))
+    sides = _sides((source, target), languages)
     if source == target and text_name(*sides[0]) == text_name(*sides[1]):
         # One file of lines, not pairs: each side read the same lines, and a model learnt to copy them.
         read = text_name(*sides[0])
@@ -197,7 +197,7 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
             longer = sides[0] if target_line is None else sides[1]
             total = sum(1 for _ in _sentences(*longer))  # counted again from the start: the error names both counts
             counts = (total, count) if target_line is None else (count, total)
-            names = [f"{path}'s .{language} file" if source == target else str(path) for path, language in sides]
+            names = [f"{path}'s .{language} file" if source == target else str(path) for path, language, _ in sides]
             units = ["line" if tagging(first_text(*side)[1]) is None else "sentence" for side in sides]
             raise NMTError(f"{names[0]} has {counted(counts[0], units[0])} but {names[1]} has "
                            f"{counted(counts[1], units[1])}: the two files must be line-aligned")
@@ -205,13 +205,18 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
         yield source_line[1], target_line[1]
 
 
-def _sentences(path: Path, language: str) -> Iterator[tuple[int, str]]:
-    return tagged_sentences(text_lines(path, language), path)
+def _sides(files: tuple[Path, Path], languages: tuple[str, str]) -> tuple[tuple[Path, str, str], ...]:
+    """(file, its language, the other side's) of each side: the languages pick an archive's file for each."""
+    return (files[0], languages[0], languages[1]), (files[1], languages[1], languages[0])
 
 
-def tagged_reading(path: Path, language: str = "") -> str | None:
+def _sentences(path: Path, language: str, partner: str) -> Iterator[tuple[int, str]]:
+    return tagged_sentences(text_lines(path, language, partner), path)
+
+
+def tagged_reading(path: Path, language: str = "", partner: str = "") -> str | None:
     """How an aligned file's tags are read, for prepare's log (None: plain text)."""
-    kind = tagging(first_text(path, language)[1])
+    kind = tagging(first_text(path, language, partner)[1])
     return READ_AS[kind] if kind else None
 
 
@@ -223,8 +228,8 @@ def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
     """How one file named for both sides holds its pairs, as a corpus can (a TSV, CSV or JSON lines: JoeyNMT's
     train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned files, each side was
     the whole line, and a model learnt to copy "de<TAB>en" lines."""
-    _, first = first_text(path, spec.column_languages[0])
-    if json_object(first) is None and not is_csv(path, spec.column_languages[0]) and "\t" not in first:
+    _, first = first_text(path, *spec.column_languages)
+    if json_object(first) is None and not is_csv(path, *spec.column_languages) and "\t" not in first:
         return None
     return pair_format(path, spec.column_languages, spec.columns)
 
@@ -249,7 +254,7 @@ def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> It
         fmt = pair_format(path, spec.column_languages, spec.columns) if spec.kind == "tsv" else \
             _one_file_format(path, spec) if path == spec.files[1] else None
         if fmt is None:
-            read_as = tagged_reading(path, spec.column_languages[0])
+            read_as = tagged_reading(path, *spec.column_languages)
             if log and read_as:
                 log(f"reading {path} and {spec.files[1]} as {read_as}")
             pairs = aligned_pairs(*spec.files, spec.column_languages)

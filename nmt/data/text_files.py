@@ -16,6 +16,7 @@ import gzip
 import io
 import lzma
 import os
+import re
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -28,30 +29,44 @@ ZIP_MAGIC = b"PK\x03\x04"
 UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # how UTF-16 text starts (Excel's "Unicode Text")
 
 
-def _archive_member(names: list[str], path: Path, language: str = "") -> str:
+def _archive_member(names: list[str], path: Path, language: str = "", partner: str = "") -> str:
     """Which file of an archive (zip or tar) holds the text: its one file (manythings.org's `deu-eng.zip` holds
     `deu.txt` beside `_about.txt`, its licence; macOS's `__MACOSX/` and `._*` resource forks are no text either), or,
     of line-aligned files, the one that ends in `language`'s code: OPUS's Moses zips (`en-fr.txt.zip`) hold
     `Tatoeba.en-fr.en` and `Tatoeba.en-fr.fr` beside a README, a LICENSE and an `.xml` of ids, and Europarl's
-    `fr-en.tgz` its `europarl-v7.fr-en.en` and `.fr`. The member is read, never extracted, so its path cannot escape
+    `fr-en.tgz` its `europarl-v7.fr-en.en` and `.fr`. Where several end in it, the one that names the pair with
+    `partner`, the other side's language: WMT's `training-parallel-europarl-v7.tgz` holds `europarl-v7.de-en.en`
+    beside `.fr-en.en`, `.cs-en.en` and `.es-en.en`. The member is read, never extracted, so its path cannot escape
     anywhere."""
     members = [n for n in names if not n.startswith("__MACOSX/")
                and not PurePosixPath(n).name.startswith(("_about", "._"))]
     if len(members) == 1:
         return members[0]
+    several = False  # files end in the language, and the pair named none or several of them
     if language:
         suffix = {n: PurePosixPath(n).suffix.lstrip(".") for n in members}
         for same in (lambda code: code.lower() == language.lower(),  # exactly, else as a language (zh_cn for cmn)
                      lambda code: base_language(code) == base_language(language)):
             named = [n for n in members if suffix[n] and same(suffix[n])]
+            if len(named) > 1 and partner:
+                several = True
+                named = [n for n in named if _names_pair(n, language, partner)] or named
             if len(named) == 1:
                 return named[0]
     listed = ", ".join(members[:6]) + (", ..." if len(members) > 6 else "")
-    per_language = f", and not exactly one of them ends in .{language}" if language else ""
+    paired = f" naming the pair {language}-{partner} or {partner}-{language}" if several else ""
+    per_language = f", and not exactly one of them ends in .{language}{paired}" if language else ""
     raise NMTError(f"{path} is an archive of {counted(len(members), 'file')}{f' ({listed})' if members else ''}"
                    f"{per_language}: a corpus archive holds one text file, or, as data.source_file and "
                    "data.target_file, one file per language named by its code (OPUS's Tatoeba.en-fr.en); unpack it "
                    "and name the file instead")
+
+
+def _names_pair(name: str, language: str, partner: str) -> bool:
+    """Whether an archive's file is named for the pair of `language` and `partner` (`de-en` or `en-de`)."""
+    codes = [re.escape(code.lower()) for code in (language, partner)]
+    pair = rf"(?<![a-z])({codes[0]}-{codes[1]}|{codes[1]}-{codes[0]})(?![a-z])"
+    return re.search(pair, PurePosixPath(name).name.lower()) is not None
 
 
 @contextlib.contextmanager
@@ -69,11 +84,11 @@ def _decompressed(handle: IO[bytes]) -> Iterator[IO[bytes]]:
 
 
 @contextlib.contextmanager
-def _open_bytes(path: Path, language: str = "") -> Iterator[tuple[str, IO[bytes]]]:
+def _open_bytes(path: Path, language: str = "", partner: str = "") -> Iterator[tuple[str, IO[bytes]]]:
     """(name, bytes) of `path`'s text: its own name, or the name of the archive member read. gzip, bzip2, xz, zip and
     tar (compressed or not) are told by their bytes, not the name (a URL's file is named by its path:
-    `.../download?id=7` saves as `download`); `language` picks an archive's member. Read as text, a `.tgz` trained
-    its tar headers as sentences."""
+    `.../download?id=7` saves as `download`); `language` (and `partner`) pick an archive's member. Read as text, a
+    `.tgz` trained its tar headers as sentences."""
     with open(path, "rb") as handle, _decompressed(handle) as stream:
         head = stream.read(512)
         stream.seek(0)
@@ -84,13 +99,14 @@ def _open_bytes(path: Path, language: str = "") -> Iterator[tuple[str, IO[bytes]
             with zipfile.ZipFile(stream) as archive:
                 if "xl/workbook.xml" in archive.namelist():
                     raise NMTError(f"{path} is an Excel workbook: save it as \"Unicode Text\" or tab-separated text")
-                name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language)
+                name = _archive_member([m.filename for m in archive.infolist() if not m.is_dir()], path, language,
+                                       partner)
                 with archive.open(name) as text:
                     yield name, text
         elif head[257:262] == b"ustar":  # a tar header's magic
             version = os.stat(path)
             files = _tar_files(str(path), version.st_size, version.st_mtime_ns, version.st_ino)
-            name = _archive_member(list(files), path, language)
+            name = _archive_member(list(files), path, language, partner)
             with tarfile.open(fileobj=stream, mode="r:") as archive, archive.extractfile(files[name]) as text:
                 yield name, text
         elif head[:2] in UTF16_MARKS:
@@ -111,12 +127,12 @@ def _tar_files(path: str, size: int, modified_ns: int, inode: int) -> dict[str, 
         return {member.name: member for member in archive.getmembers() if member.isfile()}
 
 
-def text_lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
+def text_lines(path: Path, language: str = "", partner: str = "") -> Iterator[tuple[int, str]]:
     """(line number, text without its line ending) of a UTF-8 (or BOM-marked UTF-16) file, plain or compressed, or
-    of an archive's file (its one, or `language`'s); one error per bad line. A byte-order mark (Excel's and
-    Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it hid a TSV's header, which
-    then trained as a pair."""
-    with _read_errors(path), _open_bytes(path, language) as (_, handle):
+    of an archive's file (its one, or `language`'s: `partner`, the other side's, picks among several); one error per
+    bad line. A byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first line:
+    left on, it hid a TSV's header, which then trained as a pair."""
+    with _read_errors(path), _open_bytes(path, language, partner) as (_, handle):
         for number, raw in enumerate(handle, 1):
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -125,10 +141,10 @@ def text_lines(path: Path, language: str = "") -> Iterator[tuple[int, str]]:
                 raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
 
 
-def text_name(path: Path, language: str = "") -> str:
+def text_name(path: Path, language: str = "", partner: str = "") -> str:
     """The name of the file whose text `text_lines` reads: `path`'s own, or its archive member's (Kaggle's
     `archive.zip` holds an `en-fr.csv`), which says what the text is where the archive's name cannot."""
-    with _read_errors(path), _open_bytes(path, language) as (name, _):
+    with _read_errors(path), _open_bytes(path, language, partner) as (name, _):
         return name
 
 

@@ -459,6 +459,29 @@ def test_a_tarball_serves_as_a_zip_does(tmp_path, monkeypatch, mode):
         list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="fr", target_lang="en"), tmp_path)))
 
 
+def test_a_tarball_of_several_pairs_serves_the_pair_named(tmp_path):
+    """WMT's training tarballs hold several pairs (training-parallel-europarl-v7.tgz: cs-en, de-en, fr-en, each with
+    its .en): "not exactly one of them ends in .en" for any of them. Each side takes the file named for the pair."""
+    archive = tmp_path / "training-parallel-europarl-v7.tgz"
+    texts = {"cs-en.cs": "Ahoj.\n", "cs-en.en": "Hi.\n", "de-en.de": "Hallo.\nLauf!\n", "de-en.en": "Hello.\nRun!\n",
+             "fr-en.fr": "Salut.\n", "fr-en.en": "Hey.\n"}
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in texts.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"training/europarl-v7.{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    for source, target, expected in (("de", "en", [("Hallo.", "Hello."), ("Lauf!", "Run!")]),
+                                     ("en", "fr", [("Hey.", "Salut.")])):
+        cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang=source, target_lang=target)
+        spec = corpus_spec(cfg, tmp_path)
+        corpus_fingerprint(spec, None)
+        assert list(read_pairs(spec)) == expected
+    no_pair = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="it")
+    with pytest.raises(NMTError, match=r"not exactly one of them ends in .en naming the pair en-it or it-en"):
+        list(read_pairs(corpus_spec(no_pair, tmp_path)))
+
+
 def test_a_tmx_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
     parquet, workbook = tmp_path / "train.parquet", tmp_path / "pairs.xlsx"
     parquet.write_bytes(b"PAR1\x15\x04\x15\x10" + bytes(100) + b"PAR1")
