@@ -244,6 +244,16 @@ def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[
     return _swapped(pairs) if spec.reverse else pairs
 
 
+def _aligned_reading(spec: CorpusSpec) -> list[str]:
+    """For prepare's log, how two aligned files are read where anything was told from them: the files an archive's
+    sides take (one of several pairs, or of a file per language), and tagged text read for its sentences."""
+    sides = _sides(spec.files, spec.column_languages)
+    said = [f"reading {path}'s {member} as the {language} side" for path, language, partner in sides
+            if (member := text_name(path, language, partner)) != Path(path).name]
+    read_as = tagged_reading(*sides[0])
+    return said + ([f"reading {spec.files[0]} and {spec.files[1]} as {read_as}"] if read_as else [])
+
+
 def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied; `log` is told how a file of
     pairs of one's own is read, where anything was told from it (`PairFormat.describe`)."""
@@ -254,9 +264,9 @@ def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> It
         fmt = pair_format(path, spec.column_languages, spec.columns) if spec.kind == "tsv" else \
             _one_file_format(path, spec) if path == spec.files[1] else None
         if fmt is None:
-            read_as = tagged_reading(path, *spec.column_languages)
-            if log and read_as:
-                log(f"reading {path} and {spec.files[1]} as {read_as}")
+            if log:
+                for said in _aligned_reading(spec):
+                    log(said)
             pairs = aligned_pairs(*spec.files, spec.column_languages)
         else:
             described = fmt.describe(path)

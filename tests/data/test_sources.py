@@ -476,7 +476,11 @@ def test_a_tarball_of_several_pairs_serves_the_pair_named(tmp_path):
         cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang=source, target_lang=target)
         spec = corpus_spec(cfg, tmp_path)
         corpus_fingerprint(spec, None)
-        assert list(read_pairs(spec)) == expected
+        said = []
+        assert list(read_pairs(spec, said.append)) == expected
+        pair = "-".join(sorted((source, target), key=lambda code: code == "en"))  # WMT names its pairs xx-en
+        assert said == [f"reading {archive}'s training/europarl-v7.{pair}.{language} as the {language} side"
+                        for language in (source, target)]  # prepare's log says which file each side took
     no_pair = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="it")
     with pytest.raises(NMTError, match=r"not exactly one of them ends in .en naming the pair en-it or it-en"):
         list(read_pairs(corpus_spec(no_pair, tmp_path)))
