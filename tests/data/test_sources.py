@@ -428,6 +428,16 @@ def test_an_opus_moses_zip_serves_both_sides(tmp_path):
         list(read_pairs(corpus_spec(short, tmp_path)))
 
 
+def write_tarball(path, files: dict[str, str], mode: str = "w:gz") -> None:
+    """A tarball of text files by name, as WMT, IWSLT and Europarl ship theirs."""
+    with tarfile.open(path, mode) as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
 def _counted(function, calls: list):
     def counting(*args, **kwargs):
         calls.append(args)
@@ -440,13 +450,8 @@ def test_a_tarball_serves_as_a_zip_does(tmp_path, monkeypatch, mode):
     """Europarl comes as fr-en.tgz (europarl-v7.fr-en.en and .fr): read as gzipped text, its tar headers trained as
     sentences ("europarl-v7.fr-en.en0000644...ustar rootrootHi."), and said nothing."""
     archive = tmp_path / "fr-en.archive"
-    with tarfile.open(archive, mode) as tar:
-        for name, text in (("training/europarl-v7.fr-en.en", "Hi.\nRun!\n"),
-                           ("training/europarl-v7.fr-en.fr", "Salut.\nCours !\n")):
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    write_tarball(archive, {"training/europarl-v7.fr-en.en": "Hi.\nRun!\n",
+                            "training/europarl-v7.fr-en.fr": "Salut.\nCours !\n"}, mode)
     cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang="fr", target_lang="en")
     listings = []
     monkeypatch.setattr(tarfile.TarFile, "getmembers", _counted(tarfile.TarFile.getmembers, listings))
@@ -465,12 +470,7 @@ def test_a_tarball_of_several_pairs_serves_the_pair_named(tmp_path):
     archive = tmp_path / "training-parallel-europarl-v7.tgz"
     texts = {"cs-en.cs": "Ahoj.\n", "cs-en.en": "Hi.\n", "de-en.de": "Hallo.\nLauf!\n", "de-en.en": "Hello.\nRun!\n",
              "fr-en.fr": "Salut.\n", "fr-en.en": "Hey.\n"}
-    with tarfile.open(archive, "w:gz") as tar:
-        for name, text in texts.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"training/europarl-v7.{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    write_tarball(archive, {f"training/europarl-v7.{name}": text for name, text in texts.items()})
     for source, target, expected in (("de", "en", [("Hallo.", "Hello."), ("Lauf!", "Run!")]),
                                      ("en", "fr", [("Hey.", "Salut.")])):
         cfg = DataConfig(source_file=str(archive), target_file=str(archive), source_lang=source, target_lang=target)
@@ -537,12 +537,7 @@ def test_iwslt_as_it_comes_is_read_for_its_sentences(tmp_path):
                          "<title>Ein Titel</title>\nHallo.\n<speaker>A B</speaker>\nLauf!\n<i>Ja</i>\n",
                    "en": "<url>http://www.ted.com/talks/x.html</url>\n<keywords>talks</keywords>\n<talkid>1</talkid>\n"
                          "<title>A title</title>\nHello.\n<speaker>A B</speaker>\nRun!\nYes\n"}
-    with tarfile.open(archive, "w:gz") as tar:
-        for language, text in transcripts.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"de-en/train.tags.de-en.{language}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    write_tarball(archive, {f"de-en/train.tags.de-en.{language}": text for language, text in transcripts.items()})
     dev = {"de": tmp_path / "IWSLT14.TED.dev2010.de-en.de.xml", "en": tmp_path / "IWSLT14.TED.dev2010.de-en.en.xml"}
     dev["de"].write_text(IWSLT_DEV.format(kind="srcset", description="x", title="T", first="Ja &amp; nein.",
                                           second="Zwei."), encoding="utf-8")
