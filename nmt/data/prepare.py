@@ -147,7 +147,9 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     for name, files in spec.heldout.items():
         heldout[name], heldout_report[name] = _heldout_pairs(files, spec, cfg.max_words)
         if not heldout[name]:
-            raise NMTError(f"{files[0]}: no {name} pairs left after normalization (every line is empty)")
+            read_as = heldout_report[name].get("read_as")
+            why = f"it holds no sentence, read as {read_as}" if read_as else "every line is empty"
+            raise NMTError(f"{files[0]}: no {name} pairs left after normalization ({why})")
         log(_heldout_summary(name, files[0], heldout_report[name], cfg.max_words))
     text, dropped, counts = stream.write_split_text(read_pairs(spec, log), spec.normalizer, cfg, heldout, out, workers)
     if not sum(counts.values()):

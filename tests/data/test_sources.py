@@ -2,6 +2,7 @@
 and the one-line errors for what cannot be used."""
 
 import bz2
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -13,7 +14,7 @@ import zipfile
 import pytest
 
 from nmt.config import DataConfig, fingerprint_settings, load_config
-from nmt.data.prepare import read_manifest
+from nmt.data.prepare import prepare, read_manifest
 from nmt.data.download import sha256_file
 from nmt.data.sources import (aligned_pairs, corpus_fingerprint, corpus_spec, languages, read_pairs,
                               resolve_normalizer)
@@ -550,6 +551,15 @@ def test_iwslt_as_it_comes_is_read_for_its_sentences(tmp_path):
                                       ("<i>Ja</i>", "Yes")]  # a sentence that looks like markup stays, aligned
     assert list(aligned_pairs(dev["de"], dev["en"])) == [("Ja & nein.", "Yes & no."), ("Zwei.", "Two.")]
     assert read_lines(dev["en"]) == ["Yes & no.", "Two."]  # nmt evaluate --src/--ref reads the segments too
+    # A test set of no segments is said to be so (it was "every line is empty").
+    empty = {side: tmp_path / f"empty.{side}.xml" for side in ("de", "en")}
+    for side, kind in (("de", "srcset"), ("en", "refset")):
+        empty[side].write_text(f'<?xml version="1.0"?>\n<{kind} setid="x">\n</{kind}>\n', encoding="utf-8")
+    no_segments = DataConfig(**{**dataclasses.asdict(cfg), "valid_source_file": str(empty["de"]),
+                                "valid_target_file": str(empty["en"])})
+    with pytest.raises(NMTError, match=r"empty.de.xml: no valid pairs left after normalization \(it holds no "
+                                       r"sentence, read as a test set's XML/SGML: its <seg> lines only\)"):
+        prepare(no_segments, tmp_path / "data", log=lambda *_: None)
     # Data prepared before, its markup read as pairs, is not taken for this: the text's fingerprint says how it is read.
     hashed = hashlib.sha256(b"".join(sha256_file(p).encode() for p in (archive, archive, dev["de"], dev["en"])))
     assert corpus_fingerprint(spec, None) != hashed.hexdigest()
