@@ -13,7 +13,7 @@ from nmt.config import Config
 from nmt.data.dataset import load_references
 from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
-from nmt.data.tagged_text import tagged_sentences
+from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import UTF16_MARKS
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
@@ -79,10 +79,12 @@ def read_lines(path: Path) -> list[str]:
         raise NMTError(f"{path}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
     except OSError as err:
         raise NMTError(f"cannot read {path}: {err.strerror}") from None
-    lines = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]  # an IWSLT/WMT test set's XML
-    if not lines:
-        raise NMTError(f"{path} is empty: nothing to score")
-    return lines
+    sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]  # an IWSLT/WMT test set's
+    if not sentences:
+        raise NMTError(f"{path} is empty: nothing to score" if not lines else
+                       f"{path} holds no sentence, read as {READ_AS[tagging(next(filter(str.strip, lines)))]}: "
+                       "nothing to score")  # only tagged text can hold lines and no sentence
+    return sentences
 
 
 def _refuse_pairs_file(path: Path, lines: list[str]) -> None:

@@ -594,6 +594,10 @@ def test_wmt_test_sets_and_tagged_files_that_cannot_be_read(tmp_path):
                      '<doc id="1" origlang="de">\n<src lang="de">\n<p>\n<seg id="1">Hallo.</seg>\n', encoding="utf-8")
     with pytest.raises(NMTError, match=r"xml line 5: WMT's XML of a source and its references together .*--echo src"):
         read_lines(wmt22)
+    wmt22.write_text('\n<?xml version="1.0"?>\n<refset setid="x">\n</refset>\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"xml holds no sentence, read as a test set's XML/SGML: its <seg> lines only: "
+                                       r"nothing to score"):
+        read_lines(wmt22)
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
