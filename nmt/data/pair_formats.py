@@ -126,6 +126,7 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
                        f"({languages[0]}, {languages[1]}), but data.source_column and data.target_column say "
                        f"{columns[0]} and {columns[1]}: unset them to read the columns the header names")
     if cells and not (columns or named):
+        _refuse_dict_column(cells, path, number)
         _refuse_id_column(cells, path, number)
     return PairFormat(delimiter=delimiter, columns=columns or named or (1, 2),
                       columns_from="as set" if columns else "named by its header" if named else "the first two",
@@ -168,6 +169,16 @@ def _header_columns(cells: list[str], languages: tuple[str, str]) -> tuple[int, 
         if names.count(source_name) == 1 and names.count(target_name) == 1:
             return names.index(source_name) + 1, names.index(target_name) + 1
     return None
+
+
+def _refuse_dict_column(cells: list[str], path: Path, number: int) -> None:
+    """A header cell `translation` is a Hugging Face dataset's `to_csv`: each pair is one cell, the dict
+    `{'de': '...', 'en': '...'}` as Python prints it, beside an `id` column where the dataset has one (opus_books).
+    Read as columns 1 and 2, a model learnt to translate ids into dicts, and said nothing."""
+    if any(cell.strip().lower() == "translation" for cell in cells):
+        raise NMTError(f"{path} line {number} names a column 'translation': a Hugging Face dataset's to_csv, which "
+                       "writes each pair as one cell, a Python dict? Save it as JSON lines instead "
+                       "(dataset.to_json(\"pairs.jsonl\")), which nmt reads by language")
 
 
 def _refuse_id_column(cells: list[str], path: Path, number: int) -> None:

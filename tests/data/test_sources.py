@@ -219,6 +219,18 @@ def test_a_csv_is_read_as_csv_and_headers_may_name_languages_in_english(tmp_path
         == [("Hello.", "Hallo.")]
 
 
+def test_a_hugging_face_to_csv_is_refused_with_the_way_to_save_it(tmp_path):
+    """`dataset.to_csv` writes each pair as one cell, a Python dict, beside an id column where the dataset has one
+    (opus_books): read as columns 1 and 2, ids trained into dicts in silence."""
+    for name, text in (("books.csv", 'id,translation\n0,"{\'en\': \'Hi.\', \'fr\': \'Salut.\'}"\n'),
+                       ("wmt.tsv", "translation\n{'en': 'Hi.', 'fr': 'Salut.'}\n")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        cfg = DataConfig(corpus=str(tmp_path / name), source_lang="en", target_lang="fr")
+        with pytest.raises(NMTError, match=rf"{name} line 1 names a column 'translation': a Hugging Face dataset's "
+                                           r"to_csv.*Save it as JSON lines instead"):
+            list(read_pairs(corpus_spec(cfg, tmp_path)))
+
+
 def test_a_csv_in_a_zip_is_read_as_csv(tmp_path):
     """Kaggle's downloads are `archive.zip` of one `en-fr.csv`: told a CSV by the zip's name only, it was read as a TSV,
     "expected tab-separated source and target columns, got 1 column". The member's name says what the text is, for
