@@ -109,12 +109,20 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
     keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
     2). Refused here, before any pair: XML, columns set against a header, a first column of ids or an index."""
     number, first = first_text(path)
+    if json_document(first):
+        raise NMTError(f"{path} line {number} starts one JSON document (an array, or an object over several lines), "
+                       f"not JSON lines: {JSON_LINES_WAY}")
     record = json_object(first)
     if record is not None:
         if columns:
             raise NMTError(f"{path} is JSON lines, read by the keys data.source_lang and data.target_lang name: "
                            "data.source_column and data.target_column pick a TSV's columns (unset them)")
-        return PairFormat(keys=_language_keys(_texts_of(record, path, number), languages, path, number))
+        texts = _texts_of(record, path, number)
+        keys = _language_keys(texts, languages, path, number)
+        if any(isinstance(texts[key], (dict, list)) for key in keys):  # pandas' to_json: {"en": {"0": ...}, ...}
+            raise NMTError(f"{path} line {number}: its {keys[0]} holds many texts, not one: one JSON document "
+                           f"(pandas' to_json?), not JSON lines: {JSON_LINES_WAY}")
+        return PairFormat(keys=keys)
     delimiter = _csv_delimiter(first) if is_csv(path) else "\t"
     number, cells = next(((n, c) for n, c in _rows(path, delimiter) if c), (number, []))
     if cells and cells[0].lstrip().startswith(("<?xml", "<tmx")):
@@ -210,6 +218,24 @@ def first_text(path: Path, language: str = "", partner: str = "") -> tuple[int, 
     return next(((number, line) for number, line in text_lines(path, language, partner) if line.strip()), (0, ""))
 
 
+JSON_LINES_WAY = ("save one object a line (pandas: to_json(path, orient=\"records\", lines=True); a Hugging Face "
+                  "dataset: to_json(path))")
+
+
+def _listed(keys) -> str:
+    """A record's keys for an error line: the first six (a document's row numbers run to millions)."""
+    keys = list(map(str, keys))
+    return ", ".join(keys[:6]) + (f", ... ({len(keys):,} keys)" if len(keys) > 6 else "")
+
+
+def json_document(line: str) -> bool:
+    """Whether a file's first line starts one JSON document (an array of records, or an object over several lines:
+    pandas' to_json without lines=True, json.dump) rather than JSON lines. A TSV's first sentence may start with
+    "[" ("[Music] Hello"), not with an array of objects or a lone bracket."""
+    text = line.strip()
+    return text in ("[", "{") or re.match(r"\[\s*\{", text) is not None
+
+
 def _texts_of(record: dict | None, path: Path, number: int) -> dict:
     """A JSON line's texts by language: under "translation", as Hugging Face's datasets hold them, or at the top."""
     texts = record.get("translation", record) if record is not None else None
@@ -231,7 +257,7 @@ def _json_lines_pairs(path: Path, keys: tuple[str, str]) -> Iterator[tuple[str, 
         values = [texts.get(key) for key in keys]
         for key, value in zip(keys, values):
             if not isinstance(value, str):
-                raise NMTError(f"{path} line {number}: no {key} text (keys: {', '.join(map(str, texts))})")
+                raise NMTError(f"{path} line {number}: no {key} text (keys: {_listed(texts)})")
         yield values[0], values[1]
 
 
@@ -241,8 +267,11 @@ def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: 
         same = [k for k in texts if str(k).lower() == language.lower()] or \
             [k for k in texts if base_language(str(k)) == base_language(language)]
         if len(same) != 1:
-            raise NMTError(f"{path} line {number}: its keys ({', '.join(map(str, texts))}) name no {language} text "
-                           "alone: data.source_lang and data.target_lang name the keys of a JSON-lines corpus")
+            if texts and all(str(key).isdigit() for key in texts):  # pandas' to_json: {"column": {"0": ..., ...}}
+                raise NMTError(f"{path} line {number}: keys {_listed(texts)}: rows of one JSON document (pandas' "
+                               f"to_json?), not JSON lines: {JSON_LINES_WAY}")
+            raise NMTError(f"{path} line {number}: its keys ({_listed(texts)}) name no {language} text alone: "
+                           "data.source_lang and data.target_lang name the keys of a JSON-lines corpus")
         keys.append(same[0])
     return keys[0], keys[1]
 

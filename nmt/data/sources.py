@@ -21,7 +21,8 @@ from typing import Callable, Iterator
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.normalizer import Normalizer
-from nmt.data.pair_formats import PairFormat, file_pairs, first_text, is_csv, json_object, pair_format, table_pairs
+from nmt.data.pair_formats import (PairFormat, file_pairs, first_text, is_csv, json_document, json_object,
+                                  pair_format, table_pairs)
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import text_lines, text_name
 from nmt.errors import NMTError, counted
@@ -229,7 +230,8 @@ def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
     train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned files, each side was
     the whole line, and a model learnt to copy "de<TAB>en" lines."""
     _, first = first_text(path, *spec.column_languages)
-    if json_object(first) is None and not is_csv(path, *spec.column_languages) and "\t" not in first:
+    if json_object(first) is None and not json_document(first) and not is_csv(path, *spec.column_languages) \
+            and "\t" not in first:
         return None
     return pair_format(path, spec.column_languages, spec.columns)
 

@@ -231,6 +231,30 @@ def test_a_hugging_face_to_csv_is_refused_with_the_way_to_save_it(tmp_path):
             list(read_pairs(corpus_spec(cfg, tmp_path)))
 
 
+def test_one_json_document_is_refused_with_the_way_to_save_json_lines(tmp_path):
+    """pandas' to_json and json.dump write one document, not JSON lines: an array of records was "expected
+    tab-separated source and target columns, got 1 column", and pandas' default (columns, their rows keyed by
+    number) listed every row's number in one error line. A TSV whose first sentence starts with "[" stays a TSV."""
+    rows = [{"en": f"Hi {i}.", "fr": f"Salut {i}."} for i in range(50)]
+    documents = {"records.json": json.dumps(rows), "pretty.json": json.dumps(rows, indent=2),
+                 "columns.json": json.dumps({side: {str(i): row[side] for i, row in enumerate(rows)}
+                                             for side in ("en", "fr")}),
+                 "hf.json": json.dumps({"translation": {str(i): row for i, row in enumerate(rows)}})}
+    for name, text in documents.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        for cfg in (DataConfig(corpus=str(tmp_path / name), source_lang="en", target_lang="fr"),
+                    DataConfig(source_file=str(tmp_path / name), target_file=str(tmp_path / name), source_lang="en",
+                               target_lang="fr")):
+            with pytest.raises(NMTError, match=r"not JSON lines: save one object a line \(pandas: to_json\(path, "
+                                               r'orient="records", lines=True\)') as refused:
+                list(read_pairs(corpus_spec(cfg, tmp_path)))
+            assert len(str(refused.value)) < 400  # not every row's number
+    subtitles = tmp_path / "subtitles.tsv"
+    subtitles.write_text("[Music] Hello.\t[Musique] Bonjour.\n", encoding="utf-8")
+    cfg = DataConfig(corpus=str(subtitles), source_lang="en", target_lang="fr")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("[Music] Hello.", "[Musique] Bonjour.")]
+
+
 def test_a_csv_in_a_zip_is_read_as_csv(tmp_path):
     """Kaggle's downloads are `archive.zip` of one `en-fr.csv`: told a CSV by the zip's name only, it was read as a TSV,
     "expected tab-separated source and target columns, got 1 column". The member's name says what the text is, for
