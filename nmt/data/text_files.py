@@ -138,7 +138,9 @@ def text_lines(path: Path, language: str = "", partner: str = "") -> Iterator[tu
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 yield number, text.removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as err:
-                raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start})") from None
+                raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start}): save it as UTF-8 (Excel: "
+                               "\"CSV UTF-8\" or \"Unicode Text\"; or iconv -f WINDOWS-1252 -t UTF-8, naming its "
+                               "encoding)") from None
 
 
 def text_name(path: Path, language: str = "", partner: str = "") -> str:

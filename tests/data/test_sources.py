@@ -356,7 +356,8 @@ BAD = [
     ("one-column", ["--set", "data.corpus={T}/c.tsv"], "c.tsv line 2: expected tab-separated source and target"),
     ("counts", ["--set", "data.source_file={T}/a.txt", "--set", "data.target_file={T}/b.txt"],
      "a.txt has 3 lines but {T}/b.txt has 2"),
-    ("latin1", ["--set", "data.corpus={T}/c.tsv"], "c.tsv line 2: not UTF-8 text"),
+    ("latin1", ["--set", "data.corpus={T}/c.tsv"], "c.tsv line 2: not UTF-8 text (byte 3): save it as UTF-8 "
+     "(Excel: \"CSV UTF-8\" or \"Unicode Text\""),
     ("empty-after", ["--set", "data.corpus={T}/c.tsv"], "no sentence pairs left"),
     (None, ["--set", "data.corpus=wmt14-en-fr"], "unknown data.corpus 'wmt14-en-fr'"),
     (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
