@@ -57,15 +57,22 @@ def _csv_delimiter(first_line: str) -> str:
     return ";" if "," not in first_line and ";" in first_line else ","
 
 
-_SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon"}
+_SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon", " ||| ": "|||"}
+FAST_ALIGN = " ||| "  # fast_align's and Moses' "source ||| target" lines
+
+
+def _split_at(first_line: str) -> str:
+    """A file of pairs that is not a CSV: split at tabs, or at " ||| " where its first line has that and no tab."""
+    return FAST_ALIGN if "\t" not in first_line and FAST_ALIGN in first_line else "\t"
 
 
 def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, cells) of a TSV, split at its tabs (no quoting: Tatoeba's raw text has quotes of its own), or of
-    a CSV, read by the csv module (a quoted field may hold commas, quotes and line breaks); a blank line: no cells."""
-    if delimiter == "\t":
+    """(line number, cells) of a TSV, split at its tabs (no quoting: Tatoeba's raw text has quotes of its own), or at
+    " ||| ", or of a CSV, read by the csv module (a quoted field may hold commas, quotes and line breaks); a blank
+    line: no cells."""
+    if delimiter in ("\t", FAST_ALIGN):
         for number, line in text_lines(path):
-            yield number, line.split("\t") if line.strip() else []
+            yield number, line.split(delimiter) if line.strip() else []
         return
     reader = csv.reader((line + "\n" for _, line in text_lines(path)), delimiter=delimiter, strict=True)
     try:
@@ -123,7 +130,7 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
             raise NMTError(f"{path} line {number}: its {keys[0]} holds many texts, not one: one JSON document "
                            f"(pandas' to_json?), not JSON lines: {JSON_LINES_WAY}")
         return PairFormat(keys=keys)
-    delimiter = _csv_delimiter(first) if is_csv(path) else "\t"
+    delimiter = _csv_delimiter(first) if is_csv(path) else _split_at(first)
     number, cells = next(((n, c) for n, c in _rows(path, delimiter) if c), (number, []))
     if cells and cells[0].lstrip().startswith(("<?xml", "<tmx")):
         raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or two "

@@ -21,8 +21,8 @@ from typing import Callable, Iterator
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.normalizer import Normalizer
-from nmt.data.pair_formats import (PairFormat, file_pairs, first_text, is_csv, json_document, json_object,
-                                  pair_format, table_pairs)
+from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_text, is_csv, json_document,
+                                  json_object, pair_format, table_pairs)
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import text_lines, text_name
 from nmt.errors import NMTError, counted
@@ -192,7 +192,7 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
         read = text_name(*sides[0])
         held = f"its {read}'s" if read != Path(source).name else "its"
         raise NMTError(f"{source} is named as both the source and the target, but {held} lines are not pairs (no "
-                       "tab, not CSV or JSON lines): name a file per side, or a file of pairs")
+                       "tab or |||, not CSV or JSON lines): name a file per side, or a file of pairs")
     for source_line, target_line in itertools.zip_longest(*(_sentences(*side) for side in sides)):
         if source_line is None or target_line is None:
             longer = sides[0] if target_line is None else sides[1]
@@ -231,7 +231,7 @@ def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
     the whole line, and a model learnt to copy "de<TAB>en" lines."""
     _, first = first_text(path, *spec.column_languages)
     if json_object(first) is None and not json_document(first) and not is_csv(path, *spec.column_languages) \
-            and "\t" not in first:
+            and "\t" not in first and FAST_ALIGN not in first:
         return None
     return pair_format(path, spec.column_languages, spec.columns)
 

@@ -255,6 +255,23 @@ def test_one_json_document_is_refused_with_the_way_to_save_json_lines(tmp_path):
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("[Music] Hello.", "[Musique] Bonjour.")]
 
 
+def test_fast_align_pairs_are_read(tmp_path):
+    """fast_align's and Moses' `source ||| target` lines were "expected tab-separated source and target columns, got
+    1 column"; a tab still wins where a line has both."""
+    aligned = tmp_path / "corpus.en-fr"
+    aligned.write_text("Hi, Tom. ||| Salut, Tom.\nRun! ||| Cours !\n", encoding="utf-8")
+    expected = [("Hi, Tom.", "Salut, Tom."), ("Run!", "Cours !")]
+    for cfg in (DataConfig(corpus=str(aligned), source_lang="en", target_lang="fr"),
+                DataConfig(source_file=str(aligned), target_file=str(aligned), source_lang="en", target_lang="fr")):
+        said = []
+        assert list(read_pairs(corpus_spec(cfg, tmp_path), said.append)) == expected
+        assert said == [f"reading {aligned} as |||-separated text: columns 1 and 2 (the first two)"]
+    tabbed = tmp_path / "tabbed.tsv"
+    tabbed.write_text("a ||| b\tc\n", encoding="utf-8")
+    cfg = DataConfig(corpus=str(tabbed), source_lang="en", target_lang="fr")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("a ||| b", "c")]
+
+
 def test_a_csv_in_a_zip_is_read_as_csv(tmp_path):
     """Kaggle's downloads are `archive.zip` of one `en-fr.csv`: told a CSV by the zip's name only, it was read as a TSV,
     "expected tab-separated source and target columns, got 1 column". The member's name says what the text is, for
@@ -435,7 +452,7 @@ def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
         both = DataConfig(source_file=str(tmp_path / named), target_file=str(tmp_path / named), source_lang="en",
                           target_lang="de")
         with pytest.raises(NMTError, match=rf"{named} is named as both the source and the target, but {held} lines "
-                                           r"are not pairs \(no tab, not CSV or JSON lines\)"):
+                                           r"are not pairs \(no tab or \|\|\|, not CSV or JSON lines\)"):
             list(read_pairs(corpus_spec(both, tmp_path)))
 
 
