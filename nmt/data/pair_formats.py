@@ -196,10 +196,18 @@ def _refuse_dict_column(cells: list[str], path: Path, number: int) -> None:
                        "(dataset.to_json(\"pairs.jsonl\")), which nmt reads by language")
 
 
+_SCORE = re.compile(r"-?\d+\.\d+(e-?\d+)?")  # a mined pair's margin score, as WikiMatrix and CCMatrix write it
+
+
 def _refuse_id_column(cells: list[str], path: Path, number: int) -> None:
-    """A first column of numbers beside two or more others is an index or ids, not a sentence: tatoeba.org's exports
-    are id<TAB>sentence<TAB>id<TAB>sentence, and pandas' `to_csv` writes its index first. Read as columns 1 and 2, a
-    model learnt to translate numbers into the source language, and said nothing."""
+    """A first column of numbers beside two or more others is an index, ids or scores, not a sentence: tatoeba.org's
+    exports are id<TAB>sentence<TAB>id<TAB>sentence, pandas' `to_csv` writes its index first, and WikiMatrix's and
+    CCMatrix's mined pairs come as score<TAB>source<TAB>target. Read as columns 1 and 2, a model learnt to translate
+    numbers into the source language, and said nothing."""
+    if len(cells) >= 3 and _SCORE.fullmatch(cells[0].strip()):
+        raise NMTError(f"{path} line {number} starts with a score ({cells[0].strip()}) beside "
+                       f"{counted(len(cells) - 1, 'column')}: mined pairs as WikiMatrix and CCMatrix write them "
+                       "(score<TAB>source<TAB>target)? Set data.source_column: 2 and data.target_column: 3")
     if len(cells) < 3 or not cells[0].strip().isdigit():
         return
     if len(cells) >= 4 and cells[2].strip().isdigit():

@@ -89,6 +89,19 @@ def test_a_byte_order_mark_hides_no_header(tmp_path):
     assert list(aligned_pairs(source, target)) == [("Hallo.", "Hello."), ("\ufeffTschüss.", "Bye.")]
 
 
+def test_mined_pairs_with_their_score_first_never_train_the_score(tmp_path):
+    """WikiMatrix and CCMatrix ship score<TAB>source<TAB>target: read as columns 1 and 2, margin scores trained as
+    the source language in silence. Refused, naming the columns; with them set, read."""
+    mined = tmp_path / "WikiMatrix.de-en.tsv"
+    mined.write_text("1.0494\tDas ist gut.\tThat is good.\n1.04e-1\tJa.\tYes.\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"line 1 starts with a score \(1.0494\) beside 2 columns: mined pairs as "
+                                       r"WikiMatrix and CCMatrix write them .* data.source_column: 2 and "
+                                       r"data.target_column: 3"):
+        list(read_pairs(corpus_spec(DataConfig(corpus=str(mined), source_lang="de", target_lang="en"), tmp_path)))
+    chosen = DataConfig(corpus=str(mined), source_lang="de", target_lang="en", source_column=2, target_column=3)
+    assert list(read_pairs(corpus_spec(chosen, tmp_path))) == [("Das ist gut.", "That is good."), ("Ja.", "Yes.")]
+
+
 def test_the_columns_that_hold_the_text_are_chosen_and_tatoebas_ids_never_train(tmp_path):
     """tatoeba.org exports id<TAB>sentence<TAB>id<TAB>sentence: read as columns 1 and 2, ids trained as the source
     language in silence. Refused by default; data.source_column/target_column read any two columns."""
