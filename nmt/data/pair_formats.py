@@ -202,8 +202,12 @@ _SCORE = re.compile(r"-?\d+\.\d+(e-?\d+)?")  # a mined pair's margin score, as W
 def _refuse_id_column(cells: list[str], path: Path, number: int) -> None:
     """A first column of numbers beside two or more others is an index, ids or scores, not a sentence: tatoeba.org's
     exports are id<TAB>sentence<TAB>id<TAB>sentence, pandas' `to_csv` writes its index first, and WikiMatrix's and
-    CCMatrix's mined pairs come as score<TAB>source<TAB>target. Read as columns 1 and 2, a model learnt to translate
-    numbers into the source language, and said nothing."""
+    CCMatrix's mined pairs come as score<TAB>source<TAB>target (ParaCrawl's raw ones start with their pages' URLs).
+    Read as columns 1 and 2, a model learnt to translate numbers into the source language, and said nothing."""
+    if len(cells) >= 3 and re.match(r"https?://\S+$", cells[0].strip()):
+        raise NMTError(f"{path} line {number} starts with a URL beside {counted(len(cells) - 1, 'column')}: a crawled "
+                       "corpus's source pages (ParaCrawl's url<TAB>url<TAB>source<TAB>target...)? Set "
+                       "data.source_column and data.target_column to the columns that hold the text (there: 3 and 4)")
     if len(cells) >= 3 and _SCORE.fullmatch(cells[0].strip()):
         raise NMTError(f"{path} line {number} starts with a score ({cells[0].strip()}) beside "
                        f"{counted(len(cells) - 1, 'column')}: mined pairs as WikiMatrix and CCMatrix write them "

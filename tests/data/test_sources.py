@@ -90,8 +90,9 @@ def test_a_byte_order_mark_hides_no_header(tmp_path):
 
 
 def test_mined_pairs_with_their_score_first_never_train_the_score(tmp_path):
-    """WikiMatrix and CCMatrix ship score<TAB>source<TAB>target: read as columns 1 and 2, margin scores trained as
-    the source language in silence. Refused, naming the columns; with them set, read."""
+    """WikiMatrix and CCMatrix ship score<TAB>source<TAB>target, ParaCrawl's raw releases the pages' URLs first: read
+    as columns 1 and 2, scores or URLs trained as the source language in silence. Refused, naming the columns; with
+    them set, read."""
     mined = tmp_path / "WikiMatrix.de-en.tsv"
     mined.write_text("1.0494\tDas ist gut.\tThat is good.\n1.04e-1\tJa.\tYes.\n", encoding="utf-8")
     with pytest.raises(NMTError, match=r"line 1 starts with a score \(1.0494\) beside 2 columns: mined pairs as "
@@ -100,6 +101,10 @@ def test_mined_pairs_with_their_score_first_never_train_the_score(tmp_path):
         list(read_pairs(corpus_spec(DataConfig(corpus=str(mined), source_lang="de", target_lang="en"), tmp_path)))
     chosen = DataConfig(corpus=str(mined), source_lang="de", target_lang="en", source_column=2, target_column=3)
     assert list(read_pairs(corpus_spec(chosen, tmp_path))) == [("Das ist gut.", "That is good."), ("Ja.", "Yes.")]
+    crawled = tmp_path / "en-de.raw.tsv"  # ParaCrawl's raw release: the pages' URLs first
+    crawled.write_text("https://a.example/en\thttps://a.example/de\tGood.\tGut.\t0.9\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"line 1 starts with a URL beside 4 columns: .* \(there: 3 and 4\)"):
+        list(read_pairs(corpus_spec(DataConfig(corpus=str(crawled), source_lang="en", target_lang="de"), tmp_path)))
 
 
 def test_the_columns_that_hold_the_text_are_chosen_and_tatoebas_ids_never_train(tmp_path):
