@@ -1,7 +1,9 @@
 """How one file of pairs of one's own is read: a TSV (tab-separated; CSV-quoted fields unquoted), a CSV (comma or
-semicolon), or JSON lines (Hugging Face's `{"translation": {...}}`); its columns or keys named by a header or the
-config, else the first two. All told once, from its name and its first line with text, by `pair_format`; read by
-`file_pairs`. Where the file comes from and how two aligned files are read: nmt/data/sources.py.
+semicolon), fast_align's `source ||| target` lines, or JSON lines (Hugging Face's `{"translation": {...}}`); its
+columns or keys named by a header or the config, else the first two. All told once, from its name and its first line
+with text, by `pair_format`, which refuses what would train in silence on something else than the text (ids, scores,
+URLs or a dict in the first columns, one JSON document); read by `file_pairs`. Where the file comes from and how two
+aligned files are read: nmt/data/sources.py.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def _csv_delimiter(first_line: str) -> str:
     return ";" if "," not in first_line and ";" in first_line else ","
 
 
-_SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon", " ||| ": "|||"}
 FAST_ALIGN = " ||| "  # fast_align's and Moses' "source ||| target" lines
+_SEPARATED = {"\t": "tab", ",": "comma", ";": "semicolon", FAST_ALIGN: "|||"}
 
 
 def _split_at(first_line: str) -> str:
@@ -114,7 +116,8 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
     """How a file of pairs of one's own is read. `languages`: the languages of its source and target text
     (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), which name JSON
     keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
-    2). Refused here, before any pair: XML, columns set against a header, a first column of ids or an index."""
+    2). Refused here, before any pair: XML, one JSON document, columns set against a header, a first column of ids,
+    an index, scores or URLs, a Hugging Face dataset's to_csv."""
     number, first = first_text(path)
     if json_document(first):
         raise NMTError(f"{path} line {number} starts one JSON document (an array, or an object over several lines), "
@@ -142,7 +145,7 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
                        f"{columns[0]} and {columns[1]}: unset them to read the columns the header names")
     if cells and not (columns or named):
         _refuse_dict_column(cells, path, number)
-        _refuse_id_column(cells, path, number)
+        _refuse_leading_column(cells, path, number)
     return PairFormat(delimiter=delimiter, columns=columns or named or (1, 2),
                       columns_from="as set" if columns else "named by its header" if named else "the first two",
                       header=named is not None, quoted=delimiter == "\t" and _csv_quoted(path))
@@ -199,7 +202,7 @@ def _refuse_dict_column(cells: list[str], path: Path, number: int) -> None:
 _SCORE = re.compile(r"-?\d+\.\d+(e-?\d+)?")  # a mined pair's margin score, as WikiMatrix and CCMatrix write it
 
 
-def _refuse_id_column(cells: list[str], path: Path, number: int) -> None:
+def _refuse_leading_column(cells: list[str], path: Path, number: int) -> None:
     """A first column of numbers beside two or more others is an index, ids or scores, not a sentence: tatoeba.org's
     exports are id<TAB>sentence<TAB>id<TAB>sentence, pandas' `to_csv` writes its index first, and WikiMatrix's and
     CCMatrix's mined pairs come as score<TAB>source<TAB>target (ParaCrawl's raw ones start with their pages' URLs).
