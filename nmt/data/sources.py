@@ -25,6 +25,7 @@ from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_tex
                                   json_object, pair_format, table_pairs)
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import text_lines, text_name
+from nmt.data.writing_systems import SAMPLE, swapped_sides
 from nmt.errors import NMTError, counted
 
 
@@ -241,9 +242,13 @@ def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[
     sides, or an archive with a file per language."""
     fmt = _one_file_format(files[0], spec) if files[0] == files[1] else None
     if fmt is None:
-        return aligned_pairs(*files, (spec.source_lang, spec.target_lang))
-    pairs = file_pairs(files[0], fmt)
-    return _swapped(pairs) if spec.reverse else pairs
+        pairs = aligned_pairs(*files, (spec.source_lang, spec.target_lang))
+    else:
+        pairs = file_pairs(files[0], fmt)
+        pairs = _swapped(pairs) if spec.reverse else pairs
+    named = (f"{files[0]} is named as the {spec.source_lang} side and {files[1]} as the {spec.target_lang}"
+             if files[0] != files[1] else f"{files[0]}'s columns are named {', '.join(spec.column_languages)}")
+    return _in_their_languages(pairs, spec, f"{named}: the other way round?")
 
 
 def _aligned_reading(spec: CorpusSpec) -> list[str]:
@@ -275,4 +280,29 @@ def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> It
             if log and described:
                 log(described)
             pairs = file_pairs(path, fmt)
-    return _swapped(pairs) if spec.reverse else pairs
+    pairs = _swapped(pairs) if spec.reverse else pairs
+    file_order = spec.column_languages
+    return _in_their_languages(pairs, spec, f"data.source_lang and data.target_lang name the file's sides "
+                                            f"{file_order[0]} and {file_order[1]}: the file holds them the other "
+                                            f"way round? Set data.source_lang: {file_order[1]} and "
+                                            f"data.target_lang: {file_order[0]} (data.reverse: true trains the "
+                                            "other direction)")
+
+
+def _in_their_languages(pairs: Iterator[tuple[str, str]], spec: CorpusSpec, fix: str) -> Iterator[tuple[str, str]]:
+    """`pairs` (in training order) as they are, once their first ones are found to be in the languages the spec
+    names, as far as their writing systems can tell (nmt/data/writing_systems.py); else a one-line error that names
+    what the languages read as, and `fix`. A manythings.org `cmn-eng.zip` holds English first: named cmn, en, it
+    trained the direction the other way round than its name, in silence."""
+    head, unreadable = [], None
+    try:
+        head.extend(itertools.islice(pairs, SAMPLE))
+    except NMTError as err:  # a bad line among the first: said where it stands, after the pairs before it
+        unreadable = err
+    if swapped_sides([pair for pair in head if pair[0] and pair[1]], (spec.source_lang, spec.target_lang)):
+        raise NMTError(f"the source side of the first pairs is written as {spec.target_lang} is, the target side as "
+                       f"{spec.source_lang}: {fix}")
+    yield from head
+    if unreadable:
+        raise unreadable
+    yield from pairs

@@ -16,8 +16,8 @@ import pytest
 from nmt.config import DataConfig, fingerprint_settings, load_config
 from nmt.data.prepare import prepare, read_manifest
 from nmt.data.download import sha256_file
-from nmt.data.sources import (aligned_pairs, corpus_fingerprint, corpus_spec, languages, read_pairs,
-                              resolve_normalizer)
+from nmt.data.sources import (aligned_pairs, corpus_fingerprint, corpus_spec, heldout_pairs, languages,
+                              read_pairs, resolve_normalizer)
 from nmt.errors import NMTError
 from nmt.evaluate import evaluate, load_test_set, read_lines
 from nmt.train import train
@@ -472,6 +472,33 @@ def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
         with pytest.raises(NMTError, match=rf"{named} is named as both the source and the target, but {held} lines "
                                            r"are not pairs \(no tab or \|\|\|, not CSV or JSON lines\)"):
             list(read_pairs(corpus_spec(both, tmp_path)))
+
+
+def test_sides_the_other_way_round_than_their_languages_are_refused(tmp_path):
+    """manythings.org's cmn-eng.zip holds English first: named source_lang cmn, target_lang en as its name reads, it
+    trained English → Chinese under the name Chinese → English, in silence. Where the two languages are written in
+    scripts of their own, the first pairs tell; languages sharing a script (English and French) are never checked."""
+    archive = tmp_path / "cmn-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("cmn.txt", "Hi.\t你好。\tCC-BY 2.0\nRun!\t你跑吧！\tCC-BY 2.0\n")
+    as_named = DataConfig(corpus=str(archive), source_lang="cmn", target_lang="en")
+    with pytest.raises(NMTError, match=r"the source side of the first pairs is written as en is, the target side as "
+                                       r"cmn: .* Set data.source_lang: en and data.target_lang: cmn \(data.reverse: "
+                                       r"true trains the other direction\)"):
+        list(read_pairs(corpus_spec(as_named, tmp_path)))
+    right = DataConfig(corpus=str(archive), source_lang="en", target_lang="cmn", reverse=True)
+    assert list(read_pairs(corpus_spec(right, tmp_path))) == [("你好。", "Hi."), ("你跑吧！", "Run!")]
+    zh, en = tmp_path / "dev.zh", tmp_path / "dev.en"  # held-out files given the other way round
+    zh.write_text("你好。\n", encoding="utf-8")
+    en.write_text("Hello.\n", encoding="utf-8")
+    held_out = DataConfig(corpus=str(archive), source_lang="en", target_lang="cmn", valid_source_file=str(zh),
+                          valid_target_file=str(en))
+    with pytest.raises(NMTError, match=r"dev.zh is named as the en side and .*dev.en as the cmn: the other way round"):
+        list(heldout_pairs((zh, en), corpus_spec(held_out, tmp_path)))
+    latin = tmp_path / "fr-en.tsv"  # French first, named en, fr: no script tells them apart, so it reads
+    latin.write_text("Salut.\tHi.\n", encoding="utf-8")
+    cfg = DataConfig(corpus=str(latin), source_lang="en", target_lang="fr")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Salut.", "Hi.")]
 
 
 def test_an_opus_moses_zip_serves_both_sides(tmp_path):
