@@ -248,7 +248,7 @@ def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[
         pairs = _swapped(pairs) if spec.reverse else pairs
     named = (f"{files[0]} is named as the {spec.source_lang} side and {files[1]} as the {spec.target_lang}"
              if files[0] != files[1] else f"{files[0]}'s columns are named {', '.join(spec.column_languages)}")
-    return _in_their_languages(pairs, spec, f"{named}: the other way round?")
+    return _checked_first_pairs(pairs, spec, f"{named}: the other way round?", _listed_files(files))
 
 
 def _aligned_reading(spec: CorpusSpec) -> list[str]:
@@ -282,26 +282,42 @@ def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> It
             pairs = file_pairs(path, fmt)
     pairs = _swapped(pairs) if spec.reverse else pairs
     file_order = spec.column_languages
-    return _in_their_languages(pairs, spec, f"data.source_lang and data.target_lang name the file's sides "
+    return _checked_first_pairs(pairs, spec, f"data.source_lang and data.target_lang name the file's sides "
                                             f"{file_order[0]} and {file_order[1]}: the file holds them the other "
                                             f"way round? Set data.source_lang: {file_order[1]} and "
                                             f"data.target_lang: {file_order[0]} (data.reverse: true trains the "
-                                            "other direction)")
+                                            "other direction)", _listed_files(spec.files))
 
 
-def _in_their_languages(pairs: Iterator[tuple[str, str]], spec: CorpusSpec, fix: str) -> Iterator[tuple[str, str]]:
+MIN_PAIRS_TO_TELL = 20  # pairs with text, before copies on both sides tell of one file named twice
+
+
+def _listed_files(files: tuple[Path, ...]) -> str:
+    return " and ".join(map(str, dict.fromkeys(files)))
+
+
+def _checked_first_pairs(pairs: Iterator[tuple[str, str]], spec: CorpusSpec, fix: str,
+                        files: str) -> Iterator[tuple[str, str]]:
     """`pairs` (in training order) as they are, once their first ones are found to be in the languages the spec
-    names, as far as their writing systems can tell (nmt/data/writing_systems.py); else a one-line error that names
-    what the languages read as, and `fix`. A manythings.org `cmn-eng.zip` holds English first: named cmn, en, it
-    trained the direction the other way round than its name, in silence."""
+    names, as far as their writing systems can tell (nmt/data/writing_systems.py), and not mostly the same text on
+    both sides; else a one-line error that names what they read as, with `fix`, or the `files` they came from. A
+    manythings.org `cmn-eng.zip` holds English first: named cmn, en, it trained the direction the other way round
+    than its name, in silence; one language's file named twice (a copy under the other language's name) trained a
+    model to copy."""
     head, unreadable = [], None
     try:
         head.extend(itertools.islice(pairs, SAMPLE))
     except NMTError as err:  # a bad line among the first: said where it stands, after the pairs before it
         unreadable = err
-    if swapped_sides([pair for pair in head if pair[0] and pair[1]], (spec.source_lang, spec.target_lang)):
+    written = [pair for pair in head if pair[0] and pair[1]]
+    if swapped_sides(written, (spec.source_lang, spec.target_lang)):
         raise NMTError(f"the source side of the first pairs is written as {spec.target_lang} is, the target side as "
                        f"{spec.source_lang}: {fix}")
+    copies = sum(source.strip() == target.strip() for source, target in written)
+    if len(written) >= MIN_PAIRS_TO_TELL and copies > len(written) / 2:
+        # A sentence may be its own translation ("OK.", a name), not most of them: one text named for both sides.
+        raise NMTError(f"{copies:,} of the first {len(written):,} pairs have the same text on both sides: one "
+                       f"language's text named as both the source and the target ({files})?")
     yield from head
     if unreadable:
         raise unreadable

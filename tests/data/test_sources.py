@@ -495,6 +495,17 @@ def test_sides_the_other_way_round_than_their_languages_are_refused(tmp_path):
                           valid_target_file=str(en))
     with pytest.raises(NMTError, match=r"dev.zh is named as the en side and .*dev.en as the cmn: the other way round"):
         list(heldout_pairs((zh, en), corpus_spec(held_out, tmp_path)))
+    copy = tmp_path / "train.de"  # the English file copied under the German name: a model learnt to copy
+    lines = [f"Sentence number {n}." for n in range(30)]
+    (tmp_path / "train.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    copy.write_text("\n".join(lines[:10] + [f"Satz Nummer {n}." for n in range(10, 30)]) + "\n", encoding="utf-8")
+    twice = DataConfig(source_file=str(tmp_path / "train.en"), target_file=str(copy), source_lang="en",
+                       target_lang="de")
+    assert len(list(read_pairs(corpus_spec(twice, tmp_path)))) == 30  # a third the same: names, numbers, "OK."
+    copy.write_text("\n".join(lines[:20] + [f"Satz Nummer {n}." for n in range(20, 30)]) + "\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"20 of the first 30 pairs have the same text on both sides: one language's "
+                                       r"text named as both the source and the target \(.*train.en and .*train.de\)"):
+        list(read_pairs(corpus_spec(twice, tmp_path)))
     latin = tmp_path / "fr-en.tsv"  # French first, named en, fr: no script tells them apart, so it reads
     latin.write_text("Salut.\tHi.\n", encoding="utf-8")
     cfg = DataConfig(corpus=str(latin), source_lang="en", target_lang="fr")
