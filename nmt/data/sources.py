@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
+from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
 from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_text, is_csv, json_document,
                                   json_object, pair_format, table_pairs)
@@ -314,7 +315,8 @@ def _checked_first_pairs(pairs: Iterator[tuple[str, str]], spec: CorpusSpec, fix
         raise NMTError(f"the source side of the first pairs is written as {spec.target_lang} is, the target side as "
                        f"{spec.source_lang}: {fix}")
     copies = sum(source.strip() == target.strip() for source, target in written)
-    if len(written) >= MIN_PAIRS_TO_TELL and copies > len(written) / 2:
+    one_language = base_language(spec.source_lang) == base_language(spec.target_lang)  # correction, paraphrase
+    if len(written) >= MIN_PAIRS_TO_TELL and copies > len(written) / 2 and not one_language:
         # A sentence may be its own translation ("OK.", a name), not most of them: one text named for both sides.
         raise NMTError(f"{copies:,} of the first {len(written):,} pairs have the same text on both sides: one "
                        f"language's text named as both the source and the target ({files})?")

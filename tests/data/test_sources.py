@@ -506,6 +506,9 @@ def test_sides_the_other_way_round_than_their_languages_are_refused(tmp_path):
     with pytest.raises(NMTError, match=r"20 of the first 30 pairs have the same text on both sides: one language's "
                                        r"text named as both the source and the target \(.*train.en and .*train.de\)"):
         list(read_pairs(corpus_spec(twice, tmp_path)))
+    correction = DataConfig(source_file=str(tmp_path / "train.en"), target_file=str(copy), source_lang="en",
+                            target_lang="en-GB")  # one language on both sides: most sentences stay as they are
+    assert len(list(read_pairs(corpus_spec(correction, tmp_path)))) == 30
     latin = tmp_path / "fr-en.tsv"  # French first, named en, fr: no script tells them apart, so it reads
     latin.write_text("Salut.\tHi.\n", encoding="utf-8")
     cfg = DataConfig(corpus=str(latin), source_lang="en", target_lang="fr")
