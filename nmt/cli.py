@@ -248,7 +248,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                  prefixes=[given_prefix] * len(texts) if given_prefix else None)
     else:
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        results = translate_stream(translator, _warn_of_pairs(_stdin_lines()),
+        results = translate_stream(translator, _warn_of_whole_files(_stdin_lines()),
                                    chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
                                    attention=choice if want_attention else None)
@@ -302,7 +302,7 @@ def _stdin_lines() -> Iterable[str]:
     not_utf8.summarize()
 
 
-def _warn_of_pairs(lines: Iterable[str]) -> Iterator[str]:
+def _warn_of_whole_files(lines: Iterable[str]) -> Iterator[str]:
     """`lines` as they are, with one warning if the first that holds text has a TAB: `cat test.tsv | nmt translate`
     translates each source<TAB>target line whole (the TAB read as a space), its target too; or starts as IWSLT's or
     WMT's tagged text (a test set's XML), whose markup lines would be translated as sentences."""

@@ -79,7 +79,8 @@ def read_lines(path: Path) -> list[str]:
         raise NMTError(f"{path}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
     except OSError as err:
         raise NMTError(f"cannot read {path}: {err.strerror}") from None
-    sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]  # an IWSLT/WMT test set's
+    # An IWSLT or WMT test set's XML or SGML gives its segments; plain text, every line.
+    sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]
     if not sentences:
         raise NMTError(f"{path} is empty: nothing to score" if not lines else
                        f"{path} holds no sentence, read as {READ_AS[tagging(next(filter(str.strip, lines)))]}: "

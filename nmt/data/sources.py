@@ -201,7 +201,7 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
             total = sum(1 for _ in _sentences(*longer))  # counted again from the start: the error names both counts
             counts = (total, count) if target_line is None else (count, total)
             names = [f"{path}'s .{language} file" if source == target else str(path) for path, language, _ in sides]
-            units = ["line" if tagging(first_text(*side)[1]) is None else "sentence" for side in sides]
+            units = ["line" if tagged_reading(*side) is None else "sentence" for side in sides]
             raise NMTError(f"{names[0]} has {counted(counts[0], units[0])} but {names[1]} has "
                            f"{counted(counts[1], units[1])}: the two files must be line-aligned")
         count += 1
