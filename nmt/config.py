@@ -475,6 +475,12 @@ def check_consistency(cfg: Config) -> list[str]:
     for name, default in (("compile_mode", "default"), ("compile_backend", "inductor"), ("compile_scope", "model")):
         if getattr(t, name) != default and not t.compile:
             warnings.append(f"train.{name} {getattr(t, name)} has no effect without train.compile: true (ignored)")
+    if t.schedule != "linear" and t.warmup_steps > t.max_steps:  # linear's is an error above
+        # A short run of a config written for a long one (max_steps lowered, the default 4,000 warm-up kept) trained
+        # at a fraction of its lr and learnt next to nothing, with no word of why.
+        warnings.append(f"train.warmup_steps {t.warmup_steps} > train.max_steps {t.max_steps}: training ends with "
+                        f"the learning rate still warming up (at most {t.max_steps / t.warmup_steps:.1%} "
+                        f"of train.lr {t.lr:g}); lower train.warmup_steps")
     if t.compile and t.compile_backend == "cudagraphs" and t.compile_mode != "default":
         warnings.append(f"train.compile_mode {t.compile_mode} is inductor's: train.compile_backend cudagraphs "
                         "ignores it")

@@ -120,7 +120,7 @@ TOY_DATA_YAML = ("data: {vocab_size: 300, valid_fraction: 0.1, test_fraction: 0.
                  "verify_checksum: false}\n")
 # Two steps at most: a bad input that were wrongly accepted must end the test quickly, not train for hours.
 BASE = ("model: {arch: transformer, embed_dim: 32, num_layers: 1, num_heads: 2, ff_dim: 64}\n"
-        "train: {max_steps: 2, eval_every: 2, max_tokens: 400, threads: 1, device: cpu}\n")
+        "train: {max_steps: 2, warmup_steps: 1, eval_every: 2, max_tokens: 400, threads: 1, device: cpu}\n")
 OTHER = "{T}/other/checkpoints/best.pt"  # a checkpoint of another run
 CASES = [
     # translate

@@ -171,11 +171,21 @@ def test_model_args_hold_exactly_the_shape_fields():
      "own; the built-in corpus is read as they come (ignored)"),
     ("data:\n  source_file: a.de\n  target_file: a.en\n  target_column: 3\n", "data.target_column picks a column "
      "of a data.corpus of your own; data.source_file + data.target_file are read as they come (ignored)"),
+    ("train:\n  max_steps: 60\n", "train.warmup_steps 4000 > train.max_steps 60: training ends with the learning "
+     "rate still warming up (at most 1.5% of train.lr 0.0005)"),
+    ("train:\n  schedule: constant\n  max_steps: 500\n  warmup_steps: 800\n", "(at most 62.5% of train.lr"),
 ])
 def test_settings_without_effect_are_named_in_a_warning(tmp_path, text, message):
     warnings = []
     load_config(write(tmp_path, text), warn=warnings.append)
     assert any(message in w for w in warnings), warnings
+
+
+def test_a_warm_up_as_long_as_training_is_not_warned_of(tmp_path):
+    """At warmup_steps == max_steps the lr peaks at the last update: it reaches train.lr, so no warning."""
+    warnings = []
+    load_config(write(tmp_path, "train:\n  max_steps: 500\n  warmup_steps: 500\n"), warn=warnings.append)
+    assert warnings == []
 
 
 @pytest.mark.parametrize("corpus", ["", "  corpus: ''\n"], ids=["unset", "emptied"])
