@@ -100,6 +100,11 @@ class DataConfig:
     # is one "word"). Valid and test are scored as they are. Off by default: on Tatoeba, aligned by hand, 3 drops 98
     # true translations, short English with longer French (results/prepare-length-ratio-tatoeba-cpu-bf16.json).
     max_length_ratio: float = _data(0.0, ge=0.0)
+    # A line of one's own training text that holds no pair (a missing tab or column, a byte that is not UTF-8, a
+    # broken CSV or JSON line): "error" stops preparation naming it; "skip" drops its pair, counted with the empty
+    # ones, and names the first few in prepare's log (pandas' on_bad_lines; for a crawled corpus of millions of
+    # lines). Over half the lines bad is an error either way. Held-out files of one's own are scored whole: an error.
+    bad_lines: str = _data("error", choices=("error", "skip"))
     valid_fraction: float = _data(0.017, gt=0.0, lt=0.5)  # of distinct source sentences
     test_fraction: float = _data(0.017, gt=0.0, lt=0.5)
     split_salt: str = _data("nmt-split-v1")
@@ -365,6 +370,7 @@ def _sections_holding(key: str) -> list[str]:
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
                         "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True,
                         "tokenizer_sha256": "", "source_column": None, "target_column": None, "max_length_ratio": 0.0,
+                        "bad_lines": "error",
                         # Unlike the others, the value now used: text with no ZWNJ/ZWJ (the built-in corpus has none)
                         # prepares the same either way. Data prepared before from text with them stays as it was,
                         # and its manifest's normalizer, which its runs translate with, says so.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from nmt.data.bad_lines import RAISE, BadLines
 from nmt.data.languages import base_language, header_language
 from nmt.data.text_files import text_lines, text_name
 from nmt.errors import NMTError, counted
@@ -30,7 +31,7 @@ def _csv_quoted(path: Path) -> bool:
     was it trained with the doubled quotes. Decided by the first fields that hold a quote: all such, and one at least
     with a doubled quote. Tatoeba's raw text has quotes in fields that are not so (`"Says who?" "Says me."`)."""
     seen, doubled = 0, False
-    for _, line in text_lines(path):
+    for _, line in text_lines(path, bad=BadLines(skip=True)):  # one not UTF-8 tells nothing: the reading names it
         for cell in line.split("\t") if '"' in line else ():
             if '"' in cell:
                 if not _QUOTED_FIELD.fullmatch(cell):
@@ -68,21 +69,25 @@ def _split_at(first_line: str) -> str:
     return FAST_ALIGN if "\t" not in first_line and FAST_ALIGN in first_line else "\t"
 
 
-def _rows(path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def _rows(path: Path, delimiter: str, bad: BadLines = RAISE) -> Iterator[tuple[int, list[str]]]:
     """(line number, cells) of a TSV, split at its tabs (no quoting: Tatoeba's raw text has quotes of its own), or at
     " ||| ", or of a CSV, read by the csv module (a quoted field may hold commas, quotes and line breaks); a blank
-    line: no cells."""
+    line, or a `bad` one skipped: no cells."""
     if delimiter in ("\t", FAST_ALIGN):
-        for number, line in text_lines(path):
+        for number, line in text_lines(path, bad=bad):
             yield number, line.split(delimiter) if line.strip() else []
         return
-    reader = csv.reader((line + "\n" for _, line in text_lines(path)), delimiter=delimiter, strict=True)
-    try:
-        for cells in reader:
-            yield reader.line_num, cells if any(cell.strip() for cell in cells) else []
-    except csv.Error as err:
-        raise NMTError(f"{path} line {reader.line_num}: not {_SEPARATED[delimiter]}-separated text as CSV writes it "
-                       f"({err})") from None
+    reader = csv.reader((line + "\n" for _, line in text_lines(path, bad=bad)), delimiter=delimiter, strict=True)
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:  # the reader starts afresh at the next line
+            bad.meet(f"{path} line {reader.line_num}: not {_SEPARATED[delimiter]}-separated text as CSV writes it "
+                     f"({err})")
+            cells = []
+        yield reader.line_num, cells if any(cell.strip() for cell in cells) else []
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,8 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
                            f"(pandas' to_json?), not JSON lines: {JSON_LINES_WAY}")
         return PairFormat(keys=keys)
     delimiter = _csv_delimiter(first) if is_csv(path) else _split_at(first)
-    number, cells = next(((n, c) for n, c in _rows(path, delimiter) if c), (number, []))
+    rows = _rows(path, delimiter, BadLines(skip=True))  # the first row of cells: a bad line is the reading's to name
+    number, cells = next(((n, c) for n, c in rows if c), (number, []))
     if cells and cells[0].lstrip().startswith(("<?xml", "<tmx")):
         raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or two "
                        "line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
@@ -151,11 +157,12 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
                       header=named is not None, quoted=delimiter == "\t" and _csv_quoted(path))
 
 
-def table_pairs(path: Path, fmt: PairFormat, builtin: bool = False) -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV or CSV read as `fmt` says (the built-in corpus: its first two of at most three columns)."""
+def table_pairs(path: Path, fmt: PairFormat, builtin: bool = False, bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV or CSV read as `fmt` says (the built-in corpus: its first two of at most three columns); a
+    line without them is `bad`'s: an error, or an empty pair."""
     source, target = fmt.columns
     header_left = fmt.header
-    for number, cells in _rows(path, fmt.delimiter):
+    for number, cells in _rows(path, fmt.delimiter, bad):
         if not cells:  # an empty pair, as a blank line of two aligned files is: counted where pairs are dropped
             yield "", ""
             continue
@@ -164,8 +171,10 @@ def table_pairs(path: Path, fmt: PairFormat, builtin: bool = False) -> Iterator[
             continue
         if len(cells) < max(source, target) or (builtin and len(cells) > 3):
             wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
-            raise NMTError(f"{path} line {number}: expected {_SEPARATED[fmt.delimiter]}-separated {wanted}, got "
-                           f"{counted(len(cells), 'column')}")
+            bad.meet(f"{path} line {number}: expected {_SEPARATED[fmt.delimiter]}-separated {wanted}, got "
+                     f"{counted(len(cells), 'column')}")
+            yield "", ""
+            continue
         pair = cells[source - 1], cells[target - 1]
         yield (_unquoted(pair[0]), _unquoted(pair[1])) if fmt.quoted else pair
 
@@ -237,7 +246,8 @@ def json_object(line: str) -> dict | None:
 
 def first_text(path: Path, language: str = "", partner: str = "") -> tuple[int, str]:
     """(line number, text) of the first line with text (0, "" for none)."""
-    return next(((number, line) for number, line in text_lines(path, language, partner) if line.strip()), (0, ""))
+    lines = text_lines(path, language, partner, BadLines(skip=True))  # one not UTF-8 is the reading's to name
+    return next(((number, line) for number, line in lines if line.strip()), (0, ""))
 
 
 JSON_LINES_WAY = ("save one object a line (pandas: to_json(path, orient=\"records\", lines=True); a Hugging Face "
@@ -267,20 +277,25 @@ def _texts_of(record: dict | None, path: Path, number: int) -> dict:
     return texts
 
 
-def _json_lines_pairs(path: Path, keys: tuple[str, str]) -> Iterator[tuple[str, str]]:
+def _json_lines_pairs(path: Path, keys: tuple[str, str], bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
     """The pairs of a JSON-lines corpus: `{"translation": {"de": "...", "en": "..."}}` a line, as Hugging Face's
     translation datasets hold them (`dataset.to_json(...)`), or the languages at the top level; `keys`: those of the
-    source and target text (`pair_format` finds them from the languages, as a language where none is exact)."""
-    for number, line in text_lines(path):
+    source and target text (`pair_format` finds them from the languages, as a language where none is exact); a line
+    without them is `bad`'s: an error, or an empty pair."""
+    for number, line in text_lines(path, bad=bad):
         if not line.strip():
             yield "", ""
             continue
-        texts = _texts_of(json_object(line), path, number)
-        values = [texts.get(key) for key in keys]
-        for key, value in zip(keys, values):
-            if not isinstance(value, str):
-                raise NMTError(f"{path} line {number}: no {key} text (keys: {_listed(texts)})")
-        yield values[0], values[1]
+        try:
+            texts = _texts_of(json_object(line), path, number)
+            missing = [key for key in keys if not isinstance(texts.get(key), str)]
+            if missing:
+                raise NMTError(f"{path} line {number}: no {missing[0]} text (keys: {_listed(texts)})")
+        except NMTError as err:
+            bad.meet(str(err))
+            yield "", ""
+            continue
+        yield texts[keys[0]], texts[keys[1]]
 
 
 def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: int) -> tuple[str, str]:
@@ -298,5 +313,5 @@ def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: 
     return keys[0], keys[1]
 
 
-def file_pairs(path: Path, fmt: PairFormat) -> Iterator[tuple[str, str]]:
-    return _json_lines_pairs(path, fmt.keys) if fmt.keys else table_pairs(path, fmt)
+def file_pairs(path: Path, fmt: PairFormat, bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
+    return _json_lines_pairs(path, fmt.keys, bad) if fmt.keys else table_pairs(path, fmt, bad=bad)

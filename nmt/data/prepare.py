@@ -14,6 +14,7 @@ from typing import Callable
 from nmt.atomic import install_dir, staging_dir
 from nmt.config import DataConfig, fingerprint_settings
 from nmt.data import stream
+from nmt.data.bad_lines import BadLines
 from nmt.data.corpus import normalize_pairs
 from nmt.data.download import sha256_file
 from nmt.data.normalizer import Normalizer
@@ -151,7 +152,12 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
             why = f"it holds no sentence, read as {read_as}" if read_as else "every line is empty"
             raise NMTError(f"{files[0]}: no {name} pairs left after normalization ({why})")
         log(_heldout_summary(name, files[0], heldout_report[name], cfg.max_words))
-    text, dropped, counts = stream.write_split_text(read_pairs(spec, log), spec.normalizer, cfg, heldout, out, workers)
+    bad = BadLines(skip=cfg.bad_lines == "skip", fix=" (or data.bad_lines: skip drops the pairs of such lines)")
+    text, dropped, counts = stream.write_split_text(bad.counting(read_pairs(spec, log, bad)), spec.normalizer, cfg,
+                                                    heldout, out, workers)
+    skipped = bad.summary()
+    if skipped:
+        log(skipped)
     if not sum(counts.values()):
         raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
                        f"filtering (dropped {dropped})")
@@ -180,6 +186,7 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     vocabulary = {"source": tokenizers.source.get_piece_size(), "target": tokenizers.target.get_piece_size()}
     log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab, cfg.tokenizer_from))
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
+            **({"bad_lines": bad.count} if bad.skip else {}),  # of the empty pairs dropped
             "vocabulary": vocabulary,
             # Held-out files of one's own are scored whole (no length filter): older data dropped their long pairs.
             **({"heldout": heldout_report} if heldout else {}),

@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.download import corpus_path, file_url_path, sha256_file
+from nmt.data.bad_lines import RAISE, BadLines
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
 from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_text, is_csv, json_document,
@@ -183,10 +184,12 @@ def corpus_fingerprint(spec: CorpusSpec, builtin_sha256: str | None) -> str:
     return digest.hexdigest()
 
 
-def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", "")) -> Iterator[tuple[str, str]]:
+def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", ""),
+                  bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
     """Pairs from two line-aligned files (or IWSLT's and WMT's tagged ones, their sentences aligned:
     nmt/data/tagged_text.py); different counts are an error naming both. `languages` pick each side's file out of
-    a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file)."""
+    a zip that holds both (OPUS's Moses zips: one zip for data.source_file and target_file). A line that is not
+    UTF-8 is `bad`'s: an error, or an empty side, so that its pair is dropped and the files stay aligned."""
     count = 0
     sides = _sides((source, target), languages)
     if source == target and text_name(*sides[0]) == text_name(*sides[1]):
@@ -195,10 +198,11 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
         held = f"its {read}'s" if read != Path(source).name else "its"
         raise NMTError(f"{source} is named as both the source and the target, but {held} lines are not pairs (no "
                        "tab or |||, not CSV or JSON lines): name a file per side, or a file of pairs")
-    for source_line, target_line in itertools.zip_longest(*(_sentences(*side) for side in sides)):
+    for source_line, target_line in itertools.zip_longest(*(_sentences(*side, bad) for side in sides)):
         if source_line is None or target_line is None:
             longer = sides[0] if target_line is None else sides[1]
-            total = sum(1 for _ in _sentences(*longer))  # counted again from the start: the error names both counts
+            # Counted again from the start (bad lines too: they are lines): the error names both counts.
+            total = sum(1 for _ in _sentences(*longer, BadLines(skip=True)))
             counts = (total, count) if target_line is None else (count, total)
             names = [f"{path}'s .{language} file" if source == target else str(path) for path, language, _ in sides]
             units = ["line" if tagged_reading(*side) is None else "sentence" for side in sides]
@@ -213,8 +217,8 @@ def _sides(files: tuple[Path, Path], languages: tuple[str, str]) -> tuple[tuple[
     return (files[0], languages[0], languages[1]), (files[1], languages[1], languages[0])
 
 
-def _sentences(path: Path, language: str, partner: str) -> Iterator[tuple[int, str]]:
-    return tagged_sentences(text_lines(path, language, partner), path)
+def _sentences(path: Path, language: str, partner: str, bad: BadLines = RAISE) -> Iterator[tuple[int, str]]:
+    return tagged_sentences(text_lines(path, language, partner, bad), path)
 
 
 def tagged_reading(path: Path, language: str = "", partner: str = "") -> str | None:
@@ -262,9 +266,12 @@ def _aligned_reading(spec: CorpusSpec) -> list[str]:
     return said + ([f"reading {spec.files[0]} and {spec.files[1]} as {read_as}"] if read_as else [])
 
 
-def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> Iterator[tuple[str, str]]:
+def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None,
+               bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
     """Raw (source, target) pairs of the training text, in file order, `reverse` applied; `log` is told how a file of
-    pairs of one's own is read, where anything was told from it (`PairFormat.describe`)."""
+    pairs of one's own is read, where anything was told from it (`PairFormat.describe`); a line of one's own text
+    that holds no pair is `bad`'s: an error, or an empty pair (data.bad_lines). The built-in corpus is checked by
+    its sha256, its every line a pair."""
     path = spec.files[0]
     if spec.kind == "builtin":
         pairs = table_pairs(path, PairFormat(), builtin=True)
@@ -275,12 +282,12 @@ def read_pairs(spec: CorpusSpec, log: Callable[[str], None] | None = None) -> It
             if log:
                 for said in _aligned_reading(spec):
                     log(said)
-            pairs = aligned_pairs(*spec.files, spec.column_languages)
+            pairs = aligned_pairs(*spec.files, spec.column_languages, bad)
         else:
             described = fmt.describe(path)
             if log and described:
                 log(described)
-            pairs = file_pairs(path, fmt)
+            pairs = file_pairs(path, fmt, bad)
     pairs = _swapped(pairs) if spec.reverse else pairs
     file_order = spec.column_languages
     return _checked_first_pairs(pairs, spec, f"data.source_lang and data.target_lang name the file's sides "

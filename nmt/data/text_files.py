@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import IO, Iterator
 
+from nmt.data.bad_lines import RAISE, BadLines
 from nmt.data.languages import base_language
 from nmt.errors import NMTError, counted
 
@@ -127,20 +128,21 @@ def _tar_files(path: str, size: int, modified_ns: int, inode: int) -> dict[str, 
         return {member.name: member for member in archive.getmembers() if member.isfile()}
 
 
-def text_lines(path: Path, language: str = "", partner: str = "") -> Iterator[tuple[int, str]]:
+def text_lines(path: Path, language: str = "", partner: str = "", bad: BadLines = RAISE) -> Iterator[tuple[int, str]]:
     """(line number, text without its line ending) of a UTF-8 (or BOM-marked UTF-16) file, plain or compressed, or
-    of an archive's file (its one, or `language`'s: `partner`, the other side's, picks among several); one error per
-    bad line. A byte-order mark (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first line:
-    left on, it hid a TSV's header, which then trained as a pair."""
+    of an archive's file (its one, or `language`'s: `partner`, the other side's, picks among several); a line that
+    is not UTF-8 is `bad`'s: an error, or skipped as an empty line (nmt/data/bad_lines.py). A byte-order mark
+    (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it hid a TSV's
+    header, which then trained as a pair."""
     with _read_errors(path), _open_bytes(path, language, partner) as (_, handle):
         for number, raw in enumerate(handle, 1):
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                yield number, text.removesuffix("\n").removesuffix("\r")
             except UnicodeDecodeError as err:
-                raise NMTError(f"{path} line {number}: not UTF-8 text (byte {err.start}): save it as UTF-8 (Excel: "
-                               "\"CSV UTF-8\" or \"Unicode Text\"; or iconv -f WINDOWS-1252 -t UTF-8, naming its "
-                               "encoding)") from None
+                bad.meet(f"{path} line {number}: not UTF-8 text (byte {err.start}): save it as UTF-8 (Excel: \"CSV "
+                         "UTF-8\" or \"Unicode Text\"; or iconv -f WINDOWS-1252 -t UTF-8, naming its encoding)")
+                text = ""
+            yield number, text.removesuffix("\n").removesuffix("\r")
 
 
 def text_name(path: Path, language: str = "", partner: str = "") -> str:
