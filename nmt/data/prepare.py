@@ -140,6 +140,9 @@ def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> 
     return target
 
 
+LARGE_HELDOUT = 10_000  # pairs in a hashed valid/test split: prepare's log names data.max_heldout_sources
+
+
 def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     """Stream the corpus through three passes in bounded memory (nmt/data/stream.py): normalized, deduplicated text
     per split; SentencePiece on (a sample of) the training text; encoded shards."""
@@ -158,6 +161,17 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     skipped = bad.summary()
     if skipped:
         log(skipped)
+    if cfg.max_heldout_sources:
+        cut = stream.cap_heldout(text, counts, cfg.max_heldout_sources, cfg.split_salt, heldout)
+        for name, (sources, moved, pairs) in cut.items():
+            log(f"{name}: {cfg.max_heldout_sources:,} of its {sources:,} source sentences held out "
+                f"(data.max_heldout_sources); the other {moved:,} ({counted(pairs, 'pair')}) train")
+    else:
+        for name in (name for name in SPLITS if name != "train" and name not in heldout):
+            if counts[name] > LARGE_HELDOUT:
+                log(f"{name}: {counts[name]:,} pairs held out ({getattr(cfg, name + '_fraction'):.1%} of the "
+                    f"source sentences), each decoded at every {'validation' if name == 'valid' else 'evaluation'}: "
+                    "data.max_heldout_sources N holds out N sentences (a WMT test set: ~3,000)")
     if not sum(counts.values()):
         raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
                        f"filtering (dropped {dropped})")

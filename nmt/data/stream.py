@@ -23,7 +23,7 @@ from nmt.config import DataConfig
 from nmt.data.corpus import normalize_pair
 from nmt.data.dedup import SeenHashes, hash64
 from nmt.data.normalizer import Normalizer
-from nmt.data.split import SPLITS, group_references, split_of
+from nmt.data.split import SPLITS, capped_sources, group_references, split_of
 from nmt.data.tokenizer import Tokenizers
 
 CHUNK_PAIRS = 20_000  # per worker task: large enough to amortize pickling, small enough to stay bounded
@@ -115,6 +115,35 @@ def write_split_text(pairs: Iterable[tuple[str, str]], normalizer: Normalizer, c
             for handle in pair:
                 handle.close()
     return text, dropped, counts
+
+
+def cap_heldout(text: dict[str, tuple[Path, Path]], counts: dict[str, int], cap: int, salt: str,
+                own: Iterable[str]) -> dict[str, tuple[int, int, int]]:
+    """Keep at most `cap` distinct sources in each hashed held-out split (not in the user's own, `own`, scored
+    whole): the rest, every pair of a source together, join the training text, so the split stays leakage-free.
+    A corpus of millions of pairs held out 1.7% of its sources each for valid and test: tens of thousands of
+    sentences for every validation and evaluation. Returns {split: (sources before, sources moved, pairs moved)}
+    for the splits it cut, and updates `counts`."""
+    moved, own = {}, set(own)
+    for name in (name for name in SPLITS if name != "train" and name not in own):
+        sources, targets = (path.read_text(encoding="utf-8").splitlines() for path in text[name])
+        distinct = len(set(sources))
+        if distinct <= cap:
+            continue
+        kept = capped_sources(sources, salt, cap)
+        stays = [source in kept for source in sources]
+        for path, lines in zip(text[name], (sources, targets)):
+            path.write_text("".join(line + "\n" for line, held in zip(lines, stays) if held), encoding="utf-8")
+        with open(text["train"][0], "a", encoding="utf-8") as train_sources, \
+                open(text["train"][1], "a", encoding="utf-8") as train_targets:
+            for source, target, held in zip(sources, targets, stays):
+                if not held:
+                    _write((train_sources, train_targets), source, target)
+        pairs = stays.count(False)
+        counts[name] -= pairs
+        counts["train"] += pairs
+        moved[name] = (distinct, distinct - cap, pairs)
+    return moved
 
 
 def _write(handles, source: str, target: str) -> None:

@@ -6,8 +6,11 @@ import pytest
 
 from conftest import make_zip, toy_corpus_text
 from nmt.config import DataConfig, fingerprint_settings
+from nmt.data.dataset import load_arrays, load_references
 from nmt.data.download import download_corpus
 from nmt.data.prepare import prepare, prepared_normalizer, read_manifest, run_data_for_resume, vocabulary_summary
+from nmt.data.split import capped_sources
+from nmt.data.tokenizer import Tokenizers
 from nmt.errors import NMTError
 from tests_helpers import TOY_DATA, toy_parallel_corpus
 
@@ -53,6 +56,44 @@ def test_training_pairs_unlike_in_length_are_dropped_on_request_and_held_out_pai
     assert after["counts"]["train"]["pairs"] == before["counts"]["train"]["pairs"] - (40 - held_out)
     assert after["counts"]["valid"] == before["counts"]["valid"] and after["counts"]["test"] == before["counts"]["test"]
     assert after["dropped"]["too_many_pieces"] == before["dropped"]["too_many_pieces"] == 0
+
+
+def _training_sources(directory) -> set[str]:
+    arrays, source = load_arrays(directory, "train"), Tokenizers.from_dir(directory).source
+    return {source.decode(arrays.source(i).tolist()) for i in range(len(arrays))}
+
+
+def test_held_out_splits_are_capped_leakage_free_and_their_other_sources_train(tmp_path):
+    """A corpus of millions of pairs held out 1.7% of its sources for each of valid and test: tens of thousands of
+    sentences to decode at every validation and evaluation. data.max_heldout_sources keeps the ones lowest by the
+    split's hash (stable), and every pair of the others, whichever their split was, trains."""
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+    said = []
+    plain = read_manifest(whole := prepare(DataConfig(**TOY_DATA), data, log=said.append))
+    assert not any("max_heldout_sources" in line for line in said)  # 40 pairs: far from large
+    capped_dir = prepare(DataConfig(**TOY_DATA, max_heldout_sources=10), data, log=said.append)
+    capped = read_manifest(capped_dir)
+    assert capped_dir != whole and plain["settings"] == fingerprint_settings(DataConfig(**TOY_DATA))
+    for split in ("valid", "test"):
+        sources, _ = load_references(capped_dir, split)
+        before, _ = load_references(whole, split)
+        assert len(sources) == capped["counts"][split]["sources"] == 10 < plain["counts"][split]["sources"]
+        assert sources == [s for s in before if s in capped_sources(before, "nmt-split-v1", 10)]
+        assert not set(sources) & _training_sources(capped_dir), "a held-out source trains"
+        moved = set(before) - set(sources)
+        assert moved <= _training_sources(capped_dir)
+        assert any(line.startswith(f"{split}: 10 of its {len(before)} source sentences held out "
+                                   f"(data.max_heldout_sources); the other {len(moved)} (") for line in said)
+    assert sum(c["pairs"] for c in capped["counts"].values()) == sum(c["pairs"] for c in plain["counts"].values())
+
+
+def test_a_large_held_out_split_names_the_cap_in_prepares_log(tmp_path, monkeypatch):
+    monkeypatch.setattr("nmt.data.prepare.LARGE_HELDOUT", 20)
+    said = []
+    prepare(DataConfig(**TOY_DATA), corpus_dir(tmp_path, toy_parallel_corpus()), log=said.append)
+    hints = [line for line in said if "data.max_heldout_sources N holds out N sentences" in line]
+    assert [line.split(":")[0] for line in hints] == ["valid", "test"]
+    assert "(10.0% of the source sentences), each decoded at every validation" in hints[0]
 
 
 def test_vocabulary_too_small_for_sentencepiece_is_a_clear_error(tmp_path):
