@@ -292,8 +292,14 @@ def _stdin_lines() -> Iterable[str]:
     """stdin's lines as text, each with its line feed; only \n ends a line (a lone \r is text, as in `cut` or
     `wc -l`). A line that is not UTF-8 is read with U+FFFD for its bad bytes rather than ending the stream (one
     output line per input line, always), and a warning names it: garbled input is not translated in silence."""
+    from nmt.data.text_files import compression
+
     not_utf8 = RepeatedWarning(warn, "non-UTF-8 line")
     for number, raw in enumerate(sys.stdin.buffer, 1):
+        if number == 1 and (compressed := compression(raw[:4])):
+            # Its bytes were translated line by line as text, a warning per line.
+            raise NMTError(f"stdin is {compressed[0]}-compressed data, not text: decompress it first "
+                           f"({compressed[1]} FILE | nmt ...)")
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -14,7 +14,7 @@ from nmt.data.dataset import load_references
 from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
-from nmt.data.text_files import UTF16_MARKS
+from nmt.data.text_files import piped_lines, text_lines
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
 from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, paired_bootstrap, reference_streams
@@ -58,27 +58,22 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
 
 
 def read_lines(path: Path) -> list[str]:
-    """A --src/--ref file's lines (an IWSLT or WMT test set's XML or SGML: its segments); a pipe
-    (`--ref <(cut -f2 test.tsv)`) is read like a file, and `-` is stdin."""
+    """A --src/--ref file's lines, read as a corpus's file is (gzip, bzip2, xz, an archive of one file, UTF-16 told
+    by its BOM; nmt/data/text_files.py), or an IWSLT or WMT test set's XML or SGML: its segments; a pipe
+    (`--ref <(cut -f2 test.tsv)`) is read whole, and `-` is stdin."""
     stdin = str(path) == "-"
     if not stdin and not Path(path).exists():
         raise NMTError(f"file not found: {path}")
     if not stdin and Path(path).is_dir():
         raise NMTError(f"{path} is a directory, not a file of sentences")
-    try:
-        data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
-        # A BOM is no part of the first sentence; one of UTF-16 (Excel's "Unicode Text") says how to read the rest.
-        utf16 = data[:2] in UTF16_MARKS
-        text = data.decode("utf-16" if utf16 else "utf-8-sig")
-        # Lines end at line feeds only, as on stdin and in corpora: str.splitlines would also break at U+2028, U+0085
-        # or a lone CR inside a sentence and shift every reference after it.
-        lines = [line.removesuffix("\r") for line in text.split("\n")]
-        if lines[-1] == "":
-            lines.pop()
-    except UnicodeDecodeError as err:
-        raise NMTError(f"{path}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
-    except OSError as err:
-        raise NMTError(f"cannot read {path}: {err.strerror}") from None
+    if not stdin and Path(path).is_file():
+        lines = [line for _, line in text_lines(Path(path))]
+    else:
+        try:
+            data = sys.stdin.buffer.read() if stdin else Path(path).read_bytes()
+        except OSError as err:
+            raise NMTError(f"cannot read {path}: {err.strerror}") from None
+        lines = piped_lines(data, str(path))
     # An IWSLT or WMT test set's XML or SGML gives its segments; plain text, every line.
     sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]
     if not sentences:

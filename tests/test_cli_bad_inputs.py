@@ -353,6 +353,21 @@ def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
     assert noisy.stdout.count(b"\n") == binary.count(b"\n") == 16
 
 
+@pytest.mark.parametrize("command", ["translate", "score"])
+def test_compressed_stdin_is_refused_not_translated_as_text(toy_run_dir, command):
+    """`nmt translate < test.en.gz` translated the gzip bytes line by line, a warning per line, into noise."""
+    import bz2
+    import gzip
+
+    for compress, name, tool in ((gzip.compress, "gzip", "zcat"), (bz2.compress, "bzip2", "bzcat")):
+        result = nmt(command, "--run", toy_run_dir, input=compress(b"i am home .\tje suis chez moi .\n" * 50),
+                     text=False)
+        lines = result.stderr.decode().strip().splitlines()
+        assert result.returncode == 2 and result.stdout == b"", result.stderr
+        assert lines == [f"error: stdin is {name}-compressed data, not text: decompress it first ({tool} FILE | "
+                         "nmt ...)"]
+
+
 def test_a_full_disk_during_training_is_one_line_and_keeps_last_pt(tmp_path, toy_run_dir, toy_data_dir):
     """RLIMIT_FSIZE makes writes past 2 MB fail with EFBIG (SIGXFSZ ignored), as a full disk does with ENOSPC."""
     import resource

@@ -2,6 +2,7 @@
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
@@ -107,11 +108,40 @@ def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
     path.write_text("une\r\ndeux\r\n", encoding="utf-16")  # Excel's "Unicode Text": its BOM tells it
     assert ev.read_lines(path) == ["une", "deux"]
     path.write_bytes(path.read_bytes()[:-1])
-    with pytest.raises(NMTError, match=r"refs.txt: not UTF-16 text \(byte \d+\)"):
+    with pytest.raises(NMTError, match=r"refs.txt: not UTF-16 text, though it starts as such"):
         ev.read_lines(path)
     path.write_bytes(b"caf\xe9\n")
-    with pytest.raises(NMTError, match=r"refs.txt: not UTF-8 text \(byte 3\)"):
+    with pytest.raises(NMTError, match=r"refs.txt line 1: not UTF-8 text \(byte 3\)"):
         ev.read_lines(path)
+
+
+def test_src_and_ref_files_are_read_compressed_or_zipped_as_corpora_are(tmp_path, monkeypatch):
+    """`--src newstest.en.gz` was "not UTF-8 text (byte 1)": the corpus reader read gzip, bzip2, xz and zip, the
+    test set's did not. A pipe or stdin, read whole, is decompressed too; an archive there names no one file."""
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import zipfile
+
+    text = "\ufeffJe suis là.\r\nUn\u2028deux\n".encode("utf-8")
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("newstest.fr", text)
+    for name, data in (("refs.gz", gzip.compress(text)), ("refs.bz2", bz2.compress(text)),
+                       ("refs.xz", lzma.compress(text)), ("refs.zip", zipped.getvalue()),
+                       ("refs.txt", "Je suis là.\nUn\u2028deux\n".encode("utf-16"))):
+        (tmp_path / name).write_bytes(data)
+        assert ev.read_lines(tmp_path / name) == ["Je suis là.", "Un\u2028deux"], name
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+        if name == "refs.zip":
+            with pytest.raises(NMTError, match=r"^- is an archive: save its file of sentences and name that file$"):
+                ev.read_lines(Path("-"))
+        else:
+            assert ev.read_lines(Path("-")) == ["Je suis là.", "Un\u2028deux"], name
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\x1f\x8b\x08\x00cut")))
+    with pytest.raises(NMTError, match=r"^cannot read -: "):
+        ev.read_lines(Path("-"))
 
 
 def test_a_tsv_of_pairs_given_as_src_is_refused(tmp_path):

@@ -70,13 +70,28 @@ def _names_pair(name: str, language: str, partner: str) -> bool:
     return re.search(pair, PurePosixPath(name).name.lower()) is not None
 
 
+# (magic bytes, name, opener, the tool that writes its text to stdout)
+_COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.open, "zcat"), (b"BZh", "bzip2", bz2.open, "bzcat"),
+                 (b"\xfd7zX", "xz", lzma.open, "xzcat"), (ZIP_MAGIC, "zip", None, "unzip -p"))
+
+
+def compression(magic: bytes) -> tuple[str, str] | None:
+    """(name, the tool that decompresses it to stdout) of data that starts with `magic`, its first 4 bytes; None:
+    not compressed."""
+    return next(((name, tool) for start, name, _, tool in _COMPRESSIONS if magic.startswith(start)), None)
+
+
+def _decompressor(magic: bytes):
+    """The opener of gzip, bzip2 or xz data that starts with `magic` (its first 4 bytes), or None."""
+    return next((opener for start, _, opener, _ in _COMPRESSIONS if magic.startswith(start)), None)
+
+
 @contextlib.contextmanager
 def _decompressed(handle: IO[bytes]) -> Iterator[IO[bytes]]:
     """`handle`'s bytes, gunzipped, bunzipped or unxz'd as its magic bytes say."""
     magic = handle.read(4)
     handle.seek(0)
-    opener = (gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic[:3] == b"BZh"
-              else lzma.open if magic == b"\xfd7zX" else None)
+    opener = _decompressor(magic)
     if opener is None:
         yield handle
     else:
@@ -143,6 +158,27 @@ def text_lines(path: Path, language: str = "", partner: str = "", bad: BadLines 
                          "UTF-8\" or \"Unicode Text\"; or iconv -f WINDOWS-1252 -t UTF-8, naming its encoding)")
                 text = ""
             yield number, text.removesuffix("\n").removesuffix("\r")
+
+
+def piped_lines(data: bytes, name: str) -> list[str]:
+    """The lines of bytes read whole from stdin or a pipe (`--ref <(cut -f2 test.tsv)`), which cannot be opened again
+    as `text_lines` opens a file: gzip, bzip2 or xz data decompressed, UTF-16 told by its BOM, UTF-8's BOM dropped;
+    only a line feed ends a line (str.splitlines would also break at U+2028, U+0085 or a lone CR inside a sentence).
+    An archive (zip, tar) is refused: it names no one file."""
+    with _read_errors(Path(name)):
+        opener = _decompressor(data[:4])
+        if opener is not None:
+            with opener(io.BytesIO(data), "rb") as stream:
+                data = stream.read()
+    if data[:4] == ZIP_MAGIC or data[257:262] == b"ustar":
+        raise NMTError(f"{name} is an archive: save its file of sentences and name that file")
+    utf16 = data[:2] in UTF16_MARKS
+    try:
+        text = data.decode("utf-16" if utf16 else "utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise NMTError(f"{name}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def text_name(path: Path, language: str = "", partner: str = "") -> str:
