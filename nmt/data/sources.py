@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
-from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.bad_lines import RAISE, BadLines
+from nmt.data.download import corpus_path, file_url_path, sha256_file
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
 from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_text, is_csv, json_document,
