@@ -486,7 +486,10 @@ def check_consistency(cfg: Config) -> list[str]:
     for name, default in (("compile_mode", "default"), ("compile_backend", "inductor"), ("compile_scope", "model")):
         if getattr(t, name) != default and not t.compile:
             warnings.append(f"train.{name} {getattr(t, name)} has no effect without train.compile: true (ignored)")
-    if t.schedule != "linear" and t.warmup_steps > t.max_steps:  # linear's is an error above
+    if t.schedule == "plateau" and t.warmup_steps != TrainConfig.warmup_steps:
+        warnings.append(f"train.warmup_steps {t.warmup_steps} has no effect with train.schedule plateau, which starts "
+                        "at train.lr (ignored)")
+    if t.schedule in ("inverse_sqrt", "constant") and t.warmup_steps > t.max_steps:  # linear's is an error above
         # A short run of a config written for a long one (max_steps lowered, the default 4,000 warm-up kept) trained
         # at a fraction of its lr and learnt next to nothing, with no word of why.
         warnings.append(f"train.warmup_steps {t.warmup_steps} > train.max_steps {t.max_steps}: training ends with "

@@ -174,6 +174,8 @@ def test_model_args_hold_exactly_the_shape_fields():
     ("train:\n  max_steps: 60\n", "train.warmup_steps 4000 > train.max_steps 60: training ends with the learning "
      "rate still warming up (at most 1.5% of train.lr 0.0005)"),
     ("train:\n  schedule: constant\n  max_steps: 500\n  warmup_steps: 800\n", "(at most 62.5% of train.lr"),
+    ("train:\n  schedule: plateau\n  warmup_steps: 500\n", "train.warmup_steps 500 has no effect with "
+     "train.schedule plateau, which starts at train.lr (ignored)"),
 ])
 def test_settings_without_effect_are_named_in_a_warning(tmp_path, text, message):
     warnings = []
@@ -182,10 +184,12 @@ def test_settings_without_effect_are_named_in_a_warning(tmp_path, text, message)
 
 
 def test_a_warm_up_as_long_as_training_is_not_warned_of(tmp_path):
-    """At warmup_steps == max_steps the lr peaks at the last update: it reaches train.lr, so no warning."""
-    warnings = []
-    load_config(write(tmp_path, "train:\n  max_steps: 500\n  warmup_steps: 500\n"), warn=warnings.append)
-    assert warnings == []
+    """At warmup_steps == max_steps the lr peaks at the last update: it reaches train.lr, so no warning; the plateau
+    schedule has no warm-up, so its default one is not warned of either."""
+    for text in ("train:\n  max_steps: 500\n  warmup_steps: 500\n", "train:\n  max_steps: 60\n  schedule: plateau\n"):
+        warnings = []
+        load_config(write(tmp_path, text), warn=warnings.append)
+        assert warnings == [], text
 
 
 @pytest.mark.parametrize("corpus", ["", "  corpus: ''\n"], ids=["unset", "emptied"])
