@@ -183,9 +183,10 @@ class TrainConfig:
     packed_attention: str = _train("sdpa", choices=("sdpa", "flex"))
     lr: float = field(default=5e-4, metadata=_check(gt=0.0))
     # linear: straight to zero at max_steps, or as time_budget_s runs out if that comes first (by the clock, so the
-    # lr of a step then depends on the machine's speed, as the step the budget ends at does; nmt/optim.py).
+    # lr of a step then depends on the machine's speed, as the step the budget ends at does; nmt/optim.py); cosine:
+    # half a cosine to zero over the same span. inverse_sqrt and constant warm up too; plateau starts at lr.
     schedule: str = field(default="inverse_sqrt",
-                          metadata=_check(choices=("inverse_sqrt", "linear", "plateau", "constant")))
+                          metadata=_check(choices=("inverse_sqrt", "linear", "cosine", "plateau", "constant")))
     warmup_steps: int = field(default=4000, metadata=_check(ge=0))
     plateau_factor: float = field(default=0.5, metadata=_check(gt=0.0, lt=1.0))
     weight_decay: float = field(default=0.0001, metadata=_check(ge=0.0))
@@ -439,9 +440,9 @@ def check_consistency(cfg: Config) -> list[str]:
         if code and not _LANGUAGE_CODE.fullmatch(code):
             raise ConfigError(f"data.{key} {code!r} is not a language code (ISO 639, e.g. en, fr, de, pt-BR)")
     t = cfg.train
-    if t.schedule == "linear" and t.warmup_steps >= t.max_steps:
-        raise ConfigError(f"train.schedule linear decays from train.warmup_steps {t.warmup_steps} to train.max_steps "
-                          f"{t.max_steps}: warmup_steps must be smaller")
+    if t.schedule in ("linear", "cosine") and t.warmup_steps >= t.max_steps:
+        raise ConfigError(f"train.schedule {t.schedule} decays from train.warmup_steps {t.warmup_steps} to "
+                          f"train.max_steps {t.max_steps}: warmup_steps must be smaller")
     graphs = (f"train.compile_backend {t.compile_backend}" if t.compile_backend == "cudagraphs"
               else f"train.compile_mode {t.compile_mode}" if t.compile_mode in CUDA_GRAPH_MODES else None)
     if t.compile and graphs and not (t.length_multiple or t.pack_length):
@@ -489,7 +490,7 @@ def check_consistency(cfg: Config) -> list[str]:
     if t.schedule == "plateau" and t.warmup_steps != TrainConfig.warmup_steps:
         warnings.append(f"train.warmup_steps {t.warmup_steps} has no effect with train.schedule plateau, which starts "
                         "at train.lr (ignored)")
-    if t.schedule in ("inverse_sqrt", "constant") and t.warmup_steps > t.max_steps:  # linear's is an error above
+    if t.schedule in ("inverse_sqrt", "constant") and t.warmup_steps > t.max_steps:  # linear, cosine: an error
         # A short run of a config written for a long one (max_steps lowered, the default 4,000 warm-up kept) trained
         # at a fraction of its lr and learnt next to nothing, with no word of why.
         warnings.append(f"train.warmup_steps {t.warmup_steps} > train.max_steps {t.max_steps}: training ends with "

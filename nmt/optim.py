@@ -39,34 +39,48 @@ class TrainingClock:
     elapsed_s: float = 0.0
 
 
-def linear_decay(warmup_steps: int, max_steps: int, time_budget_s: float = 0.0, clock: TrainingClock | None = None):
-    """Linear warmup to the peak lr, then a straight line to zero where training ends: at `max_steps`, or, with a time
-    budget, as the budget runs out (the share of its seconds left), whichever is lower. The schedule that suits a
-    fixed, short budget (Li et al. 2020, "Budgeted training"), where 1/sqrt(step) would stop while the lr is still
-    high. By the clock, the lr of a step depends on the machine's speed, as the step a time budget ends at does."""
+def _budgeted(shape, warmup_steps: int, max_steps: int, time_budget_s: float, clock: TrainingClock | None):
+    """Linear warmup to the peak lr, then `shape` of the share of training left (1 → 0) where training ends: at
+    `max_steps`, or, with a time budget, as the budget runs out (the share of its seconds left), whichever is lower.
+    By the clock, the lr of a step depends on the machine's speed, as the step a time budget ends at does."""
     def factor(step: int) -> float:
         step += 1
         if step <= warmup_steps:
             return step / warmup_steps
         steps_left = max(0.0, (max_steps - step + 1) / (max_steps - warmup_steps))
         if not time_budget_s or clock is None:
-            return steps_left
-        return min(steps_left, max(0.0, 1.0 - clock.elapsed_s / time_budget_s))
+            return shape(steps_left)
+        return shape(min(steps_left, max(0.0, 1.0 - clock.elapsed_s / time_budget_s)))
     return factor
 
 
+def linear_decay(warmup_steps: int, max_steps: int, time_budget_s: float = 0.0, clock: TrainingClock | None = None):
+    """A straight line to zero where training ends (`_budgeted`): the schedule that suits a fixed, short budget (Li
+    et al. 2020, "Budgeted training"), where 1/sqrt(step) would stop while the lr is still high."""
+    return _budgeted(lambda left: left, warmup_steps, max_steps, time_budget_s, clock)
+
+
+def cosine_decay(warmup_steps: int, max_steps: int, time_budget_s: float = 0.0, clock: TrainingClock | None = None):
+    """Half a cosine to zero where training ends (`_budgeted`; Loshchilov & Hutter 2017 without restarts, fairseq's
+    and Hugging Face's cosine with warm-up): longer near the peak than the straight line, then steeper, then flat."""
+    return _budgeted(lambda left: 0.5 * (1.0 - math.cos(math.pi * left)), warmup_steps, max_steps, time_budget_s,
+                     clock)
+
+
 def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, clock: TrainingClock | None = None):
-    """`inverse_sqrt`, `linear` and `constant` step per update; `plateau` multiplies the lr by plateau_factor when
-    `train.best_metric` stops improving. `linear` under `train.time_budget_s` reads `clock`."""
+    """`inverse_sqrt`, `linear`, `cosine` and `constant` step per update; `plateau` multiplies the lr by
+    plateau_factor when `train.best_metric` stops improving. `linear` and `cosine` under `train.time_budget_s` read
+    `clock`."""
     if cfg.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min" if cfg.best_metric == "loss" else "max",
                                                           factor=cfg.plateau_factor, patience=max(1, cfg.patience // 3))
     if cfg.schedule == "constant":
         warmup = max(1, cfg.warmup_steps)
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
-    if cfg.schedule == "linear":
-        return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, linear_decay(cfg.warmup_steps, cfg.max_steps, cfg.time_budget_s, clock))
+    if cfg.schedule in ("linear", "cosine"):
+        decay = linear_decay if cfg.schedule == "linear" else cosine_decay
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, decay(cfg.warmup_steps, cfg.max_steps, cfg.time_budget_s,
+                                                                  clock))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
 
 

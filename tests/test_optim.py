@@ -1,8 +1,10 @@
+import math
+
 import pytest
 import torch
 
 from nmt.config import ConfigError, TrainConfig, load_config
-from nmt.optim import (TrainingClock, inverse_sqrt, linear_decay, make_optimizer, make_scheduler,
+from nmt.optim import (TrainingClock, cosine_decay, inverse_sqrt, linear_decay, make_optimizer, make_scheduler,
                        scheduler_steps_per_update)
 
 
@@ -46,6 +48,22 @@ def test_linear_decay_under_a_time_budget_takes_the_lower_of_the_steps_and_the_s
     assert linear_decay(4, 10, 0.0, clock)(5) == pytest.approx(5 / 6)  # no budget: the steps alone
 
 
+def test_cosine_decay_warms_up_then_falls_as_half_a_cosine_by_steps_or_seconds_left():
+    factor = cosine_decay(warmup_steps=4, max_steps=10)
+    assert [round(factor(s), 3) for s in range(10)] == [0.25, 0.5, 0.75, 1.0, 1.0, 0.933, 0.75, 0.5, 0.25, 0.067]
+    clock = TrainingClock(elapsed_s=75.0)
+    budgeted = cosine_decay(warmup_steps=4, max_steps=10, time_budget_s=100.0, clock=clock)
+    assert budgeted(5) == pytest.approx(0.5 * (1 - math.cos(math.pi * 0.25)))  # steps: 0.833 left; seconds: 0.25
+    model = torch.nn.Linear(2, 2)
+    cfg = TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
+    optimizer = make_optimizer(model, cfg)
+    scheduler = make_scheduler(optimizer, cfg, clock)
+    clock.elapsed_s = 20.0
+    optimizer.step()
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(5e-4)  # half the budget left: half the peak
+
+
 def test_time_budgeted_linear_scheduler_reads_its_clock():
     model, clock = torch.nn.Linear(2, 2), TrainingClock()
     cfg = TrainConfig(schedule="linear", lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
@@ -57,9 +75,10 @@ def test_time_budgeted_linear_scheduler_reads_its_clock():
     assert optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-4)
 
 
-def test_linear_schedule_needs_warmup_below_max_steps():
-    with pytest.raises(ConfigError, match="warmup_steps must be smaller"):
-        load_config(None, ["train.schedule=linear", "train.warmup_steps=100", "train.max_steps=100"])
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_decay_schedules_need_warmup_below_max_steps(schedule):
+    with pytest.raises(ConfigError, match=f"train.schedule {schedule} decays from .* warmup_steps must be smaller"):
+        load_config(None, [f"train.schedule={schedule}", "train.warmup_steps=100", "train.max_steps=100"])
 
 
 
