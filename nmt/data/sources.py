@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.bad_lines import RAISE, BadLines
 from nmt.data.download import corpus_path, file_url_path, sha256_file
+from nmt.data.function_words import swapped_by_words
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
 from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_text, is_csv, json_document,
@@ -321,6 +322,9 @@ def _checked_first_pairs(pairs: Iterator[tuple[str, str]], spec: CorpusSpec, fix
     if swapped_sides(written, (spec.source_lang, spec.target_lang)):
         raise NMTError(f"the source side of the first pairs is written as {spec.target_lang} is, the target side as "
                        f"{spec.source_lang}: {fix}")
+    if swapped_by_words(written, (spec.source_lang, spec.target_lang)):  # languages of one script: their words tell
+        raise NMTError(f"the source side of the first pairs reads as {spec.target_lang}, the target side as "
+                       f"{spec.source_lang} (by their commonest words): {fix}")
     copies = sum(source.strip() == target.strip() for source, target in written)
     one_language = base_language(spec.source_lang) == base_language(spec.target_lang)  # correction, paraphrase
     if len(written) >= MIN_PAIRS_TO_TELL and copies > len(written) / 2 and not one_language:

@@ -3,7 +3,8 @@ languages say: manythings.org's `cmn-eng.zip` holds English first, and `source_l
 English → Chinese model named Chinese → English, scored with the wrong tokenizer, and said nothing.
 
 Only languages written in one script other than the others' can tell: a pair of Latin-script languages (English and
-French), or of two that share one (Japanese and Chinese both write Han), is never checked.
+French) is told by its commonest words instead (nmt/data/function_words.py), and two that share a script without a
+word list (Japanese and Chinese both write Han) are not checked.
 """
 
 from __future__ import annotations

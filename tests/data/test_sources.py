@@ -477,7 +477,7 @@ def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
 def test_sides_the_other_way_round_than_their_languages_are_refused(tmp_path):
     """manythings.org's cmn-eng.zip holds English first: named source_lang cmn, target_lang en as its name reads, it
     trained English → Chinese under the name Chinese → English, in silence. Where the two languages are written in
-    scripts of their own, the first pairs tell; languages sharing a script (English and French) are never checked."""
+    scripts of their own, the first pairs tell (sharing a script, their commonest words do: the next test)."""
     archive = tmp_path / "cmn-eng.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("cmn.txt", "Hi.\t你好。\tCC-BY 2.0\nRun!\t你跑吧！\tCC-BY 2.0\n")
@@ -509,10 +509,56 @@ def test_sides_the_other_way_round_than_their_languages_are_refused(tmp_path):
     correction = DataConfig(source_file=str(tmp_path / "train.en"), target_file=str(copy), source_lang="en",
                             target_lang="en-GB")  # one language on both sides: most sentences stay as they are
     assert len(list(read_pairs(corpus_spec(correction, tmp_path)))) == 30
-    latin = tmp_path / "fr-en.tsv"  # French first, named en, fr: no script tells them apart, so it reads
+    latin = tmp_path / "fr-en.tsv"  # French first, named en, fr: too few words to tell, so it reads
     latin.write_text("Salut.\tHi.\n", encoding="utf-8")
     cfg = DataConfig(corpus=str(latin), source_lang="en", target_lang="fr")
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Salut.", "Hi.")]
+
+
+_EN_DE = [("I am here.", "Ich bin hier."), ("You are my friend.", "Du bist mein Freund."),
+          ("He is not at home.", "Er ist nicht zu Hause."), ("We have a dog and a cat.", "Wir haben einen Hund und "
+          "eine Katze."), ("What is that?", "Was ist das?"), ("The house is very old.", "Das Haus ist sehr alt."),
+          ("She was with her mother.", "Sie war mit ihrer Mutter."), ("Is this your book?", "Ist das dein Buch?")]
+
+
+def test_sides_of_one_script_the_other_way_round_are_refused_by_their_commonest_words(tmp_path):
+    """manythings.org's deu-eng.zip (spa-eng, fra-eng, ita-eng...) holds English first: named source_lang de,
+    target_lang en as its name reads, it trained English → German under the name German → English, in silence, as
+    both are written in Latin letters. Their commonest words tell them apart."""
+    archive = tmp_path / "deu-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("deu.txt", "".join(f"{en}\t{de}\tCC-BY 2.0\n" for en, de in _EN_DE * 3))
+    as_named = DataConfig(corpus=str(archive), source_lang="de", target_lang="en")
+    with pytest.raises(NMTError, match=r"the source side of the first pairs reads as en, the target side as de \(by "
+                                       r"their commonest words\): .* Set data.source_lang: en and data.target_lang: "
+                                       r"de \(data.reverse: true trains the other direction\)"):
+        list(read_pairs(corpus_spec(as_named, tmp_path)))
+    right = DataConfig(corpus=str(archive), source_lang="en", target_lang="de", reverse=True)
+    assert list(read_pairs(corpus_spec(right, tmp_path)))[0] == ("Ich bin hier.", "I am here.")
+    assert len(list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="en", target_lang="de"),
+                                           tmp_path)))) == 24
+    unlisted = DataConfig(corpus=str(archive), source_lang="fy", target_lang="en")  # no list for Frisian: not told
+    assert len(list(read_pairs(corpus_spec(unlisted, tmp_path)))) == 24
+    de, en = tmp_path / "dev.de", tmp_path / "dev.en"  # held-out files given the other way round
+    de.write_text("".join(line + "\n" for line, _ in _EN_DE * 3), encoding="utf-8")  # English in the .de file
+    en.write_text("".join(line + "\n" for _, line in _EN_DE * 3), encoding="utf-8")
+    held_out = DataConfig(corpus=str(archive), source_lang="en", target_lang="de", valid_source_file=str(en),
+                          valid_target_file=str(de))
+    with pytest.raises(NMTError, match=r"reads as de, the target side as en .*dev.en is named as the en side and "
+                                       r".*dev.de as the de: the other way round"):
+        list(heldout_pairs((en, de), corpus_spec(held_out, tmp_path)))
+
+
+def test_commonest_words_tell_languages_of_one_script_apart():
+    from nmt.data.function_words import reads_as
+
+    english, german = [en for en, _ in _EN_DE * 3], [de for _, de in _EN_DE * 3]
+    assert reads_as(english, ("de", "en")) == "en" and reads_as(german, ("en", "de")) == "de"
+    assert reads_as(english[:2], ("de", "en")) is None  # too few words to be sure
+    assert reads_as(english, ("en", "en-GB")) is None and reads_as(english, ("en", "fy")) is None
+    french = ["Je suis ici avec mon ami.", "Il ne peut pas le faire.", "C'est une très bonne idée."] * 5
+    spanish = ["Yo estoy aquí con mi amigo.", "Él no puede hacerlo.", "Es una muy buena idea."] * 5
+    assert reads_as(french, ("es", "fr")) == "fr" and reads_as(spanish, ("fr", "es")) == "es"
 
 
 def test_an_opus_moses_zip_serves_both_sides(tmp_path):
