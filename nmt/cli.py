@@ -427,6 +427,10 @@ def score(run: Optional[Path] = RunOption,
     scorer = open_engine(engine, run, checkpoint, model, device, settings, warn=warn, ensemble=ensemble or [])
     if pairs is None:
         pairs = pairs_of_lines(_stdin_lines())
+    else:
+        from nmt.evaluate import refuse_swapped
+
+        refuse_swapped(sources, targets, (scorer.source_lang, scorer.target_lang), ("--src", "--tgt"))
     totals = Totals()
     for scored in score_stream(scorer, pairs):
         totals.add(scored)

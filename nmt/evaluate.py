@@ -11,10 +11,12 @@ from pathlib import Path
 
 from nmt.config import Config
 from nmt.data.dataset import load_references
+from nmt.data.function_words import swapped_by_words
 from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import piped_lines, text_lines
+from nmt.data.writing_systems import SAMPLE, swapped_sides
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
 from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, paired_bootstrap, reference_streams
@@ -140,6 +142,24 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
                          normalized_references=True)
 
 
+def refuse_swapped_files(test_set: EvaluationSet, source_lang: str, target_lang: str) -> None:
+    """--src and --ref files given the other way round (a test set's .fr as --src of an en→fr run) were translated
+    and scored, BLEU near zero with no word of why. A prepared split was checked when it was prepared."""
+    if not test_set.normalized_references:
+        refuse_swapped(test_set.sources, [refs[0] for refs in test_set.references], (source_lang, target_lang))
+
+
+def refuse_swapped(sources: list[str], targets: list[str], languages: tuple[str, str],
+                   options: tuple[str, str] = ("--src", "--ref")) -> None:
+    """Files of sources and targets (`options` name them) the other way round than the run's `languages`: refused
+    where the first sentences' scripts or commonest words tell, as a corpus's sides are (nmt/data/sources.py)."""
+    pairs = list(zip(sources[:SAMPLE], targets[:SAMPLE]))
+    if swapped_sides(pairs, languages) or swapped_by_words(pairs, languages):
+        raise NMTError(f"the {options[0]} sentences read as {languages[1]} and the {options[1]} ones as "
+                       f"{languages[0]}, but the run translates {languages[0]}→{languages[1]}: {options[0]} and "
+                       f"{options[1]} the other way round?")
+
+
 def check_writable(out_dir: Path) -> Path:
     """`out_dir` once it is known to take files (nothing is created here): checked before decoding, so that a run on
     a read-only disk (a colleague's, a container's) fails at once instead of after the whole test set."""
@@ -169,6 +189,7 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     sources, references, label = test_set.sources, test_set.references, report_name(test_set, engine)
     if any(not refs for refs in references):
         raise NMTError("every source sentence needs at least one reference")
+    refuse_swapped_files(test_set, engine.source_lang, engine.target_lang)
     check_writable(out_dir)
     started = time.perf_counter()
     translations = engine.translate(sources)

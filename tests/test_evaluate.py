@@ -1,5 +1,6 @@
 """`nmt.evaluate` as a library: where the hypotheses and the report go, and what a failed write leaves."""
 
+import dataclasses
 import errno
 import os
 from pathlib import Path
@@ -196,3 +197,27 @@ def test_a_system_identical_to_the_baseline_is_not_called_significant():
     assert compared.rows[1]["p_value"] == 1.0 and compared.rows[2]["p_value"] < 1.0
     table = ev.format_comparison(compared).splitlines()
     assert table[1].endswith("(baseline)") and table[2].endswith("(identical)") and table[3].split()[-1][0] == "0"
+
+
+def test_src_and_ref_files_the_other_way_round_are_refused_before_decoding():
+    """`--src test.fr --ref test.en` on an en→fr run translated the French and scored it against the English: BLEU
+    near zero, and no word of why."""
+    english = ["I am here.", "You are my friend.", "What is that?", "The house is very old.", "Is this your book?"] * 4
+    french = ["Je suis ici.", "Tu es mon ami.", "Qu'est-ce que c'est ?", "La maison est très vieille.",
+              "Est-ce ton livre ?"] * 4
+    swapped = ev.EvaluationSet(french, [[line] for line in english], "test", "--src test.fr --ref test.en")
+    with pytest.raises(NMTError, match=r"^the --src sentences read as fr and the --ref ones as en, but the run "
+                                       r"translates en→fr: --src and --ref the other way round\?$"):
+        ev.refuse_swapped_files(swapped, "en", "fr")
+    ev.refuse_swapped_files(dataclasses.replace(swapped, sources=english, references=[[f] for f in french]), "en",
+                            "fr")
+    ev.refuse_swapped_files(swapped, "", "")  # an export of unknown languages: not told
+    chinese = ev.EvaluationSet(["你好。"] * 30, [["Hello."]] * 30, "test", "--src a --ref b")
+    ev.refuse_swapped_files(chinese, "cmn", "en")
+    with pytest.raises(NMTError, match=r"read as en and the --ref ones as cmn"):  # by script
+        ev.refuse_swapped_files(dataclasses.replace(chinese, sources=["Hello."] * 30, references=[["你好。"]] * 30),
+                                "cmn", "en")
+    ev.refuse_swapped_files(dataclasses.replace(swapped, normalized_references=True), "en", "fr")  # a split: told
+    with pytest.raises(NMTError, match=r"^the --src sentences read as fr and the --tgt ones as en, .* --src and --tgt "
+                                       r"the other way round\?$"):  # nmt score's files
+        ev.refuse_swapped(french, english, ("en", "fr"), ("--src", "--tgt"))
