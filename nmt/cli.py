@@ -241,14 +241,16 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         warn("no attention to show: " + ("the CTranslate2 engine returns none (the nmt engine, --run, does)"
                                          if translator.name == "ctranslate2" else "a seq2seq model has none"))
     given_prefix = _argument_text(prefix) if prefix else None
+    languages = (translator.source_lang, translator.target_lang)
     if sentences:
-        texts = [_argument_text(s) for s in sentences]
+        texts = list(_warn_of_the_other_language([_argument_text(s) for s in sentences], languages))
         results: Iterable = translator.translate(texts, attention=choice if want_attention else None,
                                                  n_best=n_best or 1,
                                                  prefixes=[given_prefix] * len(texts) if given_prefix else None)
     else:
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        results = translate_stream(translator, _warn_of_whole_files(_stdin_lines()),
+        results = translate_stream(translator, _warn_of_the_other_language(_warn_of_whole_files(_stdin_lines()),
+                                                                           languages),
                                    chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
                                    attention=choice if want_attention else None)
@@ -325,6 +327,25 @@ def _warn_of_whole_files(lines: Iterable[str]) -> Iterator[str]:
                 warn(f"stdin line {number} starts IWSLT's or WMT's tagged text (a test set's XML?): every line is "
                      "translated as it is, markup too. nmt evaluate --src FILE --ref REF reads its sentences and "
                      "writes their translations")
+        yield line
+
+
+def _warn_of_the_other_language(lines: Iterable[str], languages: tuple[str, str]) -> Iterator[str]:
+    """`lines` as they are (a stream's, not held back), with one warning if the first of them read as the run's
+    target language by their commonest words (nmt/data/function_words.py): the other side's text, or a run of the
+    other direction, translated into noise with no word of why."""
+    from nmt.data.function_words import WordTally
+    from nmt.data.writing_systems import SAMPLE
+
+    tally, undecided = WordTally(languages), True
+    for number, line in enumerate(lines, 1):
+        if undecided and number <= SAMPLE:
+            tally.add(line)
+            verdict = tally.reads_as()
+            undecided = verdict is None
+            if verdict == languages[1]:
+                warn(f"the input reads as {languages[1]} (by its commonest words), but the run translates "
+                     f"{languages[0]}→{languages[1]}: the other side's text, or a run of the other direction?")
         yield line
 
 

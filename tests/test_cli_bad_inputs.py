@@ -353,6 +353,22 @@ def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
     assert noisy.stdout.count(b"\n") == binary.count(b"\n") == 16
 
 
+def test_input_in_the_target_language_is_translated_with_one_warning(toy_run_dir):
+    """French piped into an en→fr run was translated into noise, with no word of why."""
+    from tests_helpers import toy_parallel_corpus
+
+    pairs = [line.split("\t") for line in toy_parallel_corpus().splitlines()[:60]]
+    french = nmt("translate", "--run", toy_run_dir, input="".join(fr + "\n" for _, fr in pairs))
+    assert french.returncode == 0 and len(french.stdout.splitlines()) == 60, french.stderr
+    warnings = [line for line in french.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == ["warning: the input reads as fr (by its commonest words), but the run translates en→fr: the "
+                        "other side's text, or a run of the other direction?"]
+    english = nmt("translate", "--run", toy_run_dir, input="".join(en + "\n" for en, _ in pairs))
+    assert english.returncode == 0 and "warning" not in english.stderr, english.stderr
+    arguments = nmt("translate", "--run", toy_run_dir, *(fr for _, fr in pairs[:30]))
+    assert "the input reads as fr" in arguments.stderr and len(arguments.stdout.splitlines()) == 30
+
+
 @pytest.mark.parametrize("command", ["translate", "score"])
 def test_compressed_stdin_is_refused_not_translated_as_text(toy_run_dir, command):
     """`nmt translate < test.en.gz` translated the gzip bytes line by line, a warning per line, into noise."""

@@ -12,6 +12,7 @@ outnumber the other's several times over, on enough words to be sure.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from nmt.data.languages import base_language
@@ -48,26 +49,42 @@ CLEARLY = 3.0  # a side reads as a language where its words outnumber the other'
 ENOUGH = 30  # words of the two lists counted on a side before it can read as either
 
 
-def _counts(texts: Iterable[str], own: set[str], other: set[str]) -> tuple[int, int]:
-    """How many of the words of `texts` are in `own` and not `other`, and the other way round."""
-    mine = theirs = 0
-    for text in texts:
-        for word in _WORD.findall(text.lower()):
-            mine += word in own and word not in other
-            theirs += word in other and word not in own
-    return mine, theirs
+@dataclass
+class WordTally:
+    """The words of texts of one of two `languages` that only one of their lists holds, counted as texts come (a
+    stream's lines), so that which language they read as can be asked at any point."""
+
+    languages: tuple[str, str]
+    counts: list[int] = field(default_factory=lambda: [0, 0])
+
+    def __post_init__(self):
+        bases = [base_language(language) for language in self.languages]
+        known = bases[0] != bases[1] and all(base in _LISTS for base in bases)
+        # Each language's words that the other's list lacks (`la` tells French from English, not from Spanish).
+        self.own = (_LISTS[bases[0]] - _LISTS[bases[1]], _LISTS[bases[1]] - _LISTS[bases[0]]) if known else None
+
+    def add(self, text: str) -> None:
+        if self.own:
+            for word in _WORD.findall(text.lower()):
+                self.counts[0] += word in self.own[0]
+                self.counts[1] += word in self.own[1]
+
+    def reads_as(self) -> str | None:
+        """Which language the texts so far read as, or None: a language nmt has no list for, the same language
+        twice, too few words, or no clear answer."""
+        first, second = self.counts
+        if not self.own or first + second < ENOUGH:
+            return None
+        return self.languages[0] if first >= CLEARLY * second else \
+            self.languages[1] if second >= CLEARLY * first else None
 
 
 def reads_as(texts: Iterable[str], languages: tuple[str, str]) -> str | None:
-    """Which of two languages `texts` read as by their commonest words, or None: a language nmt has no list for,
-    the same language twice, or no clear answer."""
-    bases = [base_language(language) for language in languages]
-    if bases[0] == bases[1] or not all(base in _LISTS for base in bases):
-        return None
-    first, second = _counts(texts, _LISTS[bases[0]], _LISTS[bases[1]])
-    if first + second < ENOUGH:
-        return None
-    return languages[0] if first >= CLEARLY * second else languages[1] if second >= CLEARLY * first else None
+    """Which of two languages `texts` read as by their commonest words (`WordTally.reads_as`)."""
+    tally = WordTally(languages)
+    for text in texts:
+        tally.add(text)
+    return tally.reads_as()
 
 
 def swapped_by_words(pairs: list[tuple[str, str]], languages: tuple[str, str]) -> bool:
