@@ -54,25 +54,19 @@ def test_cosine_decay_warms_up_then_falls_as_half_a_cosine_by_steps_or_seconds_l
     clock = TrainingClock(elapsed_s=75.0)
     budgeted = cosine_decay(warmup_steps=4, max_steps=10, time_budget_s=100.0, clock=clock)
     assert budgeted(5) == pytest.approx(0.5 * (1 - math.cos(math.pi * 0.25)))  # steps: 0.833 left; seconds: 0.25
-    model = torch.nn.Linear(2, 2)
-    cfg = TrainConfig(schedule="cosine", lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
-    optimizer = make_optimizer(model, cfg)
-    scheduler = make_scheduler(optimizer, cfg, clock)
-    clock.elapsed_s = 20.0
-    optimizer.step()
-    scheduler.step()
-    assert optimizer.param_groups[0]["lr"] == pytest.approx(5e-4)  # half the budget left: half the peak
 
 
-def test_time_budgeted_linear_scheduler_reads_its_clock():
+@pytest.mark.parametrize("schedule,elapsed_s,lr", [("linear", 30.0, 2.5e-4), ("cosine", 20.0, 5e-4)])
+def test_time_budgeted_decay_schedulers_read_their_clock(schedule, elapsed_s, lr):
+    """A quarter of the 40-s budget left: a quarter of the peak (linear); half left: half of it (cosine too)."""
     model, clock = torch.nn.Linear(2, 2), TrainingClock()
-    cfg = TrainConfig(schedule="linear", lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
+    cfg = TrainConfig(schedule=schedule, lr=1e-3, warmup_steps=0, max_steps=1000, time_budget_s=40.0)
     optimizer = make_optimizer(model, cfg)
     scheduler = make_scheduler(optimizer, cfg, clock)
-    clock.elapsed_s = 30.0
+    clock.elapsed_s = elapsed_s
     optimizer.step()
     scheduler.step()
-    assert optimizer.param_groups[0]["lr"] == pytest.approx(2.5e-4)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(lr)
 
 
 @pytest.mark.parametrize("schedule", ["linear", "cosine"])

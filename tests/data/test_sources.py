@@ -474,18 +474,26 @@ def test_a_manythings_zip_is_a_corpus_as_it_comes(tmp_path):
             list(read_pairs(corpus_spec(both, tmp_path)))
 
 
+def _english_first_zip_is_refused_as_named(tmp_path, language: str, pairs: list[tuple[str, str]], said: str):
+    """A manythings.org-style zip of (English, `language`) pairs, named source_lang `language` as its name reads:
+    refused, the error naming the settings that read it as it is. Returns the zip."""
+    archive = tmp_path / f"{language}-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"{language}.txt", "".join(f"{en}\t{other}\tCC-BY 2.0\n" for en, other in pairs))
+    as_named = DataConfig(corpus=str(archive), source_lang=language, target_lang="en")
+    with pytest.raises(NMTError, match=rf"the source side of the first pairs {said}: .* Set data.source_lang: en and "
+                                       rf"data.target_lang: {language} \(data.reverse: true trains the other "
+                                       r"direction\)"):
+        list(read_pairs(corpus_spec(as_named, tmp_path)))
+    return archive
+
+
 def test_sides_the_other_way_round_than_their_languages_are_refused(tmp_path):
     """manythings.org's cmn-eng.zip holds English first: named source_lang cmn, target_lang en as its name reads, it
     trained English → Chinese under the name Chinese → English, in silence. Where the two languages are written in
     scripts of their own, the first pairs tell (sharing a script, their commonest words do: the next test)."""
-    archive = tmp_path / "cmn-eng.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("cmn.txt", "Hi.\t你好。\tCC-BY 2.0\nRun!\t你跑吧！\tCC-BY 2.0\n")
-    as_named = DataConfig(corpus=str(archive), source_lang="cmn", target_lang="en")
-    with pytest.raises(NMTError, match=r"the source side of the first pairs is written as en is, the target side as "
-                                       r"cmn: .* Set data.source_lang: en and data.target_lang: cmn \(data.reverse: "
-                                       r"true trains the other direction\)"):
-        list(read_pairs(corpus_spec(as_named, tmp_path)))
+    archive = _english_first_zip_is_refused_as_named(tmp_path, "cmn", [("Hi.", "你好。"), ("Run!", "你跑吧！")],
+                                                     r"is written as en is, the target side as cmn")
     right = DataConfig(corpus=str(archive), source_lang="en", target_lang="cmn", reverse=True)
     assert list(read_pairs(corpus_spec(right, tmp_path))) == [("你好。", "Hi."), ("你跑吧！", "Run!")]
     zh, en = tmp_path / "dev.zh", tmp_path / "dev.en"  # held-out files given the other way round
@@ -525,14 +533,8 @@ def test_sides_of_one_script_the_other_way_round_are_refused_by_their_commonest_
     """manythings.org's deu-eng.zip (spa-eng, fra-eng, ita-eng...) holds English first: named source_lang de,
     target_lang en as its name reads, it trained English → German under the name German → English, in silence, as
     both are written in Latin letters. Their commonest words tell them apart."""
-    archive = tmp_path / "deu-eng.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("deu.txt", "".join(f"{en}\t{de}\tCC-BY 2.0\n" for en, de in _EN_DE * 3))
-    as_named = DataConfig(corpus=str(archive), source_lang="de", target_lang="en")
-    with pytest.raises(NMTError, match=r"the source side of the first pairs reads as en, the target side as de \(by "
-                                       r"their commonest words\): .* Set data.source_lang: en and data.target_lang: "
-                                       r"de \(data.reverse: true trains the other direction\)"):
-        list(read_pairs(corpus_spec(as_named, tmp_path)))
+    archive = _english_first_zip_is_refused_as_named(tmp_path, "de", _EN_DE * 3,
+                                                     r"reads as en, the target side as de \(by their commonest words\)")
     right = DataConfig(corpus=str(archive), source_lang="en", target_lang="de", reverse=True)
     assert list(read_pairs(corpus_spec(right, tmp_path)))[0] == ("Ich bin hier.", "I am here.")
     assert len(list(read_pairs(corpus_spec(DataConfig(corpus=str(archive), source_lang="en", target_lang="de"),
