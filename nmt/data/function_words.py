@@ -42,6 +42,21 @@ _WORDS = {
           "to ten ta co kto jak tak ale czy bardzo już się mam masz ma",
     "tr": "bir bu şu o ve ben sen biz siz onlar beni seni benim senin onun ne kim nasıl değil var yok ile için gibi "
           "ama çok daha da de mi mı mu mü evet hayır",
+    "da": "og i er var jeg du han hun vi de det den en et ikke at på med for til af har kan vil hvad hvem hvordan "
+          "her meget også min mit din dit",
+    "fi": "ja on ei se että minä sinä hän me te he olen olet oli ovat mitä mikä kuka miten tämä tuo niin kanssa "
+          "mutta myös vielä jo hyvin en et sen minun sinun hänen",
+    "hu": "a az egy és hogy nem is van vagyok vagy volt én te ő mi ti ők ez azt ezt mit ki hol de meg csak már még "
+          "nagyon engem nekem",
+    "cs": "a je jsem jsi jsou byl byla to ten ta že se si na v ve s z do já ty on ona my vy oni není ne co kdo jak "
+          "ale velmi mám máš má",
+    "ro": "și este sunt era al un o pe în la de cu că nu eu tu el ea noi voi ei ce cine cum foarte mai am ai are "
+          "acest această meu mea",
+    "id": "yang dan di ke dari ini itu saya aku kamu dia kami kita mereka tidak bukan ada adalah akan sudah apa "
+          "siapa bagaimana dengan untuk sangat juga tapi",
+    "ca": "el la els les un una és són era jo tu ell ella nosaltres no que i o però amb per en de del molt això "
+          "aquest aquesta tinc té estic",
+    "eo": "la estas estis mi vi li ŝi ni ili kaj ne de en al kun por kio kiu kiel tre ankaŭ havas ĉu sed",
 }
 _LISTS = {language: set(words.split()) for language, words in _WORDS.items()}
 _WORD = re.compile(r"[^\W\d_]+(?:'t)?")  # letters, English's "don't" whole; French "c'est" gives "c" and "est"

@@ -561,6 +561,11 @@ def test_commonest_words_tell_languages_of_one_script_apart():
     french = ["Je suis ici avec mon ami.", "Il ne peut pas le faire.", "C'est une très bonne idée."] * 5
     spanish = ["Yo estoy aquí con mi amigo.", "Él no puede hacerlo.", "Es una muy buena idea."] * 5
     assert reads_as(french, ("es", "fr")) == "fr" and reads_as(spanish, ("fr", "es")) == "es"
+    for language, sentences in (("fi", ["Minä olen kotona.", "Se on hyvä.", "Hän ei ole täällä.", "Mitä sinä teet?"]),
+                                ("hu", ["Én otthon vagyok.", "Ez nem jó.", "Mit csinálsz?", "Ő is itt van."]),
+                                ("cs", ["Jsem doma.", "To je dobré.", "On není tady.", "Co děláš?"])):
+        assert reads_as(sentences * 8, ("en", language)) == language
+        assert reads_as(english, (language, "en")) == "en"
 
 
 def test_an_opus_moses_zip_serves_both_sides(tmp_path):
