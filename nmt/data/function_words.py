@@ -71,12 +71,14 @@ class WordTally:
 
     languages: tuple[str, str]
     counts: list[int] = field(default_factory=lambda: [0, 0])
+    # Each language's words that the other's list lacks (`la` tells French from English, not from Spanish); None:
+    # a language without a list, or one language twice.
+    own: tuple[set[str], set[str]] | None = field(init=False, default=None)
 
     def __post_init__(self):
         bases = [base_language(language) for language in self.languages]
-        known = bases[0] != bases[1] and all(base in _LISTS for base in bases)
-        # Each language's words that the other's list lacks (`la` tells French from English, not from Spanish).
-        self.own = (_LISTS[bases[0]] - _LISTS[bases[1]], _LISTS[bases[1]] - _LISTS[bases[0]]) if known else None
+        if bases[0] != bases[1] and all(base in _LISTS for base in bases):
+            self.own = (_LISTS[bases[0]] - _LISTS[bases[1]], _LISTS[bases[1]] - _LISTS[bases[0]])
 
     def add(self, text: str) -> None:
         if self.own:
