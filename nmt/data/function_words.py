@@ -82,7 +82,7 @@ class WordTally:
 
     def add(self, text: str) -> None:
         if self.own:
-            for word in _WORD.findall(text.lower()):
+            for word in _WORD.findall(text.lower().replace("\u2019", "'")):  # a typographic apostrophe: "don’t"
                 self.counts[0] += word in self.own[0]
                 self.counts[1] += word in self.own[1]
 

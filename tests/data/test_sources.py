@@ -557,6 +557,7 @@ def test_commonest_words_tell_languages_of_one_script_apart():
     english, german = [en for en, _ in _EN_DE * 3], [de for _, de in _EN_DE * 3]
     assert reads_as(english, ("de", "en")) == "en" and reads_as(german, ("en", "de")) == "de"
     assert reads_as(english[:2], ("de", "en")) is None  # too few words to be sure
+    assert reads_as(["Don\u2019t.", "I can\u2019t."] * 10, ("de", "en")) == "en"  # typographic apostrophes
     assert reads_as(english, ("en", "en-GB")) is None and reads_as(english, ("en", "fy")) is None
     french = ["Je suis ici avec mon ami.", "Il ne peut pas le faire.", "C'est une très bonne idée."] * 5
     spanish = ["Yo estoy aquí con mi amigo.", "Él no puede hacerlo.", "Es una muy buena idea."] * 5
