@@ -503,7 +503,8 @@ def evaluate(run: Optional[Path] = RunOption,
     if src is None and translator.config is None:
         raise NMTError(f"{model} was exported before exports kept their data settings: score it with --src/--ref")
     run_config = translator.run.config_path if getattr(translator, "run", None) else None  # none for an export
-    test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on, run_config)
+    test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on, run_config,
+                                (translator.source_lang, translator.target_lang))
     out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
     report = ev.evaluate(translator, test_set, out_dir)

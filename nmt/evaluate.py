@@ -59,10 +59,11 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
     return rows
 
 
-def read_lines(path: Path) -> list[str]:
+def read_lines(path: Path, language: str = "") -> list[str]:
     """A --src/--ref file's lines, read as a corpus's file is (gzip, bzip2, xz, an archive of one file, UTF-16 told
-    by its BOM; nmt/data/text_files.py), or an IWSLT or WMT test set's XML or SGML: its segments; a pipe
-    (`--ref <(cut -f2 test.tsv)`) is read whole, and `-` is stdin."""
+    by its BOM; nmt/data/text_files.py), or an IWSLT or WMT test set's XML or SGML: its segments (`language`'s,
+    of WMT's XML of a source and its references together); a pipe (`--ref <(cut -f2 test.tsv)`) is read whole, and
+    `-` is stdin."""
     stdin = str(path) == "-"
     if not stdin and not Path(path).exists():
         raise NMTError(f"file not found: {path}")
@@ -77,7 +78,7 @@ def read_lines(path: Path) -> list[str]:
             raise NMTError(f"cannot read {path}: {err.strerror}") from None
         lines = piped_lines(data, str(path))
     # An IWSLT or WMT test set's XML or SGML gives its segments; plain text, every line.
-    sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path)]
+    sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path, language)]
     if not sentences:
         raise NMTError(f"{path} is empty: nothing to score" if not lines else
                        f"{path} holds no sentence, read as {READ_AS[tagging(next(filter(str.strip, lines)))]}: "
@@ -94,9 +95,10 @@ def _refuse_pairs_file(path: Path, lines: list[str]) -> None:
                        f"own file: --src <(cut -f1 {path}) --ref <(cut -f2 {path})")
 
 
-def references_from_files(paths: list[Path], count: int) -> list[list[str]]:
-    """Parallel reference files (one per reference set), each aligned with the sources; empty lines = missing."""
-    columns = [read_lines(p) for p in paths]
+def references_from_files(paths: list[Path], count: int, language: str = "") -> list[list[str]]:
+    """Parallel reference files (one per reference set), each aligned with the sources; empty lines = missing.
+    `language`: the references', which a WMT XML of a source and its references together is read for."""
+    columns = [read_lines(p, language) for p in paths]
     for path, column in zip(paths, columns):
         _refuse_pairs_file(path, column)
         if len(column) != count:
@@ -124,15 +126,18 @@ class EvaluationSet:
 
 
 def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None, data_dir: Path,
-                  trained_on: Path | None = None, config_file: Path | None = None) -> EvaluationSet:
+                  trained_on: Path | None = None, config_file: Path | None = None,
+                  languages: tuple[str, str] = ("", "")) -> EvaluationSet:
     """A split of the run's prepared data (under `data_dir`, else `trained_on`, where the run was trained), or
-    --src/--ref files. `config_file`: the run's, named by the error when its data is not prepared."""
+    --src/--ref files (`languages`, the run's source and target: the sides a WMT XML of a source and its references
+    together is read for). `config_file`: the run's, named by the error when its data is not prepared."""
     if src is not None:
         if not refs:
             raise NMTError("--src needs at least one --ref file")
-        sources = read_lines(src)
+        sources = read_lines(src, languages[0])
         _refuse_pairs_file(src, sources)
-        return EvaluationSet(sources, references_from_files(list(refs), len(sources)), source_label(Path(src), sources),
+        return EvaluationSet(sources, references_from_files(list(refs), len(sources), languages[1]),
+                             source_label(Path(src), sources),
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")
@@ -256,7 +261,7 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
             raise NMTError(f"{run} translates {direction} but {first[0]} {first[1]}: runs are not comparable")
         if shared is None or src is None:  # --src/--ref are read once (they may be pipes); a split is each run's own
             loaded = load_test_set(translator.config, split, src, refs, data_dir, translator.trained_on,
-                                   translator.run.config_path)
+                                   translator.run.config_path, (translator.source_lang, translator.target_lang))
             if shared is not None and loaded.references != shared.references:
                 raise NMTError(f"{run} was trained on other data than {first[0]}: their {split} splits differ; "
                                "compare them on one test set with --src FILE --ref FILE (sentences that none of them "

@@ -193,7 +193,8 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     UTF-8 is `bad`'s: an error, or an empty side, so that its pair is dropped and the files stay aligned."""
     count = 0
     sides = _sides((source, target), languages)
-    if source == target and text_name(*sides[0]) == text_name(*sides[1]):
+    if source == target and text_name(*sides[0]) == text_name(*sides[1]) and \
+            tagged_reading(*sides[0]) != READ_AS["segments"]:  # a WMT XML holds a source and its references
         # One file of lines, not pairs: each side read the same lines, and a model learnt to copy them.
         read = text_name(*sides[0])
         held = f"its {read}'s" if read != Path(source).name else "its"
@@ -219,7 +220,7 @@ def _sides(files: tuple[Path, Path], languages: tuple[str, str]) -> tuple[tuple[
 
 
 def _sentences(path: Path, language: str, partner: str, bad: BadLines = RAISE) -> Iterator[tuple[int, str]]:
-    return tagged_sentences(text_lines(path, language, partner, bad), path)
+    return tagged_sentences(text_lines(path, language, partner, bad), path, language)
 
 
 def tagged_reading(path: Path, language: str = "", partner: str = "") -> str | None:

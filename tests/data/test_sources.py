@@ -756,15 +756,81 @@ def test_wmt_test_sets_and_tagged_files_that_cannot_be_read(tmp_path):
     sgm.write_text('<refset setid="newstest2014">\n<doc sysid="ref" docid="1">\n<p>\n'
                    '<seg id="1">  AT&T &copy  says &lt;no&gt;:  &quot;A\tB&quot; </seg>\n</p>\n', encoding="utf-8")
     assert read_lines(sgm) == ['AT&T &copy says <no>: "A B"']
-    wmt22 = tmp_path / "wmttest2022.de-en.xml"  # a source and its references in one file: refused, with the way out
+    wmt22 = tmp_path / "wmttest2022.de-en.xml"  # a source and its references in one file, read with no language
     wmt22.write_text('<?xml version="1.0" encoding="utf-8"?>\n<dataset id="wmttest2022">\n<collection id="general">\n'
-                     '<doc id="1" origlang="de">\n<src lang="de">\n<p>\n<seg id="1">Hallo.</seg>\n', encoding="utf-8")
-    with pytest.raises(NMTError, match=r"xml line 5: WMT's XML of a source and its references together .*--echo src"):
+                     '<doc id="1" origlang="de">\n<src lang="de">\n<p>\n<seg id="1">Hallo.</seg>\n</p>\n</src>\n'
+                     '</doc>\n', encoding="utf-8")
+    with pytest.raises(NMTError, match=r"xml: WMT's XML of a source and its references together \(src de\): no "
+                                       r"language named to read; .*--echo src"):
         read_lines(wmt22)
     wmt22.write_text('\n<?xml version="1.0"?>\n<refset setid="x">\n</refset>\n', encoding="utf-8")
     with pytest.raises(NMTError, match=r"xml holds no sentence, read as a test set's XML/SGML: its <seg> lines only: "
                                        r"nothing to score"):
         read_lines(wmt22)
+
+
+WMT22 = """<?xml version="1.0" encoding="utf-8"?>
+<dataset id="generaltest2022">
+  <collection id="general">
+    <doc origlang="de" id="doc1" domain="news">
+      <src lang="de">
+        <p>
+          <seg id="1">Guten Morgen.</seg>
+          <seg id="2">Wie  geht &amp; es?</seg>
+        </p>
+      </src>
+      <ref lang="en" translator="A">
+        <p>
+          <seg id="2">How are &amp; you?</seg>
+          <seg id="1">Good morning.</seg>
+        </p>
+      </ref>
+      <ref lang="en" translator="B">
+        <p>
+          <seg id="1">Morning.</seg>
+        </p>
+      </ref>
+      <hyp system="online-A" lang="en">
+        <p>
+          <seg id="1">Good morning!</seg>
+        </p>
+      </hyp>
+    </doc>
+    <doc origlang="en" id="doc2" domain="news">
+      <src lang="de">
+        <p>
+          <seg id="1">Danke.</seg>
+        </p>
+      </src>
+      <ref lang="en" translator="A">
+        <p>
+        </p>
+      </ref>
+    </doc>
+  </collection>
+</dataset>
+"""
+
+
+def test_wmt_xml_of_a_source_and_its_references_is_read_for_each_side(tmp_path):
+    """WMT's XML since 2021 holds the source and every translator's references in one file: it was refused, with
+    sacrebleu --echo as the way out. Each side now reads its language: the source's segments, or the first
+    translator's references aligned to them by id, a document at a time (one left out: an empty line)."""
+    xml = tmp_path / "generaltest2022.de-en.xml"
+    xml.write_text(WMT22, encoding="utf-8")
+    assert read_lines(xml, "de") == ["Guten Morgen.", "Wie geht & es?", "Danke."]
+    assert read_lines(xml, "en-US") == ["Good morning.", "How are & you?", ""]
+    with pytest.raises(NMTError, match=r"xml: WMT's XML of a source and its references together \(src de and ref "
+                                       r"en\): no fr side; nmt reads the side in the run's source or target language"):
+        read_lines(xml, "fr")
+    cfg = DataConfig(corpus=str(tmp_path / "train.tsv"), source_lang="de", target_lang="en",
+                     valid_source_file=str(xml), valid_target_file=str(xml))
+    (tmp_path / "train.tsv").write_text("Hallo.\tHello.\n", encoding="utf-8")
+    assert list(heldout_pairs((xml, xml), corpus_spec(cfg, tmp_path))) == [
+        ("Guten Morgen.", "Good morning."), ("Wie geht & es?", "How are & you?"), ("Danke.", "")]
+    reverse = DataConfig(corpus=str(tmp_path / "train.tsv"), source_lang="de", target_lang="en", reverse=True)
+    assert list(aligned_pairs(xml, xml, corpus_spec(reverse, tmp_path).column_languages))[0] == \
+        ("Guten Morgen.", "Good morning.")
 
 
 def test_aligned_and_held_out_files_may_be_urls(tmp_path):
