@@ -769,47 +769,22 @@ def test_wmt_test_sets_and_tagged_files_that_cannot_be_read(tmp_path):
         read_lines(wmt22)
 
 
-WMT22 = """<?xml version="1.0" encoding="utf-8"?>
-<dataset id="generaltest2022">
-  <collection id="general">
-    <doc origlang="de" id="doc1" domain="news">
-      <src lang="de">
-        <p>
-          <seg id="1">Guten Morgen.</seg>
-          <seg id="2">Wie  geht &amp; es?</seg>
-        </p>
-      </src>
-      <ref lang="en" translator="A">
-        <p>
-          <seg id="2">How are &amp; you?</seg>
-          <seg id="1">Good morning.</seg>
-        </p>
-      </ref>
-      <ref lang="en" translator="B">
-        <p>
-          <seg id="1">Morning.</seg>
-        </p>
-      </ref>
-      <hyp system="online-A" lang="en">
-        <p>
-          <seg id="1">Good morning!</seg>
-        </p>
-      </hyp>
-    </doc>
-    <doc origlang="en" id="doc2" domain="news">
-      <src lang="de">
-        <p>
-          <seg id="1">Danke.</seg>
-        </p>
-      </src>
-      <ref lang="en" translator="A">
-        <p>
-        </p>
-      </ref>
-    </doc>
-  </collection>
-</dataset>
-"""
+def _wmt_block(tag: str, attributes: str, segments: list[tuple[str, str]]) -> str:
+    """A `<src>`, `<ref>` or `<hyp>` block of WMT's XML since 2021, an element a line as its files are written."""
+    lines = [f'      <{tag} {attributes}>', "        <p>",
+             *(f'          <seg id="{n}">{text}</seg>' for n, text in segments), "        </p>", f"      </{tag}>"]
+    return "\n".join(lines) + "\n"
+
+
+WMT22 = ('<?xml version="1.0" encoding="utf-8"?>\n<dataset id="generaltest2022">\n  <collection id="general">\n'
+         '    <doc origlang="de" id="doc1" domain="news">\n'
+         + _wmt_block("src", 'lang="de"', [("1", "Guten Morgen."), ("2", "Wie  geht &amp; es?")])
+         + _wmt_block("ref", 'lang="en" translator="A"', [("2", "How are &amp; you?"), ("1", "Good morning.")])
+         + _wmt_block("ref", 'lang="en" translator="B"', [("1", "Morning.")])
+         + _wmt_block("hyp", 'system="online-A" lang="en"', [("1", "Good morning!")])
+         + '    </doc>\n    <doc origlang="en" id="doc2" domain="news">\n'
+         + _wmt_block("src", 'lang="de"', [("1", "Danke.")]) + _wmt_block("ref", 'lang="en" translator="A"', [])
+         + "    </doc>\n  </collection>\n</dataset>\n")
 
 
 def test_wmt_xml_of_a_source_and_its_references_is_read_for_each_side(tmp_path):
