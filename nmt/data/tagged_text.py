@@ -97,13 +97,14 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
     found: dict[str, set[str]] = {"src": set(), "ref": set()}
     side = translator = None
     block: tuple[str, str, str] | None = None  # (kind, language, translator) of the block the lines are in
-    sources: list[tuple[int, str]] = []  # this document's source segment ids and their line numbers
+    in_block = 0  # segments met in it: the id of one without its own
+    sources: list[tuple[int, str]] = []  # this document's source segments: (line number, id)
     references: dict[str, tuple[int, str]] = {}  # this document's chosen references by segment id
     for number, line in lines:
         opened = _BLOCK.fullmatch(line)
         if opened:
             attributes = dict(_ATTRIBUTE.findall(opened.group(2)))
-            block = (opened.group(1), attributes.get("lang", ""), attributes.get("translator", ""))
+            block, in_block = (opened.group(1), attributes.get("lang", ""), attributes.get("translator", "")), 0
             if block[0] in found:
                 found[block[0]].add(block[1])
             matches = bool(language) and base_language(block[1]) == base_language(language)
@@ -114,8 +115,8 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
         elif re.fullmatch(r"\s*</(src|ref|hyp)>\s*", line):
             block = None
         elif "<seg" in line and block is not None:
-            segment_id = _SEGMENT_ID.match(line)
-            key = segment_id.group(1) if segment_id else str(len(sources))
+            segment_id, in_block = _SEGMENT_ID.match(line), in_block + 1
+            key = segment_id.group(1) if segment_id else f"#{in_block}"
             if block[0] == "src":
                 sources.append((number, key))
                 if side == "src":
