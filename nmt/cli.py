@@ -430,15 +430,11 @@ def score(run: Optional[Path] = RunOption,
     if (src is None) != (tgt is None):  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--src and --tgt go together (or give source<TAB>target lines on stdin)")
     _check_one_stdin(src, tgt)
-    pairs = None
     if src is not None:
-        from nmt.evaluate import read_lines
+        from nmt.evaluate import check_readable
 
-        sources, targets = read_lines(src), read_lines(tgt)
-        if len(sources) != len(targets):
-            raise NMTError(f"{src} has {counted(len(sources), 'line')} but {tgt} has {counted(len(targets), 'line')}: "
-                           "score takes pairs")
-        pairs = zip(sources, targets)
+        for path in (src, tgt):  # read once the run's languages are known (a WMT XML's sides)
+            check_readable(path)
     engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
     from nmt.scoring import Totals, pairs_of_lines, score_line, score_stream
@@ -446,12 +442,17 @@ def score(run: Optional[Path] = RunOption,
     # No search here: the patient stop is moot (and CTranslate2 would warn that it has none).
     settings = {**_decode_settings(sets, {"length_penalty": length_penalty}), "patient_stop": False}
     scorer = open_engine(engine, run, checkpoint, model, device, settings, warn=warn, ensemble=ensemble or [])
-    if pairs is None:
+    if src is None:
         pairs = pairs_of_lines(_stdin_lines())
     else:
-        from nmt.evaluate import refuse_swapped
+        from nmt.evaluate import read_lines, refuse_swapped
 
+        sources, targets = read_lines(src, scorer.source_lang), read_lines(tgt, scorer.target_lang)
+        if len(sources) != len(targets):
+            raise NMTError(f"{src} has {counted(len(sources), 'line')} but {tgt} has {counted(len(targets), 'line')}: "
+                           "score takes pairs")
         refuse_swapped(sources, targets, (scorer.source_lang, scorer.target_lang), ("--src", "--tgt"))
+        pairs = zip(sources, targets)
     totals = Totals()
     for scored in score_stream(scorer, pairs):
         totals.add(scored)

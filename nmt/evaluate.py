@@ -59,16 +59,21 @@ def length_buckets(sources: list[str], hypotheses: list[str], references: list[l
     return rows
 
 
+def check_readable(path: Path) -> None:
+    """A --src/--ref/--tgt file that cannot be read as one: said before anything is read or loaded."""
+    if str(path) != "-" and not Path(path).exists():
+        raise NMTError(f"file not found: {path}")
+    if str(path) != "-" and Path(path).is_dir():
+        raise NMTError(f"{path} is a directory, not a file of sentences")
+
+
 def read_lines(path: Path, language: str = "") -> list[str]:
     """A --src/--ref file's lines, read as a corpus's file is (gzip, bzip2, xz, an archive of one file, UTF-16 told
     by its BOM; nmt/data/text_files.py), or an IWSLT or WMT test set's XML or SGML: its segments (`language`'s,
     of WMT's XML of a source and its references together); a pipe (`--ref <(cut -f2 test.tsv)`) is read whole, and
     `-` is stdin."""
+    check_readable(path)
     stdin = str(path) == "-"
-    if not stdin and not Path(path).exists():
-        raise NMTError(f"file not found: {path}")
-    if not stdin and Path(path).is_dir():
-        raise NMTError(f"{path} is a directory, not a file of sentences")
     if not stdin and Path(path).is_file():
         lines = [line for _, line in text_lines(Path(path))]
     else:

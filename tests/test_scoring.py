@@ -121,6 +121,18 @@ def test_cli_scores_stdin_pairs_and_files_alike(toy_transformer_run, tmp_path):
     dash = nmt("score", "--run", toy_transformer_run, "--src", tmp_path / "src.txt", "--tgt", "-",
                input=(tmp_path / "tgt.txt").read_text(encoding="utf-8"))
     assert dash.returncode == 0 and dash.stdout == piped.stdout, dash.stderr
+    # WMT's XML of a source and its references, named for both: each side read in the run's language for it.
+    from xml.sax.saxutils import escape
+
+    def segments(texts) -> str:
+        return "".join(f'<seg id="{n}">{escape(text)}</seg>\n' for n, text in enumerate(texts, 1))
+
+    (tmp_path / "test.xml").write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<dataset id="t">\n<doc id="1">\n<src lang="en">\n<p>\n'
+        f'{segments(s for s, _ in pairs)}</p>\n</src>\n<ref lang="fr" translator="A">\n<p>\n'
+        f'{segments(t for _, t in pairs)}</p>\n</ref>\n</doc>\n</dataset>\n', encoding="utf-8")
+    xml = nmt("score", "--run", toy_transformer_run, "--src", tmp_path / "test.xml", "--tgt", tmp_path / "test.xml")
+    assert xml.returncode == 0 and xml.stdout == piped.stdout, xml.stderr
     (tmp_path / "short.txt").write_text("one line\n", encoding="utf-8")
     for args, fragment in ((["--src", tmp_path / "src.txt"], "--src and --tgt go together"),
                            (["--src", tmp_path / "src.txt", "--tgt", tmp_path / "short.txt"], "has 1 line: score"),
