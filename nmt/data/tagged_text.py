@@ -30,6 +30,8 @@ _TEXT_TAG = re.compile(r"\s*<(title|description)>(.*)</\1>\s*")  # a talk's titl
 _METADATA_LINE = re.compile(r"\s*</?(url|keywords|speaker|talkid|reviewer|translator|doc)\b.*>\s*")
 _SOURCE_AND_REFERENCES = re.compile(r"\s*<(src|ref|hyp)\b[^>]*\blang=")  # WMT's XML since 2021: all in one file
 _BLOCK = re.compile(r"\s*<(src|ref|hyp)\b([^>]*)>\s*")
+_BLOCK_END = re.compile(r"\s*</(src|ref|hyp)>\s*")
+_DOCUMENT_END = re.compile(r"\s*</doc>\s*")
 _ATTRIBUTE = re.compile(r'\b(lang|translator|system)="([^"]*)"')
 _SEGMENT_ID = re.compile(r'\s*<seg\b[^>]*\bid="([^"]*)"')
 _ENTITIES = {"&quot;": '"', "&apos;": "'"}  # with &amp;, &lt; and &gt;: XML's own, the only ones read
@@ -112,7 +114,7 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
                 side = "src"
             elif matches and block[0] == "ref" and side != "src":
                 side, translator = "ref", translator or block[2]
-        elif re.fullmatch(r"\s*</(src|ref|hyp)>\s*", line):
+        elif _BLOCK_END.fullmatch(line):
             block = None
         elif "<seg" in line and block is not None:
             segment_id, in_block = _SEGMENT_ID.match(line), in_block + 1
@@ -123,7 +125,7 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
                     yield number, _segment_text(number, line, path)
             elif block[0] == "ref" and side == "ref" and block[2] == translator:
                 references[key] = (number, _segment_text(number, line, path))
-        elif re.fullmatch(r"\s*</doc>\s*", line):
+        elif _DOCUMENT_END.fullmatch(line):
             if side == "ref":
                 for source_number, key in sources:
                     yield references.get(key, (source_number, ""))

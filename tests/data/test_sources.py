@@ -273,17 +273,23 @@ def test_one_json_document_is_refused_with_the_way_to_save_json_lines(tmp_path):
     assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("[Music] Hello.", "[Musique] Bonjour.")]
 
 
+def _read_as_corpus_and_as_both_files(path, expected: list[tuple[str, str]], said: str) -> None:
+    """`path`, an English–French file of pairs, read as data.corpus and as one file named for both sides: `expected`,
+    and prepare's log told `said`."""
+    for cfg in (DataConfig(corpus=str(path), source_lang="en", target_lang="fr"),
+                DataConfig(source_file=str(path), target_file=str(path), source_lang="en", target_lang="fr")):
+        log = []
+        assert list(read_pairs(corpus_spec(cfg, path.parent), log.append)) == expected
+        assert log == [said]
+
+
 def test_fast_align_pairs_are_read(tmp_path):
     """fast_align's and Moses' `source ||| target` lines were "expected tab-separated source and target columns, got
     1 column"; a tab still wins where a line has both."""
     aligned = tmp_path / "corpus.en-fr"
     aligned.write_text("Hi, Tom. ||| Salut, Tom.\nRun! ||| Cours !\n", encoding="utf-8")
-    expected = [("Hi, Tom.", "Salut, Tom."), ("Run!", "Cours !")]
-    for cfg in (DataConfig(corpus=str(aligned), source_lang="en", target_lang="fr"),
-                DataConfig(source_file=str(aligned), target_file=str(aligned), source_lang="en", target_lang="fr")):
-        said = []
-        assert list(read_pairs(corpus_spec(cfg, tmp_path), said.append)) == expected
-        assert said == [f"reading {aligned} as |||-separated text: columns 1 and 2 (the first two)"]
+    _read_as_corpus_and_as_both_files(aligned, [("Hi, Tom.", "Salut, Tom."), ("Run!", "Cours !")],
+                                      f"reading {aligned} as |||-separated text: columns 1 and 2 (the first two)")
     tabbed = tmp_path / "tabbed.tsv"
     tabbed.write_text("a ||| b\tc\n", encoding="utf-8")
     cfg = DataConfig(corpus=str(tabbed), source_lang="en", target_lang="fr")
@@ -297,12 +303,9 @@ def test_a_csv_in_a_zip_is_read_as_csv(tmp_path):
     archive = tmp_path / "archive.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("en-fr.csv", 'en,fr\n"Hi, Tom.",Salut.\nRun!,Cours !\n')
-    expected = [("Hi, Tom.", "Salut."), ("Run!", "Cours !")]
-    for cfg in (DataConfig(corpus=str(archive), source_lang="en", target_lang="fr"),
-                DataConfig(source_file=str(archive), target_file=str(archive), source_lang="en", target_lang="fr")):
-        said = []
-        assert list(read_pairs(corpus_spec(cfg, tmp_path), said.append)) == expected
-        assert said == [f"reading {archive} (en-fr.csv) as comma-separated text: columns 1 and 2 (named by its header)"]
+    _read_as_corpus_and_as_both_files(archive, [("Hi, Tom.", "Salut."), ("Run!", "Cours !")],
+                                      f"reading {archive} (en-fr.csv) as comma-separated text: columns 1 and 2 "
+                                      "(named by its header)")
     with zipfile.ZipFile(tmp_path / "tabs.zip", "w") as zf:  # a zip of a TSV stays a TSV, commas and all
         zf.writestr("pairs.tsv", "Hi, Tom.\tSalut, Tom.\n")
     tabs = DataConfig(corpus=str(tmp_path / "tabs.zip"), source_lang="en", target_lang="fr")
