@@ -241,7 +241,7 @@ def format_report(report: dict) -> str:
                         f"({report['bootstrap_samples']} bootstrap samples of the sentences)")
     for row in report["buckets"]:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
-        lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({row['sentences']} sentences)")
+        lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({counted(row['sentences'], 'sentence')})")
     if report.get("sources_cut"):  # older reports have no count
         lines.append(f"  note: {report['sources_cut']} of the {report['sentences']} sources were cut to "
                      f"decode.max_input_tokens {report['decode']['max_input_tokens']} pieces (EOS included): their "

@@ -52,6 +52,7 @@ def test_a_report_says_when_its_references_were_lowercased_by_the_runs_normaliza
     assert report["references_lowercased"] is True
     assert report["bootstrap_samples"] == 1000 and report["bleu_ci95"] == 0.0  # one sentence: every resample is it
     assert f"95% CI ± {report['bleu_ci95']:.2f} BLEU" in ev.format_report(report)
+    assert "(1 sentence)" in ev.format_report(report)  # the one sentence's length bucket, in the singular
     assert ev.format_report(report).endswith("these scores do not count case")
     assert ev.evaluate(engine, files, tmp_path)["references_lowercased"] is False
 
