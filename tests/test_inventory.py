@@ -50,4 +50,9 @@ def test_cli_lists_runs_or_says_where_there_are_none(toy_transformer_run, tmp_pa
     alone = nmt("runs", "--root", tmp_path / "runs" / "toy")
     assert alone.returncode == 0 and alone.stdout.splitlines()[1:] == listed.stdout.splitlines()[1:], alone.stderr
     empty = nmt("runs", "--root", tmp_path / "nothing")
+    # The folder as an argument, as `ls` takes one; two different folders are refused.
+    positional = nmt("runs", tmp_path / "runs")
+    assert positional.returncode == 0 and positional.stdout == listed.stdout, positional.stderr
+    both = nmt("runs", tmp_path / "runs", "--root", tmp_path / "nothing")
+    assert both.returncode != 0 and "two folders named" in both.stderr and len(both.stderr.splitlines()) == 1
     assert empty.returncode == 2 and "no runs under" in empty.stderr and len(empty.stderr.splitlines()) == 1
