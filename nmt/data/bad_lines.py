@@ -6,6 +6,7 @@ of lines with a handful of broken ones (a missing tab, a byte that is not UTF-8,
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -17,19 +18,23 @@ MOST_LINES_BAD = 0.5  # over this share of the lines, a file is in another forma
 
 @dataclass
 class BadLines:
-    """Where a reader meets a line with no pair: `meet` raises its message (data.bad_lines: error) or counts it;
-    `counting` counts the pairs read, which the bad ones are a share of."""
+    """Where a reader meets a line with no pair: `meet` raises its message (data.bad_lines: error) or counts it, by
+    file; `counting` counts the pairs read, which each file's bad lines are a share of (a pair is a line of each)."""
 
     skip: bool = False
     count: int = 0
     first: list[str] = field(default_factory=list)
+    by_file: Counter = field(default_factory=Counter)
+    first_by_file: dict[str, str] = field(default_factory=dict)
     read: int = 0
     fix: str = ""  # said after an error's own words: how to skip instead, where one can
 
-    def meet(self, message: str) -> None:
+    def meet(self, message: str, path: object) -> None:
         if not self.skip:
             raise NMTError(f"{message}{self.fix}")
         self.count += 1
+        self.by_file[str(path)] += 1
+        self.first_by_file.setdefault(str(path), message)
         if len(self.first) < NAMED:
             self.first.append(message)
 
@@ -40,12 +45,15 @@ class BadLines:
 
     def summary(self) -> str | None:
         """For prepare's log, once the corpus is read through `counting`; None: no bad line met. Raises where most
-        lines are bad: skipping them would train on what is left of a misread file."""
+        lines of a file are bad: skipping them would train on what is left of a misread file. Told per file: two
+        aligned files bad at the same lines lost those pairs once, not twice."""
         if not self.count:
             return None
-        if self.count > MOST_LINES_BAD * self.read:
-            raise NMTError(f"{self.count:,} of {counted(self.read, 'line')} hold no pair (data.bad_lines: skip): the "
-                           f"text is in another encoding or format than it is read as; the first: {self.first[0]}")
+        path, worst = self.by_file.most_common(1)[0]
+        if worst > MOST_LINES_BAD * self.read:
+            raise NMTError(f"{worst:,} of {counted(self.read, 'line')} of {path} hold no pair (data.bad_lines: skip): "
+                           "the text is in another encoding or format than it is read as; the first: "
+                           f"{self.first_by_file[path]}")
         more = f"; {self.count - len(self.first):,} more" if self.count > len(self.first) else ""
         return (f"skipped {counted(self.count, 'bad line')} (data.bad_lines: skip; counted with the empty pairs): "
                 + "; ".join(self.first) + more)

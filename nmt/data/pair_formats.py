@@ -85,7 +85,7 @@ def _rows(path: Path, delimiter: str, bad: BadLines = RAISE) -> Iterator[tuple[i
             return
         except csv.Error as err:  # the reader starts afresh at the next line
             bad.meet(f"{path} line {reader.line_num}: not {_SEPARATED[delimiter]}-separated text as CSV writes it "
-                     f"({err})")
+                     f"({err})", path)
             cells = []
         yield reader.line_num, cells if any(cell.strip() for cell in cells) else []
 
@@ -172,7 +172,7 @@ def table_pairs(path: Path, fmt: PairFormat, builtin: bool = False, bad: BadLine
         if len(cells) < max(source, target) or (builtin and len(cells) > 3):
             wanted = "source and target columns" if (source, target) == (1, 2) else f"columns {source} and {target}"
             bad.meet(f"{path} line {number}: expected {_SEPARATED[fmt.delimiter]}-separated {wanted}, got "
-                     f"{counted(len(cells), 'column')}")
+                     f"{counted(len(cells), 'column')}", path)
             yield "", ""
             continue
         pair = cells[source - 1], cells[target - 1]
@@ -292,7 +292,7 @@ def _json_lines_pairs(path: Path, keys: tuple[str, str], bad: BadLines = RAISE) 
             if missing:
                 raise NMTError(f"{path} line {number}: no {missing[0]} text (keys: {_listed(texts)})")
         except NMTError as err:
-            bad.meet(str(err))
+            bad.meet(str(err), path)
             yield "", ""
             continue
         yield texts[keys[0]], texts[keys[1]]

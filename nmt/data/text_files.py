@@ -155,7 +155,7 @@ def text_lines(path: Path, language: str = "", partner: str = "", bad: BadLines 
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
                 bad.meet(f"{path} line {number}: not UTF-8 text (byte {err.start}): save it as UTF-8 (Excel: \"CSV "
-                         "UTF-8\" or \"Unicode Text\"; or iconv -f WINDOWS-1252 -t UTF-8, naming its encoding)")
+                         "UTF-8\" or \"Unicode Text\"; or iconv -f WINDOWS-1252 -t UTF-8, naming its encoding)", path)
                 text = ""
             yield number, text.removesuffix("\n").removesuffix("\r")
 

@@ -94,10 +94,31 @@ def test_a_file_mostly_of_bad_lines_is_an_error_even_when_skipping(tmp_path):
     (tmp_path / "latin1.tsv").write_bytes(b"".join(lines))
     cfg = DataConfig(**SMALL, corpus=str(tmp_path / "latin1.tsv"), source_lang="en", target_lang="fr",
                      bad_lines="skip")
-    with pytest.raises(NMTError, match=r"60 of 70 lines hold no pair \(data.bad_lines: skip\): the text is in "
-                                       r"another encoding or format than it is read as; the first: \S*latin1.tsv "
-                                       r"line 1: not UTF-8 text"):
+    with pytest.raises(NMTError, match=r"60 of 70 lines of \S*latin1.tsv hold no pair \(data.bad_lines: skip\): "
+                                       r"the text is in another encoding or format than it is read as; the first: "
+                                       r"\S*latin1.tsv line 1: not UTF-8 text"):
         prepare(cfg, tmp_path / "data")
+
+
+def test_the_share_of_bad_lines_is_told_per_file_of_two_aligned_ones(tmp_path):
+    """Two aligned files with the same 30 of 100 lines saved as Windows-1252 lost 30 pairs, yet their 60 bad lines,
+    counted against 100 pairs, read as "most lines bad"; one file saved so whole is still refused."""
+    english = [f"Line {i} was there.\n".encode() for i in range(100)]
+    french = [f"La ligne {i} y \xe9tait.\n".encode("latin-1") if i % 10 < 3 else f"Ligne {i}.\n".encode()
+              for i in range(100)]
+    (tmp_path / "train.en").write_bytes(b"".join(line.replace(b"was", b"\xe9") if i % 10 < 3 else line
+                                                 for i, line in enumerate(english)))
+    (tmp_path / "train.fr").write_bytes(b"".join(french))
+    data = {**SMALL, "source_file": str(tmp_path / "train.en"), "target_file": str(tmp_path / "train.fr"),
+            "source_lang": "en", "target_lang": "fr", "bad_lines": "skip"}
+    said = []
+    manifest = read_manifest(prepare(DataConfig(**data), tmp_path / "data", log=said.append))
+    assert manifest["bad_lines"] == 60 and sum(split["pairs"] for split in manifest["counts"].values()) == 70
+    assert any(line.startswith("skipped 60 bad lines") for line in said)
+    (tmp_path / "train.fr").write_bytes(b"".join(f"La ligne {i} y \xe9tait.\n".encode("latin-1") if i % 10 < 6
+                                                 else f"Ligne {i}.\n".encode() for i in range(100)))
+    with pytest.raises(NMTError, match=r"60 of 100 lines of \S*train.fr hold no pair \(data.bad_lines: skip\)"):
+        prepare(DataConfig(**data), tmp_path / "data2")
 
 
 def test_held_out_files_of_ones_own_are_read_whole_even_when_skipping(tmp_path):
