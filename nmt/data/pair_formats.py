@@ -9,6 +9,7 @@ aligned files are read: nmt/data/sources.py.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -128,6 +129,8 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
         raise NMTError(f"{path} line {number} starts one JSON document (an array, or an object over several lines), "
                        f"not JSON lines: {JSON_LINES_WAY}")
     record = json_object(first)
+    if record is None and first.lstrip().startswith("{"):  # a cut or broken first line of JSON lines, or a sentence
+        number, record = _next_json_object(path, number) or (number, None)
     if record is not None:
         if columns:
             raise NMTError(f"{path} is JSON lines, read by the keys data.source_lang and data.target_lang name: "
@@ -242,6 +245,22 @@ def json_object(line: str) -> dict | None:
     except ValueError:  # a TSV whose first source sentence starts with "{"
         return None
     return record if isinstance(record, dict) else None
+
+
+JSON_LINES_LOOKED_AT = 10  # lines with text after a first that starts with "{" but is no JSON object
+
+
+def _next_json_object(path: Path, after: int) -> tuple[int, dict] | None:
+    """(line number, record) of the first JSON object among the lines with text just after line `after`: a JSON-lines
+    corpus whose first line is cut or broken is told by the lines after it (a TSV's lines hold tabs after their
+    first sentence, never a JSON object), so that its bad first line is data.bad_lines' to name or skip."""
+    lines = text_lines(path, bad=BadLines(skip=True))
+    texts = ((number, line) for number, line in lines if number > after and line.strip())
+    for number, line in itertools.islice(texts, JSON_LINES_LOOKED_AT):
+        record = json_object(line)
+        if record is not None:
+            return number, record
+    return None
 
 
 def first_text(path: Path, language: str = "", partner: str = "") -> tuple[int, str]:

@@ -44,6 +44,18 @@ def test_a_bad_line_is_an_error_or_an_empty_pair_and_the_lines_after_it_are_read
     assert bad.count == 1 and len(bad.first) == 1 and bad.read == 0  # read: counted where prepare asks
 
 
+def test_a_json_lines_corpus_whose_first_line_is_cut_is_still_read_as_json_lines(tmp_path):
+    """Its format is told from its first line with text: a cut one read the file as TSV, every line "expected
+    tab-separated source and target columns" (and, skipping, every pair empty)."""
+    (tmp_path / "pairs.jsonl").write_bytes(b'{"en": "I was\n{"en": "Hi.", "fr": "Salut."}\n'
+                                           b'{"en": "Bye.", "fr": "Au revoir."}\n')
+    cfg = DataConfig(corpus=str(tmp_path / "pairs.jsonl"), source_lang="en", target_lang="fr")
+    with pytest.raises(NMTError, match=r"pairs.jsonl line 1: not a JSON object of texts by language"):
+        _read(cfg, tmp_path, skip=False)
+    pairs, bad = _read(cfg, tmp_path, skip=True)
+    assert pairs == [("", ""), ("Hi.", "Salut."), ("Bye.", "Au revoir.")] and bad.count == 1
+
+
 def test_two_aligned_files_stay_aligned_past_a_line_that_is_not_utf8(tmp_path):
     (tmp_path / "train.en").write_bytes(b"Hi.\nI was there.\nBye.\n")
     (tmp_path / "train.fr").write_bytes(b"Salut.\n" + NOT_UTF8 + b"\nAu revoir.\n")
