@@ -111,6 +111,18 @@ def references_from_files(paths: list[Path], count: int, language: str = "") -> 
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
 
 
+def _refuse_missing_references(src: Path, sources: list[str], paths: list[Path], references: list[list[str]]) -> None:
+    """A source whose line is empty in every reference file has nothing to be scored against: named by its line
+    before the model is loaded (an empty source too, as a blank line at the end of both files, says to remove it)."""
+    missing = [number for number, refs in enumerate(references, 1) if not refs]
+    if missing:
+        first = missing[0]
+        also = "; so is the source: remove the line from every file" if not sources[first - 1].strip() else ""
+        raise NMTError(f"line {first} of {src} has no reference (its line in {' and '.join(map(str, paths))} is "
+                       f"empty{also}): every source sentence needs at least one ({counted(len(missing), 'line')} "
+                       f"{'has' if len(missing) == 1 else 'have'} none)")
+
+
 def source_label(path: Path, sources: list[str]) -> str:
     """What a --src file's report is named after: its stem; for a pipe (named /dev/fd/63 whatever it carries), the
     sources' own hash, so that two piped evaluations do not overwrite each other's report."""
@@ -141,8 +153,9 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
             raise NMTError("--src needs at least one --ref file")
         sources = read_lines(src, languages[0])
         _refuse_pairs_file(src, sources)
-        return EvaluationSet(sources, references_from_files(list(refs), len(sources), languages[1]),
-                             source_label(Path(src), sources),
+        references = references_from_files(list(refs), len(sources), languages[1])
+        _refuse_missing_references(src, sources, list(refs), references)
+        return EvaluationSet(sources, references, source_label(Path(src), sources),
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")

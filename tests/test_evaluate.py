@@ -156,8 +156,28 @@ def test_a_tsv_of_pairs_given_as_src_is_refused(tmp_path):
         ev.load_test_set(None, "test", tsv, [refs], tmp_path)
     with pytest.raises(NMTError, match=r"every line of .*test.tsv holds a TAB"):  # given as the references
         ev.load_test_set(None, "test", refs, [tsv], tmp_path)
-    tsv.write_text("Hello.\tBonjour.\n\nBye.\n", encoding="utf-8")  # a TAB in some sources only: read as they are
-    assert ev.load_test_set(None, "test", tsv, [refs], tmp_path).sources == ["Hello.\tBonjour.", "", "Bye."]
+    tsv.write_text("Hello.\tBonjour.\nNo.\nBye.\n", encoding="utf-8")  # a TAB in some sources only: read as they are
+    refs.write_text("Bonjour.\nNon.\nSalut.\n", encoding="utf-8")
+    assert ev.load_test_set(None, "test", tsv, [refs], tmp_path).sources == ["Hello.\tBonjour.", "No.", "Bye."]
+
+
+def test_a_source_without_a_reference_is_named_by_its_line_before_decoding(tmp_path):
+    """An empty line in every --ref file leaves its source no reference: the error said only "every source sentence
+    needs at least one reference", after the model was loaded, naming no file and no line."""
+    src, ref_a, ref_b = tmp_path / "test.en", tmp_path / "a.fr", tmp_path / "b.fr"
+    src.write_text("Hello.\nYes.\nNo.\n", encoding="utf-8")
+    ref_a.write_text("Bonjour.\n\nNon.\n", encoding="utf-8")
+    ref_b.write_text("Salut.\nOui.\n\n", encoding="utf-8")
+    assert ev.load_test_set(None, "test", src, [ref_a, ref_b], tmp_path).references == \
+        [["Bonjour.", "Salut."], ["Oui."], ["Non."]]  # a missing reference of one set: the other set's
+    with pytest.raises(NMTError, match=r"line 2 of \S*test.en has no reference \(its line in \S*a.fr is empty\): "
+                                       r"every source sentence needs at least one \(1 line has none\)"):
+        ev.load_test_set(None, "test", src, [ref_a], tmp_path)
+    for path in (src, ref_a, ref_b):  # a blank line at the end of every file
+        path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    with pytest.raises(NMTError, match=r"line 4 of \S*test.en has no reference \(its line in \S*a.fr and \S*b.fr is "
+                                       r"empty; so is the source: remove the line from every file\)"):
+        ev.load_test_set(None, "test", src, [ref_a, ref_b], tmp_path)
 
 
 def test_a_sampled_evaluation_is_named_and_described_as_such(toy_transformer_run, tmp_path):
