@@ -543,7 +543,7 @@ def from_dict(raw: Any, cls: type = Config, path: str = "") -> Any:
     for key, value in raw.items():
         full = f"{path}.{key}" if path else str(key)
         if key not in fields:
-            raise ConfigError(_unknown_key_message(full, str(key), fields, path))
+            raise ConfigError(_unknown_key_message(full, str(key), fields, path, value))
         values[key] = _coerce(value, hints[key], full)
     obj = cls(**values)
     for name, f in fields.items():
@@ -568,7 +568,7 @@ def _check_flex_attention(m: ModelConfig, t: TrainConfig) -> None:
         raise ConfigError(f"train.packed_attention flex needs torch >= 2.5 (FlexAttention), not {torch.__version__}")
 
 
-def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
+def _unknown_key_message(full: str, key: str, fields: dict, path: str, value: Any = None) -> str:
     peer = _PEER_NAMES.get(full) or _PEER_NAMES.get(key)
     if peer:
         return f"unknown key {full}; did you mean {peer}? (nmt's name for it)"
@@ -579,7 +579,9 @@ def _unknown_key_message(full: str, key: str, fields: dict, path: str) -> str:
     close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
     if close:
         return f"unknown key {full}; did you mean {path + '.' if path else ''}{close[0]}?"
-    return f"unknown key {full}; valid keys: {', '.join(fields)}"
+    holds_anchors = not path and isinstance(value, dict)  # settings to merge elsewhere (`<<: *small`)
+    anchors = f" (a key that holds YAML anchors: name it {ANCHORS_PREFIX}{key})" if holds_anchors else ""
+    return f"unknown key {full}; valid keys: {', '.join(fields)}{anchors}"
 
 
 def _as_number(value: Any) -> float | None:
@@ -701,11 +703,14 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice (plain YAML silently keeps the last one)."""
+    """safe_load that refuses a key given twice (plain YAML silently keeps the last one). A merge key (`<<: *shared`)
+    is no key of its own: SafeLoader merges it, a key written beside it overriding the merged one, as YAML says."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise ConfigError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
@@ -729,6 +734,10 @@ def read_yaml(path: Path) -> Any:
         first = str(err).splitlines()[0] if str(err) else "parse error"
         raise ConfigError(f"{path}: invalid YAML ({first})") from None
 
+
+# A top-level key of this prefix holds YAML anchors that sections merge (`x-small: &small {...}`, then
+# `model: {<<: *small}`), as docker-compose's extension fields do: it names no section and is dropped after reading.
+ANCHORS_PREFIX = "x-"
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -792,6 +801,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, war
         raw = read_yaml(path) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
+        raw = {key: value for key, value in raw.items() if not str(key).startswith(ANCHORS_PREFIX)}
         raw.setdefault("name", path.stem)
     config = from_dict(apply_overrides(raw, overrides or []))
     if not _RUN_NAME.fullmatch(config.name):

@@ -324,3 +324,21 @@ def test_the_wheel_ships_the_configs(tmp_path):
     assert where.startswith(str(site))
     assert json.loads(names) == sorted(path.stem for path in (repo / "configs").glob("*.yaml"))
     assert float(budget) == load_config(repo / "configs" / "demo.yaml").train.time_budget_s
+
+
+def test_yaml_anchors_and_merge_keys_share_settings_and_x_keys_hold_them(tmp_path):
+    """`<<: *shared` (YAML's merge key, as OpenNMT-py and docker-compose files share settings) stopped at "invalid
+    YAML (could not determine a constructor for the tag ...merge)"; a top-level `x-` key holds the anchors, as
+    docker-compose's extension fields do, and names no section."""
+    text = ("x-small: &small\n  embed_dim: 64\n  num_heads: 4\n  ff_dim: 128\n"
+            "model:\n  <<: *small\n  ff_dim: 256\n  num_layers: 2\n"
+            "decode: &decode\n  beam_size: 3\n")
+    cfg = load_config(write(tmp_path, text))
+    assert (cfg.model.embed_dim, cfg.model.num_heads, cfg.model.ff_dim, cfg.model.num_layers) == (64, 4, 256, 2)
+    assert cfg.decode.beam_size == 3
+    with pytest.raises(ConfigError, match=r"duplicate key 'ff_dim' \(line 6\)"):  # a key given twice still is refused
+        load_config(write(tmp_path, "x-small: &small\n  embed_dim: 64\nmodel:\n  <<: *small\n  ff_dim: 256\n"
+                                    "  ff_dim: 512\n"))
+    with pytest.raises(ConfigError, match=r"unknown key small; valid keys: .* \(a key that holds YAML anchors: "
+                                          r"name it x-small\)"):  # only x- keys name no section
+        load_config(write(tmp_path, "small: &small\n  embed_dim: 64\nmodel:\n  <<: *small\n"))
