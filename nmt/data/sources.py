@@ -128,7 +128,9 @@ def _local(text: str, what: str) -> Path:
     parsed = urllib.parse.urlparse(text)
     path = file_url_path(text) if parsed.scheme == "file" else Path(text).expanduser()
     if not path.exists():
-        raise NMTError(f"{what} not found: {path}")
+        where = "" if path.is_absolute() else \
+            f" (a relative path is read from the current directory, {Path.cwd()}, not the config's)"
+        raise NMTError(f"{what} not found: {path}{where}")
     if not path.is_file():  # a pipe cannot serve: preparing reads a file more than once (hash, split, train)
         kind = "a directory" if path.is_dir() else "a pipe or device"
         raise NMTError(f"{what} {path} is not a regular file ({kind}): nmt prepare reads it more than once; save it "

@@ -826,3 +826,15 @@ def test_aligned_and_held_out_files_may_be_urls(tmp_path):
     assert [path.read_text() for path in (*spec.files, *spec.heldout["test"])] == [
         "hello .\n", "bonjour .\n", "cat .\n", "chat .\n"]
     assert all((tmp_path / "data" / ".downloads") in path.parents for path in spec.files)
+
+
+def test_a_missing_relative_path_says_which_folder_it_was_read_from(tmp_path, monkeypatch):
+    """`corpus: pairs.tsv` in a config elsewhere is read from the current directory, not the config's: the error
+    said only "data.corpus not found: pairs.tsv"."""
+    monkeypatch.chdir(tmp_path)
+    cfg = DataConfig(corpus="pairs.tsv", source_lang="en", target_lang="fr")
+    with pytest.raises(NMTError, match=rf"^data.corpus not found: pairs.tsv \(a relative path is read from the current "
+                                       rf"directory, {tmp_path}, not the config's\)$"):
+        corpus_spec(cfg, tmp_path)
+    with pytest.raises(NMTError, match=rf"^data.corpus not found: {tmp_path}/gone.tsv$"):  # an absolute one says all
+        corpus_spec(dataclasses.replace(cfg, corpus=str(tmp_path / "gone.tsv")), tmp_path)
