@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Iterator
 
 from nmt.errors import NMTError, counted
@@ -29,7 +30,7 @@ class BadLines:
     read: int = 0
     fix: str = ""  # said after an error's own words: how to skip instead, where one can
 
-    def meet(self, message: str, path: object) -> None:
+    def meet(self, message: str, path: Path | str) -> None:
         if not self.skip:
             raise NMTError(f"{message}{self.fix}")
         self.count += 1
