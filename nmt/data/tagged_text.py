@@ -94,14 +94,16 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
     """One side of WMT's XML since 2021 (`<doc>`s of a `<src lang=...>` block and `<ref lang=... translator=...>`
     blocks of `<seg id=...>` lines; systems' `<hyp>` blocks too): the source's segments where `language` is the
     source's, else the first translator's references in `language`, aligned to the source's segments by id, a
-    document at a time, as sacrebleu aligns them (a segment a translator left out: an empty line, so that the sides
-    stay aligned). Without `language` (a file read on its own) or in neither language, an error naming them."""
+    document at a time, as sacrebleu aligns them (a segment the first translator left out: an empty line, so that
+    the sides stay aligned; one that no translator translated: left out of both sides, as sacrebleu leaves it out).
+    Without `language` (a file read on its own) or in neither language, an error naming them."""
     found: dict[str, set[str]] = {"src": set(), "ref": set()}
     side = translator = None
     block: tuple[str, str, str] | None = None  # (kind, language, translator) of the block the lines are in
     in_block = 0  # segments met in it: the id of one without its own
-    sources: list[tuple[int, str]] = []  # this document's source segments: (line number, id)
+    sources: list[tuple[int, str, str]] = []  # this document's source segments: (line number, id, text)
     references: dict[str, tuple[int, str]] = {}  # this document's chosen references by segment id
+    translated: set[str] | None = None  # ids any translator's reference of this document holds; None: no <ref>
     for number, line in lines:
         opened = _BLOCK.fullmatch(line)
         if opened:
@@ -109,6 +111,8 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
             block, in_block = (opened.group(1), attributes.get("lang", ""), attributes.get("translator", "")), 0
             if block[0] in found:
                 found[block[0]].add(block[1])
+            if block[0] == "ref" and translated is None:
+                translated = set()
             matches = bool(language) and base_language(block[1]) == base_language(language)
             if matches and block[0] == "src":
                 side = "src"
@@ -120,16 +124,19 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
             segment_id, in_block = _SEGMENT_ID.match(line), in_block + 1
             key = segment_id.group(1) if segment_id else f"#{in_block}"
             if block[0] == "src":
-                sources.append((number, key))
-                if side == "src":
-                    yield number, _segment_text(number, line, path)
-            elif block[0] == "ref" and side == "ref" and block[2] == translator:
-                references[key] = (number, _segment_text(number, line, path))
+                sources.append((number, key, _segment_text(number, line, path)))
+            elif block[0] == "ref":
+                text = _segment_text(number, line, path)
+                if text.strip():
+                    translated.add(key)
+                if side == "ref" and block[2] == translator:
+                    references[key] = (number, text)
         elif _DOCUMENT_END.fullmatch(line):
-            if side == "ref":
-                for source_number, key in sources:
-                    yield references.get(key, (source_number, ""))
-            sources, references = [], {}
+            for source_number, key, text in sources:
+                if translated is not None and key not in translated:
+                    continue  # no reference to score it against: sacrebleu leaves the segment out
+                yield (source_number, text) if side == "src" else references.get(key, (source_number, ""))
+            sources, references, translated = [], {}, None
     if side is None:
         held = " and ".join(f"{kind} {', '.join(sorted(languages))}" for kind, languages in found.items()
                             if languages)

@@ -786,18 +786,24 @@ WMT22 = ('<?xml version="1.0" encoding="utf-8"?>\n<dataset id="generaltest2022">
          + _wmt_block("ref", 'lang="en" translator="B"', [("1", "Morning.")])
          + _wmt_block("hyp", 'system="online-A" lang="en"', [("1", "Good morning!")])
          + '    </doc>\n    <doc origlang="en" id="doc2" domain="news">\n'
-         + _wmt_block("src", 'lang="de"', [("1", "Danke.")]) + _wmt_block("ref", 'lang="en" translator="A"', [])
+         + _wmt_block("src", 'lang="de"', [("1", "Danke."), ("2", "Bitte.")])
+         + _wmt_block("ref", 'lang="en" translator="A"', [("2", "You're welcome.")])
+         + _wmt_block("ref", 'lang="en" translator="B"', [("1", "Thanks.")])
+         + '    </doc>\n    <doc origlang="en" id="doc3" domain="news">\n'
+         + _wmt_block("src", 'lang="de"', [("1", "Tschüss.")]) + _wmt_block("ref", 'lang="en" translator="A"', [])
          + "    </doc>\n  </collection>\n</dataset>\n")
 
 
 def test_wmt_xml_of_a_source_and_its_references_is_read_for_each_side(tmp_path):
     """WMT's XML since 2021 holds the source and every translator's references in one file: it was refused, with
     sacrebleu --echo as the way out. Each side now reads its language: the source's segments, or the first
-    translator's references aligned to them by id, a document at a time (one left out: an empty line)."""
+    translator's references aligned to them by id, a document at a time (one it left out: an empty line; one no
+    translator translated, doc3's: left out of both sides, as sacrebleu leaves it out, where it was a source whose
+    only reference was an empty line)."""
     xml = tmp_path / "generaltest2022.de-en.xml"
     xml.write_text(WMT22, encoding="utf-8")
-    assert read_lines(xml, "de") == ["Guten Morgen.", "Wie geht & es?", "Danke."]
-    assert read_lines(xml, "en-US") == ["Good morning.", "How are & you?", ""]
+    assert read_lines(xml, "de") == ["Guten Morgen.", "Wie geht & es?", "Danke.", "Bitte."]
+    assert read_lines(xml, "en-US") == ["Good morning.", "How are & you?", "", "You're welcome."]
     with pytest.raises(NMTError, match=r"xml: WMT's XML of a source and its references together \(src de and ref "
                                        r"en\): no fr side; nmt reads the side in the run's source or target language"):
         read_lines(xml, "fr")
@@ -805,7 +811,8 @@ def test_wmt_xml_of_a_source_and_its_references_is_read_for_each_side(tmp_path):
                      valid_source_file=str(xml), valid_target_file=str(xml))
     (tmp_path / "train.tsv").write_text("Hallo.\tHello.\n", encoding="utf-8")
     assert list(heldout_pairs((xml, xml), corpus_spec(cfg, tmp_path))) == [
-        ("Guten Morgen.", "Good morning."), ("Wie geht & es?", "How are & you?"), ("Danke.", "")]
+        ("Guten Morgen.", "Good morning."), ("Wie geht & es?", "How are & you?"), ("Danke.", ""),
+        ("Bitte.", "You're welcome.")]
     reverse = DataConfig(corpus=str(tmp_path / "train.tsv"), source_lang="de", target_lang="en", reverse=True)
     assert list(aligned_pairs(xml, xml, corpus_spec(reverse, tmp_path).column_languages))[0] == \
         ("Guten Morgen.", "Good morning.")
