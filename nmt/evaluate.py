@@ -117,9 +117,10 @@ def _refuse_missing_references(src: Path, sources: list[str], paths: list[Path],
     missing = [number for number, refs in enumerate(references, 1) if not refs]
     if missing:
         first = missing[0]
-        also = "; so is the source: remove the line from every file" if not sources[first - 1].strip() else ""
-        raise NMTError(f"line {first} of {src} has no reference (its line in {' and '.join(map(str, paths))} is "
-                       f"empty{also}): every source sentence needs at least one ({counted(len(missing), 'line')} "
+        also = "; so is the source: remove its line from every file" if not sources[first - 1].strip() else ""
+        # A sentence's number is its line's in plain text, its segment's in a test set's XML.
+        raise NMTError(f"sentence {first} of {src} has no reference (empty in {' and '.join(map(str, paths))}"
+                       f"{also}): every source sentence needs at least one ({counted(len(missing), 'sentence')} "
                        f"{'has' if len(missing) == 1 else 'have'} none)")
 
 

@@ -170,13 +170,13 @@ def test_a_source_without_a_reference_is_named_by_its_line_before_decoding(tmp_p
     ref_b.write_text("Salut.\nOui.\n\n", encoding="utf-8")
     assert ev.load_test_set(None, "test", src, [ref_a, ref_b], tmp_path).references == \
         [["Bonjour.", "Salut."], ["Oui."], ["Non."]]  # a missing reference of one set: the other set's
-    with pytest.raises(NMTError, match=r"line 2 of \S*test.en has no reference \(its line in \S*a.fr is empty\): "
-                                       r"every source sentence needs at least one \(1 line has none\)"):
+    with pytest.raises(NMTError, match=r"sentence 2 of \S*test.en has no reference \(empty in \S*a.fr\): every "
+                                       r"source sentence needs at least one \(1 sentence has none\)"):
         ev.load_test_set(None, "test", src, [ref_a], tmp_path)
     for path in (src, ref_a, ref_b):  # a blank line at the end of every file
         path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
-    with pytest.raises(NMTError, match=r"line 4 of \S*test.en has no reference \(its line in \S*a.fr and \S*b.fr is "
-                                       r"empty; so is the source: remove the line from every file\)"):
+    with pytest.raises(NMTError, match=r"sentence 4 of \S*test.en has no reference \(empty in \S*a.fr and \S*b.fr; "
+                                       r"so is the source: remove its line from every file\)"):
         ev.load_test_set(None, "test", src, [ref_a, ref_b], tmp_path)
 
 
