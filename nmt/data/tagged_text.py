@@ -132,7 +132,7 @@ def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
                 if side == "ref" and block[2] == translator:
                     references[key] = (number, text)
         elif _DOCUMENT_END.fullmatch(line):
-            for source_number, key, text in sources:
+            for source_number, key, text in sources if side else []:
                 if translated is not None and key not in translated:
                     continue  # no reference to score it against: sacrebleu leaves the segment out
                 yield (source_number, text) if side == "src" else references.get(key, (source_number, ""))
