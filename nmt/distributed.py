@@ -42,11 +42,6 @@ class DistContext:
         dist.broadcast(tensor, src=0)
         return bool(tensor.item())
 
-    def any_flags(self, *flags: bool) -> tuple[bool, ...]:
-        """Each flag true on every rank when it is true on any rank (a non-finite loss, a stop request): one
-        collective for all of them."""
-        return tuple(value > 0 for value in self.max_over_ranks(*(float(f) for f in flags)))
-
     def max_over_ranks(self, *values: float) -> tuple[float, ...]:
         """Each value's maximum over the ranks (flags as 0/1, a clock's seconds): one collective for all of them."""
         if not self.enabled:

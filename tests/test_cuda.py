@@ -254,7 +254,7 @@ def test_flags_through_the_cuda_process_group():
     dist.init_process_group(CUDA_BACKEND, rank=0, world_size=1)
     try:
         ctx = DistContext(rank=0, world_size=2)  # "enabled", so the real collectives run (over one rank)
-        assert ctx.any_flags(True, False) == (True, False)
+        assert ctx.max_over_ranks(1.0, 0.0) == (1.0, 0.0)
         assert ctx.broadcast_flag(True) is True
         grads = torch.ones(3, device="cuda")
         dist.all_reduce(grads)  # CUDA tensors still take NCCL

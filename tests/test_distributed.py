@@ -39,7 +39,7 @@ def test_flags_under_a_cuda_process_group_use_a_device_its_backend_serves(fake_c
     """Plain NCCL with CPU flag tensors crashes at step 1 ("No backend type associated with device type cpu")."""
     ctx = setup_distributed("auto")
     assert ctx.enabled and ctx.world_size == 2
-    ctx.any_flags(False, True) if hasattr(ctx, "any_flags") else ctx.any_flag(False)
+    ctx.max_over_ranks(0.0, 1.0)  # a stop request and a clock, as training sends them
     ctx.broadcast_flag(True)
     served = backend_device_types(fake_cuda_rank["backend"])
     assert fake_cuda_rank["devices"], "no collective ran"
@@ -55,7 +55,7 @@ def test_backend_device_types():
 
 def test_single_process_needs_no_process_group():
     ctx = DistContext()
-    assert ctx.any_flags(True, False) == (True, False) and ctx.broadcast_flag(True) is True
+    assert ctx.max_over_ranks(1.0, 0.0) == (1.0, 0.0) and ctx.broadcast_flag(True) is True
     assert ctx.gather_to_main({"a": 1}) == [{"a": 1}]
 
 
@@ -65,7 +65,7 @@ def _gloo_worker(rank, world, port, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     ctx = DistContext(rank, world, rank)
-    flags = ctx.any_flags(rank == 1, False)
+    flags = ctx.max_over_ranks(float(rank == 1), 0.0)
     clock = ctx.max_over_ranks(float(rank == 0), 100.25 + rank)  # the trainer's stop flag and training seconds
     gathered = ctx.gather_to_main({"rank": rank})
     results.put((rank, (flags, clock), gathered))
@@ -88,7 +88,7 @@ def test_flags_and_gather_over_two_real_processes():
     out = dict((rank, (flags, gathered)) for rank, flags, gathered in (results.get(timeout=120) for _ in procs))
     for p in procs:
         p.join(timeout=60)
-    assert out[0][0][0] == out[1][0][0] == (True, False)  # rank 1's flag reaches rank 0
+    assert out[0][0][0] == out[1][0][0] == (1.0, 0.0)  # rank 1's flag reaches rank 0
     # every rank reads the same clock (so the same time-budgeted lr): the one that reads the most seconds
     assert out[0][0][1] == out[1][0][1] == (1.0, 101.25)
     assert out[0][1] == [{"rank": 0}, {"rank": 1}] and out[1][1] is None

@@ -24,14 +24,6 @@ def split_of(source: str, salt: str, valid_fraction: float, test_fraction: float
     return "train"
 
 
-def split_pairs(pairs: list[tuple[str, str]], salt: str, valid_fraction: float,
-                test_fraction: float) -> dict[str, list[tuple[str, str]]]:
-    splits: dict[str, list[tuple[str, str]]] = {name: [] for name in SPLITS}
-    for src, tgt in pairs:
-        splits[split_of(src, salt, valid_fraction, test_fraction)].append((src, tgt))
-    return splits
-
-
 def group_references(pairs: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:
     """(source, [all its translations]) in first-seen order: the multi-reference form of valid/test."""
     refs: dict[str, list[str]] = defaultdict(list)

@@ -2,7 +2,7 @@ from conftest import toy_corpus_text
 from nmt.data.corpus import normalize_pairs
 from nmt.data.sources import CorpusSpec, read_pairs
 from nmt.data.normalizer import Normalizer
-from nmt.data.split import group_references, split_of, split_pairs
+from nmt.data.split import SPLITS, group_references, split_of
 
 
 def test_normalizer_cleans_and_matches_d2l_style_input():
@@ -40,10 +40,17 @@ def test_normalize_pairs_drops_empty_long_and_duplicates():
     assert dropped == {"empty": 1, "too_long": 1, "duplicate": 1}
 
 
+def _split(pairs: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """The pairs by split, as preparation splits them a pair at a time (nmt/data/stream.py)."""
+    splits = {name: [] for name in SPLITS}
+    for source, target in pairs:
+        splits[split_of(source, "salt", 0.1, 0.1)].append((source, target))
+    return splits
+
+
 def test_split_groups_sentences_and_is_order_independent():
     pairs = [(f"sentence {i % 300}", f"phrase {i}") for i in range(1000)]
-    a = split_pairs(pairs, "salt", 0.1, 0.1)
-    b = split_pairs(list(reversed(pairs)), "salt", 0.1, 0.1)
+    a, b = _split(pairs), _split(list(reversed(pairs)))
     sources = {name: {en for en, _ in split} for name, split in a.items()}
     assert not (sources["train"] & sources["test"]) and not (sources["train"] & sources["valid"])
     assert not (sources["valid"] & sources["test"])
