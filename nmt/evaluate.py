@@ -112,8 +112,9 @@ def references_from_files(paths: list[Path], count: int, language: str = "") -> 
 
 
 def _refuse_missing_references(src: Path, sources: list[str], paths: list[Path], references: list[list[str]]) -> None:
-    """A source whose line is empty in every reference file has nothing to be scored against: named by its line
-    before the model is loaded (an empty source too, as a blank line at the end of both files, says to remove it)."""
+    """A source whose reference is empty in every reference file has nothing to be scored against: named by its
+    number before the model is loaded (an empty source too, as a blank line at the end of every file, is told to be
+    removed)."""
     missing = [number for number, refs in enumerate(references, 1) if not refs]
     if missing:
         first = missing[0]
