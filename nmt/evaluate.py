@@ -111,20 +111,6 @@ def references_from_files(paths: list[Path], count: int, language: str = "") -> 
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
 
 
-def _refuse_missing_references(src: Path, sources: list[str], paths: list[Path], references: list[list[str]]) -> None:
-    """A source whose reference is empty in every reference file has nothing to be scored against: named by its
-    number before the model is loaded (an empty source too, as a blank line at the end of every file, is told to be
-    removed)."""
-    missing = [number for number, refs in enumerate(references, 1) if not refs]
-    if missing:
-        first = missing[0]
-        also = "; so is the source: remove its line from every file" if not sources[first - 1].strip() else ""
-        # A sentence's number is its line's in plain text, its segment's in a test set's XML.
-        raise NMTError(f"sentence {first} of {src} has no reference (empty in {' and '.join(map(str, paths))}"
-                       f"{also}): every source sentence needs at least one ({counted(len(missing), 'sentence')} "
-                       f"{'has' if len(missing) == 1 else 'have'} none)")
-
-
 def source_label(path: Path, sources: list[str]) -> str:
     """What a --src file's report is named after: its stem; for a pipe (named /dev/fd/63 whatever it carries), the
     sources' own hash, so that two piped evaluations do not overwrite each other's report."""
@@ -143,6 +129,18 @@ class EvaluationSet:
     # given with --ref are scored as they are.
     normalized_references: bool = False
 
+    def __post_init__(self):
+        """A source with no reference has nothing to be scored against (its line empty in every --ref file): named by
+        its number (its line's in plain text, its segment's in a test set's XML), before any decoding; an empty
+        source too, as a blank line at the end of every file, is told to be removed."""
+        missing = [number for number, refs in enumerate(self.references, 1) if not refs]
+        if missing:
+            first = missing[0]
+            also = "; so is the source: remove its line from every file" if not self.sources[first - 1].strip() else ""
+            raise NMTError(f"sentence {first} of {self.origin} has no reference (every reference of it is empty"
+                           f"{also}): every source sentence needs at least one ({counted(len(missing), 'sentence')} "
+                           f"{'has' if len(missing) == 1 else 'have'} none)")
+
 
 def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | None, data_dir: Path,
                   trained_on: Path | None = None, config_file: Path | None = None,
@@ -155,9 +153,8 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
             raise NMTError("--src needs at least one --ref file")
         sources = read_lines(src, languages[0])
         _refuse_pairs_file(src, sources)
-        references = references_from_files(list(refs), len(sources), languages[1])
-        _refuse_missing_references(src, sources, list(refs), references)
-        return EvaluationSet(sources, references, source_label(Path(src), sources),
+        return EvaluationSet(sources, references_from_files(list(refs), len(sources), languages[1]),
+                             source_label(Path(src), sources),
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):
         raise NMTError(f"--split must be test or valid, got {split!r}")
@@ -212,8 +209,6 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     (`report_name`) into `out_dir`; the report records every decode setting the engine used, the engine itself, and
     the set's origin, where the sentences and references were read."""
     sources, references, label = test_set.sources, test_set.references, report_name(test_set, engine)
-    if any(not refs for refs in references):
-        raise NMTError("every source sentence needs at least one reference")
     refuse_swapped_files(test_set, engine.source_lang, engine.target_lang)
     check_writable(out_dir)
     started = time.perf_counter()

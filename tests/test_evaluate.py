@@ -163,20 +163,22 @@ def test_a_tsv_of_pairs_given_as_src_is_refused(tmp_path):
 
 def test_a_source_without_a_reference_is_named_by_its_line_before_decoding(tmp_path):
     """An empty line in every --ref file leaves its source no reference: the error said only "every source sentence
-    needs at least one reference", after the model was loaded, naming no file and no line."""
+    needs at least one reference", naming no file and no line."""
     src, ref_a, ref_b = tmp_path / "test.en", tmp_path / "a.fr", tmp_path / "b.fr"
     src.write_text("Hello.\nYes.\nNo.\n", encoding="utf-8")
     ref_a.write_text("Bonjour.\n\nNon.\n", encoding="utf-8")
     ref_b.write_text("Salut.\nOui.\n\n", encoding="utf-8")
     assert ev.load_test_set(None, "test", src, [ref_a, ref_b], tmp_path).references == \
         [["Bonjour.", "Salut."], ["Oui."], ["Non."]]  # a missing reference of one set: the other set's
-    with pytest.raises(NMTError, match=r"sentence 2 of \S*test.en has no reference \(empty in \S*a.fr\): every "
-                                       r"source sentence needs at least one \(1 sentence has none\)"):
+    with pytest.raises(NMTError, match=r"^sentence 2 of --src \S*test.en --ref \S*a.fr has no reference \(every "
+                                       r"reference of it is empty\): every source sentence needs at least one \(1 "
+                                       r"sentence has none\)$"):
         ev.load_test_set(None, "test", src, [ref_a], tmp_path)
     for path in (src, ref_a, ref_b):  # a blank line at the end of every file
         path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
-    with pytest.raises(NMTError, match=r"sentence 4 of \S*test.en has no reference \(empty in \S*a.fr and \S*b.fr; "
-                                       r"so is the source: remove its line from every file\)"):
+    with pytest.raises(NMTError, match=r"^sentence 4 of --src \S*test.en --ref \S*a.fr --ref \S*b.fr has no "
+                                       r"reference \(every reference of it is empty; so is the source: remove its "
+                                       r"line from every file\)"):
         ev.load_test_set(None, "test", src, [ref_a, ref_b], tmp_path)
 
 
