@@ -23,9 +23,8 @@ class BadLines:
     file; `counting` counts the pairs read, which each file's bad lines are a share of (a pair is a line of each)."""
 
     skip: bool = False
-    count: int = 0
     first: list[str] = field(default_factory=list)
-    by_file: Counter = field(default_factory=Counter)
+    by_file: Counter = field(default_factory=Counter)  # bad lines met, by file
     first_by_file: dict[str, str] = field(default_factory=dict)
     read: int = 0
     fix: str = ""  # said after an error's own words: how to skip instead, where one can
@@ -33,11 +32,14 @@ class BadLines:
     def meet(self, message: str, path: Path | str) -> None:
         if not self.skip:
             raise NMTError(f"{message}{self.fix}")
-        self.count += 1
         self.by_file[str(path)] += 1
         self.first_by_file.setdefault(str(path), message)
         if len(self.first) < NAMED:
             self.first.append(message)
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_file.values())
 
     def counting(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
         for pair in pairs:
