@@ -539,17 +539,19 @@ def _runs_to_compare(run: Optional[Path], compare: List[Path], checkpoint: Optio
 @app.command()
 def runs(folder: Optional[Path] = typer.Argument(None, show_default=False,
                                                  help="Where the run directories are (as --root)."),
-         root: Path = typer.Option(Path("runs"), "--root", help="Where the run directories are.")) -> None:
+         root: Optional[Path] = typer.Option(None, "--root", show_default=False,
+                                             help="Where the run directories are (default: runs).")) -> None:
     """List the runs under a folder: model, language pair, steps, best dev BLEU, and the best evaluations.
 
     Example: nmt runs   or   nmt runs /data/experiments   or   nmt runs --root /data/experiments
     """
     from nmt.inventory import find_runs, format_runs, summarize
+    from nmt.run_dir import DEFAULT_ROOT
 
-    if folder is not None and root != Path("runs") and folder != root:
+    if folder is not None and root is not None and folder != root:
         raise NMTError(f"two folders named: {folder} and --root {root}; name one")
     # `nmt runs experiments/` as `ls` takes a folder: it said "unexpected extra argument".
-    typer.echo(format_runs([summarize(run) for run in find_runs(folder or root)]))
+    typer.echo(format_runs([summarize(run) for run in find_runs(folder or root or DEFAULT_ROOT)]))
 
 
 @app.command()
