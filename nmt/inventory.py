@@ -34,7 +34,7 @@ def find_runs(root: Path) -> list[Run]:
     if not runs:
         where = "" if Path(root).is_dir() else " (not a directory)"
         raise NMTError(f"no runs under {root}/{where}: train one with `nmt train --config demo`, or "
-                       "name the folder with --root")
+                       "name the folder the runs are in: nmt runs DIR")
     return runs
 
 

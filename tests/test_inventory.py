@@ -56,3 +56,5 @@ def test_cli_lists_runs_or_says_where_there_are_none(toy_transformer_run, tmp_pa
     both = nmt("runs", tmp_path / "runs", "--root", tmp_path / "nothing")
     assert both.returncode != 0 and "two folders named" in both.stderr and len(both.stderr.splitlines()) == 1
     assert empty.returncode == 2 and "no runs under" in empty.stderr and len(empty.stderr.splitlines()) == 1
+    # The folder was named, as an argument or --root: the hint names the argument, not "name the folder with --root".
+    assert "nmt runs DIR" in empty.stderr
