@@ -447,11 +447,12 @@ def score(run: Optional[Path] = RunOption,
     else:
         from nmt.evaluate import read_lines, refuse_swapped
 
-        sources, targets = read_lines(src, scorer.source_lang), read_lines(tgt, scorer.target_lang)
+        languages = scorer.source_lang, scorer.target_lang
+        sources, targets = read_lines(src, *languages), read_lines(tgt, *languages[::-1])
         if len(sources) != len(targets):
             raise NMTError(f"{src} has {counted(len(sources), 'line')} but {tgt} has {counted(len(targets), 'line')}: "
                            "score takes pairs")
-        refuse_swapped(sources, targets, (scorer.source_lang, scorer.target_lang), ("--src", "--tgt"))
+        refuse_swapped(sources, targets, languages, ("--src", "--tgt"))
         pairs = zip(sources, targets)
     totals = Totals()
     for scored in score_stream(scorer, pairs):

@@ -16,6 +16,7 @@ from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import piped_lines, text_lines
+from nmt.data.tmx import is_tmx, tmx_pairs
 from nmt.data.writing_systems import SAMPLE, swapped_sides
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
@@ -67,13 +68,19 @@ def check_readable(path: Path) -> None:
         raise NMTError(f"{path} is a directory, not a file of sentences")
 
 
-def read_lines(path: Path, language: str = "") -> list[str]:
+def read_lines(path: Path, language: str = "", partner: str = "") -> list[str]:
     """A --src/--ref file's lines, read as a corpus's file is (gzip, bzip2, xz, an archive of one file, UTF-16 told
     by its BOM; nmt/data/text_files.py), or an IWSLT or WMT test set's XML or SGML: its segments (`language`'s,
-    of WMT's XML of a source and its references together); a pipe (`--ref <(cut -f2 test.tsv)`) is read whole, and
-    `-` is stdin."""
+    of WMT's XML of a source and its references together), or a TMX's `language` segments of the units that hold
+    `partner`'s too (the same file as --src and --ref: both read the same units, aligned); a pipe
+    (`--ref <(cut -f2 test.tsv)`) is read whole, and `-` is stdin."""
     check_readable(path)
     stdin = str(path) == "-"
+    if not stdin and Path(path).is_file() and is_tmx(Path(path)):
+        sentences = [sentence for sentence, _ in tmx_pairs(Path(path), (language, partner))]
+        if not sentences:
+            raise NMTError(f"{path} holds no translation unit: nothing to score")
+        return sentences
     if not stdin and Path(path).is_file():
         lines = [line for _, line in text_lines(Path(path))]
     else:
@@ -100,10 +107,12 @@ def _refuse_pairs_file(path: Path, lines: list[str]) -> None:
                        f"own file: --src <(cut -f1 {path}) --ref <(cut -f2 {path})")
 
 
-def references_from_files(paths: list[Path], count: int, language: str = "") -> list[list[str]]:
+def references_from_files(paths: list[Path], count: int, language: str = "",
+                          partner: str = "") -> list[list[str]]:
     """Parallel reference files (one per reference set), each aligned with the sources; empty lines = missing.
-    `language`: the references', which a WMT XML of a source and its references together is read for."""
-    columns = [read_lines(p, language) for p in paths]
+    `language`: the references', which a WMT XML of a source and its references together is read for (and a TMX,
+    in its units that hold `partner`'s, the sources' language, too)."""
+    columns = [read_lines(p, language, partner) for p in paths]
     for path, column in zip(paths, columns):
         _refuse_pairs_file(path, column)
         if len(column) != count:
@@ -151,9 +160,9 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
     if src is not None:
         if not refs:
             raise NMTError("--src needs at least one --ref file")
-        sources = read_lines(src, languages[0])
+        sources = read_lines(src, *languages)
         _refuse_pairs_file(src, sources)
-        return EvaluationSet(sources, references_from_files(list(refs), len(sources), languages[1]),
+        return EvaluationSet(sources, references_from_files(list(refs), len(sources), languages[1], languages[0]),
                              source_label(Path(src), sources),
                              " ".join(["--src", str(src), *(f"--ref {ref}" for ref in refs)]))
     if split not in ("test", "valid"):

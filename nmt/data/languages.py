@@ -69,3 +69,15 @@ def header_language(cell: str) -> str:
     if words and words[0] in _NAMES and not any(mark in cell for mark in ".!?"):
         return _NAMES[words[0]]
     return base_language(cell.strip())
+
+
+def matching_code(codes, language: str) -> str | None:
+    """The one of `codes` (a JSON line's keys, a TMX unit's xml:lang values) that holds `language`'s text: the same
+    code in any case or separator ("EN", "pt_BR" for pt-BR), else the only one of the same language ("fr-FR" for fr,
+    "zh" for cmn); None where none is, or several are and none is exact ("en-US" and "en-GB" for en)."""
+    def spelled(code) -> str:
+        return str(code).lower().replace("_", "-")
+
+    exact = [code for code in codes if spelled(code) == spelled(language)]
+    same = exact or [code for code in codes if base_language(str(code)) == base_language(language)]
+    return same[0] if len(same) == 1 else None

@@ -1,6 +1,7 @@
 """How one file of pairs of one's own is read: a TSV (tab-separated; CSV-quoted fields unquoted), a CSV (comma or
-semicolon), fast_align's `source ||| target` lines, or JSON lines (Hugging Face's `{"translation": {...}}`); its
-columns or keys named by a header or the config, else the first two. All told once, from its name and its first line
+semicolon), fast_align's `source ||| target` lines, JSON lines (Hugging Face's `{"translation": {...}}`), or TMX
+(nmt/data/tmx.py); its columns or keys named by a header or the config, else the first two; TMX's segments by their
+xml:lang. All told once, from its name and its first line
 with text, by `pair_format`, which refuses what would train in silence on something else than the text (ids, scores,
 URLs or a dict in the first columns, one JSON document); read by `file_pairs`. Where the file comes from and how two
 aligned files are read: nmt/data/sources.py.
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Iterator
 
 from nmt.data.bad_lines import RAISE, BadLines
-from nmt.data.languages import base_language, header_language
+from nmt.data.languages import base_language, header_language, matching_code
 from nmt.data.text_files import text_lines, text_name
+from nmt.data.tmx import first_units_languages, is_tmx, tmx_pairs
 from nmt.errors import NMTError, counted
 
 
@@ -94,10 +96,12 @@ def _rows(path: Path, delimiter: str, bad: BadLines = RAISE) -> Iterator[tuple[i
 @dataclass(frozen=True)
 class PairFormat:
     """How one file of pairs is read, told once from its name and its first line with text: JSON lines (`keys`, the
-    source's and the target's), or delimited text (its `delimiter`; the `columns` read, counted from 1, and where they
-    came from; whether that first line is a header; whether a TSV's fields are CSV-quoted)."""
+    source's and the target's), TMX (`tmx_languages`: the source's and the target's, which pick each unit's
+    segments), or delimited text (its `delimiter`; the `columns` read, counted from 1, and where they came from;
+    whether that first line is a header; whether a TSV's fields are CSV-quoted)."""
 
     keys: tuple[str, str] | None = None
+    tmx_languages: tuple[str, str] | None = None
     delimiter: str = "\t"
     columns: tuple[int, int] = (1, 2)
     columns_from: str = "the first two"  # or "as set" (data.source_column/target_column), "named by its header"
@@ -107,10 +111,13 @@ class PairFormat:
     def describe(self, path: Path) -> str | None:
         """For prepare's log: what was told from the file is said, not only done (an archive's file named). None: a
         plain TSV."""
-        if not self.keys and self.delimiter == "\t" and self.columns_from == "the first two" and not self.quoted:
+        if not self.keys and not self.tmx_languages and self.delimiter == "\t" and \
+                self.columns_from == "the first two" and not self.quoted:
             return None
         member = text_name(path)
         read = f"{path} ({member})" if member != Path(path).name else str(path)
+        if self.tmx_languages:
+            return f"reading {read} as TMX: each unit's {self.tmx_languages[0]} and {self.tmx_languages[1]} segments"
         if self.keys:
             return f"reading {read} as JSON lines: keys {self.keys[0]} and {self.keys[1]}"
         quoting = "; CSV-quoted fields unquoted" if self.quoted else ""
@@ -124,6 +131,8 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
     keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
     2). Refused here, before any pair: XML, one JSON document, columns set against a header, a first column of ids,
     an index, scores or URLs, a Hugging Face dataset's to_csv."""
+    if is_tmx(path):
+        return _tmx_format(path, languages, columns)
     number, first = first_text(path)
     if json_document(first):
         raise NMTError(f"{path} line {number} starts one JSON document (an array, or an object over several lines), "
@@ -144,9 +153,9 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
     delimiter = _csv_delimiter(first) if is_csv(path) else _split_at(first)
     rows = _rows(path, delimiter, BadLines(skip=True))  # the first row of cells: a bad line is the reading's to name
     number, cells = next(((n, c) for n, c in rows if c), (number, []))
-    if cells and cells[0].lstrip().startswith(("<?xml", "<tmx")):
-        raise NMTError(f"{path} is XML (a TMX file?): nmt reads pairs as tab-separated text or JSON lines, or two "
-                       "line-aligned files (OPUS offers its corpora so: the Moses zip, en-fr.txt.zip)")
+    if cells and cells[0].lstrip().startswith("<?xml"):
+        raise NMTError(f"{path} is XML but not TMX: nmt reads pairs as TMX, tab-separated text or JSON lines, or two "
+                       "line-aligned files (a test set's XML named as both data.source_file and data.target_file)")
     named = _header_columns(cells, languages) if cells else None
     if named and columns and named != columns:
         raise NMTError(f"{path} line {number} names columns {named[0]} and {named[1]} as the source and the target "
@@ -180,6 +189,23 @@ def table_pairs(path: Path, fmt: PairFormat, builtin: bool = False, bad: BadLine
             continue
         pair = cells[source - 1], cells[target - 1]
         yield (_unquoted(pair[0]), _unquoted(pair[1])) if fmt.quoted else pair
+
+
+def _tmx_format(path: Path, languages: tuple[str, str], columns: tuple[int, int] | None) -> PairFormat:
+    """A TMX file's format, once its first units are found to hold both languages: a language it lacks is named with
+    those it holds, before any pair (else every unit was a bad one)."""
+    if columns:
+        raise NMTError(f"{path} is TMX, read by the languages data.source_lang and data.target_lang name: "
+                       "data.source_column and data.target_column pick a TSV's columns (unset them)")
+    units = first_units_languages(path)
+    if not units:
+        raise NMTError(f"{path} is TMX with no translation unit (<tu>) in it")
+    for language in languages:
+        if not any(matching_code(codes, language) for codes in units):
+            held = ", ".join(dict.fromkeys(code for codes in units for code in codes))
+            raise NMTError(f"{path} is TMX whose first units hold {held} segments (xml:lang), no {language} one "
+                           "alone: data.source_lang and data.target_lang name its languages")
+    return PairFormat(tmx_languages=languages)
 
 
 GENERIC_HEADERS = (("source", "target"), ("src", "tgt"), ("src", "trg"))  # a dataframe's column names
@@ -320,17 +346,18 @@ def _json_lines_pairs(path: Path, keys: tuple[str, str], bad: BadLines = RAISE) 
 def _language_keys(texts: dict, languages: tuple[str, str], path: Path, number: int) -> tuple[str, str]:
     keys = []
     for language in languages:
-        same = [k for k in texts if str(k).lower() == language.lower()] or \
-            [k for k in texts if base_language(str(k)) == base_language(language)]
-        if len(same) != 1:
+        key = matching_code(texts, language)
+        if key is None:
             if texts and all(str(key).isdigit() for key in texts):  # pandas' to_json: {"column": {"0": ..., ...}}
                 raise NMTError(f"{path} line {number}: keys {_listed(texts)}: rows of one JSON document (pandas' "
                                f"to_json?), not JSON lines: {JSON_LINES_WAY}")
             raise NMTError(f"{path} line {number}: its keys ({_listed(texts)}) name no {language} text alone: "
                            "data.source_lang and data.target_lang name the keys of a JSON-lines corpus")
-        keys.append(same[0])
+        keys.append(key)
     return keys[0], keys[1]
 
 
 def file_pairs(path: Path, fmt: PairFormat, bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
+    if fmt.tmx_languages:
+        return tmx_pairs(path, fmt.tmx_languages, bad)
     return _json_lines_pairs(path, fmt.keys, bad) if fmt.keys else table_pairs(path, fmt, bad=bad)

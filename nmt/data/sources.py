@@ -28,6 +28,7 @@ from nmt.data.pair_formats import (FAST_ALIGN, PairFormat, file_pairs, first_tex
                                   json_object, pair_format, table_pairs)
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import text_lines, text_name
+from nmt.data.tmx import is_tmx
 from nmt.data.writing_systems import SAMPLE, swapped_sides
 from nmt.errors import NMTError, counted
 
@@ -164,11 +165,11 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     if _is_url(cfg.corpus):
         return CorpusSpec("tsv", (_fetched(cfg.corpus, "data.corpus", data_dir),), **common, columns=columns)
     name = cfg.corpus
-    looks_like_file = re.search(r"\.(tsv|csv|txt|jsonl?)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
+    looks_like_file = re.search(r"\.(tsv|csv|txt|jsonl?|tmx)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
         or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():
         raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv, "
-                       ".jsonl, .gz or .zip file (or data.source_file + data.target_file)")
+                       ".jsonl, .tmx, .gz or .zip file (or data.source_file + data.target_file)")
     return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common, columns=columns)
 
 
@@ -195,6 +196,10 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     UTF-8 is `bad`'s: an error, or an empty side, so that its pair is dropped and the files stay aligned."""
     count = 0
     sides = _sides((source, target), languages)
+    for path, language, partner in sides:
+        if is_tmx(path, language, partner):  # its <seg> lines were read as a test set's, of both languages
+            raise NMTError(f"{path} is TMX, which holds both sides of each pair: name it alone, as data.corpus or as "
+                           "both the source and the target file")
     if source == target and text_name(*sides[0]) == text_name(*sides[1]) and \
             tagged_reading(*sides[0]) != READ_AS["segments"]:  # a WMT XML holds a source and its references
         # One file of lines, not pairs: each side read the same lines, and a model learnt to copy them.
@@ -236,12 +241,14 @@ def _swapped(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
 
 
 def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
-    """How one file named for both sides holds its pairs, as a corpus can (a TSV, CSV or JSON lines: JoeyNMT's
-    train/dev/test.tsv), or None: an archive with a file per language. Read as two line-aligned files, each side was
-    the whole line, and a model learnt to copy "de<TAB>en" lines."""
-    _, first = first_text(path, *spec.column_languages)
-    if json_object(first) is None and not json_document(first) and not is_csv(path, *spec.column_languages) \
-            and "\t" not in first and FAST_ALIGN not in first:
+    """How one file named for both sides holds its pairs, as a corpus can (a TSV, CSV, JSON lines or TMX: JoeyNMT's
+    train/dev/test.tsv, OPUS's en-fr.tmx), or None: an archive with a file per language. Read as two line-aligned
+    files, each side was the whole line, and a model learnt to copy "de<TAB>en" lines."""
+    languages = spec.column_languages
+    _, first = first_text(path, *languages)
+    pairs_told = json_object(first) is not None or json_document(first) or is_csv(path, *languages) or \
+        "\t" in first or FAST_ALIGN in first or is_tmx(path, *languages)
+    if not pairs_told:
         return None
     return pair_format(path, spec.column_languages, spec.columns)
 

@@ -657,16 +657,19 @@ def test_a_tarball_of_several_pairs_serves_the_pair_named(tmp_path):
         list(read_pairs(corpus_spec(no_pair, tmp_path)))
 
 
-def test_a_tmx_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
+def test_xml_other_than_tmx_a_parquet_file_or_a_workbook_is_named_for_what_it_is(tmp_path):
+    """TMX is read (tests/data/test_tmx.py); a TMX without units, or other XML, is named as such."""
     parquet, workbook = tmp_path / "train.parquet", tmp_path / "pairs.xlsx"
     parquet.write_bytes(b"PAR1\x15\x04\x15\x10" + bytes(100) + b"PAR1")
     with zipfile.ZipFile(workbook, "w") as zf:
         zf.writestr("[Content_Types].xml", "<Types/>")
         zf.writestr("xl/workbook.xml", "<workbook/>")
-    tmx = tmp_path / "en-fr.tmx"
-    tmx.write_text('<?xml version="1.0" encoding="utf-8"?>\n<tmx version="1.4">\n', encoding="utf-8")
-    for path, message in ((tmx, r"en-fr.tmx is XML \(a TMX file\?\): nmt reads pairs as tab-separated text or JSON "
-                                r"lines, or two line-aligned files"),
+    tmx, wmt = tmp_path / "en-fr.tmx", tmp_path / "generaltest2022.en-fr.xml"
+    tmx.write_text('<?xml version="1.0" encoding="utf-8"?>\n<tmx version="1.4">\n<body/></tmx>\n', encoding="utf-8")
+    wmt.write_text('<?xml version="1.0" encoding="utf-8"?>\n<dataset id="generaltest2022">\n', encoding="utf-8")
+    for path, message in ((tmx, r"en-fr.tmx is TMX with no translation unit \(<tu>\) in it"),
+                          (wmt, r"generaltest2022.en-fr.xml is XML but not TMX: nmt reads pairs as TMX, tab-separated "
+                                r"text or JSON lines, or two line-aligned files \(a test set's XML named as both"),
                           (parquet, r"train.parquet is a Parquet file \(a Hugging Face dataset's\?\): save it as "
                                     r"JSON lines"),
                           (workbook, r"pairs.xlsx is an Excel workbook: save it as \"Unicode Text\" or tab-separated")):
