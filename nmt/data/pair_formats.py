@@ -131,9 +131,9 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
     keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
     2). Refused here, before any pair: XML, one JSON document, columns set against a header, a first column of ids,
     an index, scores or URLs, a Hugging Face dataset's to_csv."""
-    if is_tmx(path):
-        return _tmx_format(path, languages, columns)
     number, first = first_text(path)
+    if first.lstrip().startswith("<") and is_tmx(path):
+        return _tmx_format(path, languages, columns)
     if json_document(first):
         raise NMTError(f"{path} line {number} starts one JSON document (an array, or an object over several lines), "
                        f"not JSON lines: {JSON_LINES_WAY}")

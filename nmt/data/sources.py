@@ -196,10 +196,6 @@ def aligned_pairs(source: Path, target: Path, languages: tuple[str, str] = ("", 
     UTF-8 is `bad`'s: an error, or an empty side, so that its pair is dropped and the files stay aligned."""
     count = 0
     sides = _sides((source, target), languages)
-    for path, language, partner in sides:
-        if is_tmx(path, language, partner):  # its <seg> lines were read as a test set's, of both languages
-            raise NMTError(f"{path} is TMX, which holds both sides of each pair: name it alone, as data.corpus or as "
-                           "both the source and the target file")
     if source == target and text_name(*sides[0]) == text_name(*sides[1]) and \
             tagged_reading(*sides[0]) != READ_AS["segments"]:  # a WMT XML holds a source and its references
         # One file of lines, not pairs: each side read the same lines, and a model learnt to copy them.
@@ -247,7 +243,7 @@ def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
     languages = spec.column_languages
     _, first = first_text(path, *languages)
     pairs_told = json_object(first) is not None or json_document(first) or is_csv(path, *languages) or \
-        "\t" in first or FAST_ALIGN in first or is_tmx(path, *languages)
+        "\t" in first or FAST_ALIGN in first or (first.lstrip().startswith("<") and is_tmx(path, *languages))
     if not pairs_told:
         return None
     return pair_format(path, spec.column_languages, spec.columns)

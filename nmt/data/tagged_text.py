@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 from xml.sax.saxutils import unescape
 
 from nmt.data.languages import base_language
+from nmt.data.tmx import ONE_FILE, starts_tmx
 from nmt.errors import NMTError
 
 _SEGMENTED = re.compile(r"\s*<(\?xml|mteval|srcset|refset|tstset)\b")  # how a test set's XML or SGML starts
@@ -60,6 +61,8 @@ def tagged_sentences(lines: Iterable[tuple[int, str]], path: Path | str,
         if numbered[1].strip():
             break
     kind = tagging(head[-1][1]) if head else None
+    if head and starts_tmx(head[-1][1]):
+        _refuse_tmx(head[-1][0], path)
     lines = itertools.chain(head, lines)
     if kind is None:
         yield from lines
@@ -83,11 +86,18 @@ def _segments(lines: Iterator[tuple[int, str]], path: Path | str, language: str)
     """A test set's `<seg>` lines, each one sentence; every other line is markup. WMT's XML since 2021 holds the
     source and its references in one file, by language and translator: read for `language` (`_wmt_side`)."""
     for number, line in lines:
+        if starts_tmx(line):  # after its XML declaration
+            _refuse_tmx(number, path)
         if _SOURCE_AND_REFERENCES.match(line):
             yield from _wmt_side(itertools.chain([(number, line)], lines), path, language)
             return
         if "<seg" in line:
             yield number, _segment_text(number, line, path)
+
+
+def _refuse_tmx(number: int, path: Path | str) -> None:
+    """TMX read as one side of two files (or as lines) took its <seg> lines of both languages for a test set's."""
+    raise NMTError(f"{path} line {number} starts TMX, which holds both sides of each pair: {ONE_FILE}")
 
 
 def _wmt_side(lines: Iterator[tuple[int, str]], path: Path | str, language: str) -> Iterator[tuple[int, str]]:

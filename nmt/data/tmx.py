@@ -30,6 +30,13 @@ START_LOOKED_AT = 4096  # characters of a file's start that tell TMX: its declar
 NATIVE_CODE = {"bpt", "ept", "it", "ph", "ut"}  # inline elements that hold the original document's codes, not text
 LINES_FED = 256  # lines handed to expat at a time: one call a line cost more than the parsing
 UNITS_LOOKED_AT = 10  # units whose languages tell which a file holds, for errors before any pair
+ONE_FILE = ("name the file for both sides (data.corpus, both data.source_file and data.target_file, or both --src "
+            "and --ref)")  # what to do with a TMX named as one side
+
+
+def starts_tmx(text: str) -> bool:
+    """Whether `text` (a file's start, or one of its lines) starts TMX: its declaration and prologue, then `<tmx`."""
+    return _TMX_START.match(text) is not None
 
 
 def is_tmx(path: Path, language: str = "", partner: str = "") -> bool:
@@ -39,7 +46,7 @@ def is_tmx(path: Path, language: str = "", partner: str = "") -> bool:
         start.append(line)
         if sum(map(len, start)) >= START_LOOKED_AT:
             break
-    return _TMX_START.match("\n".join(start)) is not None
+    return starts_tmx("\n".join(start))
 
 
 class _UnitReader:

@@ -106,8 +106,13 @@ def test_a_tmx_is_never_one_side_of_two_files_nor_read_by_columns(tmp_path):
     memory, french = tmp_path / "memory.tmx", tmp_path / "train.fr"
     memory.write_text(MEMORY, encoding="utf-8")
     french.write_text("Bonjour.\n", encoding="utf-8")
-    with pytest.raises(NMTError, match=r"memory.tmx is TMX, which holds both sides of each pair: name it alone"):
+    with pytest.raises(NMTError, match=r"memory.tmx line 4 starts TMX, which holds both sides of each pair: name "
+                                       r"the file for both sides \(data.corpus, both data.source_file and"):
         _pairs(tmp_path, source_file=str(memory), target_file=str(french), source_lang="en", target_lang="fr")
+    # Without its XML declaration, it read as plain text: each line of markup a sentence.
+    memory.write_text(MEMORY[MEMORY.index("<tmx"):], encoding="utf-8")
+    with pytest.raises(NMTError, match=r"memory.tmx line 1 starts TMX"):
+        _pairs(tmp_path, source_file=str(french), target_file=str(memory), source_lang="en", target_lang="fr")
     with pytest.raises(NMTError, match=r"memory.tmx is TMX, read by the languages .*: data.source_column and "
                                        r"data.target_column pick a TSV's columns"):
         _pairs(tmp_path, corpus=str(memory), source_lang="en", target_lang="fr", source_column=2, target_column=1)
