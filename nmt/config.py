@@ -54,7 +54,7 @@ class DataConfig:
     """Corpus, normalization, split and tokenizer: shared by every model config."""
 
     # What to train on: `tatoeba-fra-eng` (the built-in English–French pairs, downloaded from corpus_url), or a path or
-    # URL to a file of pairs (TSV, CSV or JSON lines, plain or compressed: nmt/data/pair_formats.py). Or, instead,
+    # URL to a file of pairs (TSV, CSV, JSON lines or TMX, plain or compressed: nmt/data/pair_formats.py). Or, instead,
     # two line-aligned plain-text files (source_file + target_file). nmt/data/sources.py.
     corpus: str = _data(BUILTIN_CORPUS, fingerprint=False)
     source_file: str = _data("", fingerprint=False)
