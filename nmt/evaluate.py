@@ -16,7 +16,7 @@ from nmt.data.languages import base_language
 from nmt.data.prepare import find_prepared
 from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import piped_lines, text_lines
-from nmt.data.tmx import is_tmx, tmx_pairs
+from nmt.data.tmx import holds_tmx, tmx_pairs
 from nmt.data.writing_systems import SAMPLE, swapped_sides
 from nmt.engines import Engine
 from nmt.errors import NMTError, counted, warn
@@ -76,11 +76,6 @@ def read_lines(path: Path, language: str = "", partner: str = "") -> list[str]:
     (`--ref <(cut -f2 test.tsv)`) is read whole, and `-` is stdin."""
     check_readable(path)
     stdin = str(path) == "-"
-    if not stdin and Path(path).is_file() and is_tmx(Path(path)):
-        sentences = [sentence for sentence, _ in tmx_pairs(Path(path), (language, partner))]
-        if not sentences:
-            raise NMTError(f"{path} holds no translation unit: nothing to score")
-        return sentences
     if not stdin and Path(path).is_file():
         lines = [line for _, line in text_lines(Path(path))]
     else:
@@ -89,6 +84,11 @@ def read_lines(path: Path, language: str = "", partner: str = "") -> list[str]:
         except OSError as err:
             raise NMTError(f"cannot read {path}: {err.strerror}") from None
         lines = piped_lines(data, str(path))
+    if holds_tmx(lines):
+        sentences = [sentence for sentence, _ in tmx_pairs(path, (language, partner), lines=enumerate(lines, 1))]
+        if not sentences:
+            raise NMTError(f"{path} holds no translation unit: nothing to score")
+        return sentences
     # An IWSLT or WMT test set's XML or SGML gives its segments; plain text, every line.
     sentences = [sentence for _, sentence in tagged_sentences(enumerate(lines, 1), path, language)]
     if not sentences:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 from xml.parsers import expat
 
 from nmt.data.bad_lines import RAISE, BadLines
@@ -39,14 +39,19 @@ def starts_tmx(text: str) -> bool:
     return _TMX_START.match(text) is not None
 
 
-def is_tmx(path: Path, language: str = "", partner: str = "") -> bool:
-    """Whether a file (an archive's: `language`'s, as text_lines picks it) is TMX, told by its start."""
+def holds_tmx(lines: Iterable[str]) -> bool:
+    """Whether text of these `lines` is TMX, told by its start."""
     start = []
-    for _, line in text_lines(path, language, partner, BadLines(skip=True)):
+    for line in lines:
         start.append(line)
         if sum(map(len, start)) >= START_LOOKED_AT:
             break
     return starts_tmx("\n".join(start))
+
+
+def is_tmx(path: Path, language: str = "", partner: str = "") -> bool:
+    """Whether a file (an archive's: `language`'s, as text_lines picks it) is TMX, told by its start."""
+    return holds_tmx(line for _, line in text_lines(path, language, partner, BadLines(skip=True)))
 
 
 class _UnitReader:
@@ -101,10 +106,12 @@ class _UnitReader:
         return units
 
 
-def tmx_units(path: Path, bad: BadLines = RAISE) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line, {xml:lang: text}) of each `<tu>` of a TMX file, in file order. A line that is not UTF-8 is `bad`'s:
-    skipped (as an empty line) or an error; XML that is not well-formed is an error, where reading cannot go on."""
-    reader, lines = _UnitReader(path), text_lines(path, bad=bad)
+def tmx_units(path: Path, bad: BadLines = RAISE,
+              lines: Iterable[tuple[int, str]] | None = None) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, {xml:lang: text}) of each `<tu>` of a TMX file, in file order; `lines`: its (number, line), where read
+    already (a pipe's). A line that is not UTF-8 is `bad`'s: skipped (as an empty line) or an error; XML that is not
+    well-formed is an error, where reading cannot go on."""
+    reader, lines = _UnitReader(path), iter(lines if lines is not None else text_lines(path, bad=bad))
     while batch := [line for _, line in itertools.islice(lines, LINES_FED)]:
         yield from reader.feed(batch)
     yield from reader.feed([], last=True)
@@ -117,11 +124,13 @@ def first_units_languages(path: Path) -> list[list[str]]:
     return [list(texts) for _, texts in itertools.islice(units, UNITS_LOOKED_AT)]
 
 
-def tmx_pairs(path: Path, languages: tuple[str, str], bad: BadLines = RAISE) -> Iterator[tuple[str, str]]:
-    """The (source, target) pairs of a TMX file: each unit's segments in `languages` (the source's and the
-    target's); a unit without one of them is `bad`'s: an error, or an empty pair, dropped with the others."""
+def tmx_pairs(path: Path, languages: tuple[str, str], bad: BadLines = RAISE,
+              lines: Iterable[tuple[int, str]] | None = None) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of a TMX file (of its `lines`, where read already): each unit's segments in
+    `languages` (the source's and the target's); a unit without one of them is `bad`'s: an error, or an empty pair,
+    dropped with the others."""
     chosen = {}  # a unit's languages → the source's and the target's code among them: a memory repeats a few
-    for line, texts in tmx_units(path, bad):
+    for line, texts in tmx_units(path, bad, lines):
         held = tuple(texts)
         codes = chosen.get(held) or chosen.setdefault(held, [matching_code(held, language) for language in languages])
         if None in codes:

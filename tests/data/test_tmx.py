@@ -3,6 +3,10 @@ as data.corpus, as one file named for both sides (training and held-out), and as
 do, where it cannot be read so."""
 
 import gzip
+import io
+import sys
+import types
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +15,7 @@ from nmt.data.bad_lines import BadLines
 from nmt.data.prepare import prepare, read_manifest
 from nmt.data.sources import corpus_spec, read_pairs
 from nmt.errors import NMTError
-from nmt.evaluate import load_test_set
+from nmt.evaluate import load_test_set, read_lines
 from tests_helpers import TOY_DATA, toy_parallel_corpus
 
 # A translation memory as CAT tools write it: units over several lines, properties and notes beside the segments,
@@ -132,3 +136,9 @@ def test_a_tmx_holds_out_and_is_scored_by_language(tmp_path):
                              languages=("fr", "en"))
     assert test_set.sources == [target for _, target in PAIRS]
     assert test_set.references == [[source] for source, _ in PAIRS]
+
+
+def test_a_piped_tmx_is_read_as_a_file_is(monkeypatch):
+    """`--src <(zcat test.tmx.gz)` or stdin: the lines read whole, then its units, as a file's."""
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(gzip.compress(MEMORY.encode()))))
+    assert read_lines(Path("-"), "fr", "en") == [target for _, target in PAIRS]
