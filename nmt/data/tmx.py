@@ -1,11 +1,11 @@
 """TMX (Translation Memory eXchange), the XML in which OPUS (`en-fr.tmx.gz`, beside its Moses zips), the EU's DGT
 memories and every CAT tool ship parallel text: `<tu>` units, each holding a `<tuv xml:lang="en"><seg>...</seg></tuv>`
-per language. Read before as nothing: refused as XML, or, named as two aligned files, its `<seg>` lines taken for a
-test set's.
+per language. Before, it was refused as XML, or, named as two aligned files, its `<seg>` lines of both languages
+were taken for a test set's.
 
 `is_tmx(path)` tells one by its start (an XML declaration, comments and a DOCTYPE before `<tmx`), never its name;
-`tmx_pairs(path, languages)` streams its units' pairs (expat, a line at a time, so that a memory of millions of
-units is never held whole), each side the segment whose xml:lang (TMX 1.1's `lang`) names that language
+`tmx_pairs(path, languages)` streams its units' pairs (expat, fed a few hundred lines at a time, so that a memory of
+millions of units is never held whole), each side the segment whose xml:lang (TMX 1.1's `lang`) names that language
 (nmt/data/languages.py's `matching_code`: `en-GB` for en). A segment's text is its words without the inline codes
 that stand for the original document's markup (`<bpt>`, `<ept>`, `<ph>`, `<it>`, `<ut>`: an RTF's `{\\b` is no
 word) and with its highlighted text (`<hi>`), its white space made single spaces, as sacrebleu reads a test set's.
