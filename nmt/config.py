@@ -115,7 +115,10 @@ class DataConfig:
     split_salt: str = _data("nmt-split-v1")
     vocab_size: int = _data(8000, ge=64, le=1_000_000)
     joint_vocab: bool = _data(True)
-    tokenizer_type: str = _data("unigram", choices=("unigram", "bpe"))
+    # SentencePiece's model: unigram or bpe subwords, or, as JoeyNMT's `level` offers, characters (vocab_size caps
+    # them: the commonest kept) or whole words (the d2l.ai textbook's vocabulary: a word outside it is <unk>, so
+    # byte_fallback must be off, whose bytes of an unseen word would decode with its "▁" marker as text).
+    tokenizer_type: str = _data("unigram", choices=("unigram", "bpe", "char", "word"))
     byte_fallback: bool = _data(True)
     character_coverage: float = _data(0.9999, gt=0.0, le=1.0)
     # A run directory whose SentencePiece model(s) and normalization this data takes instead of training its own
@@ -430,6 +433,10 @@ def check_consistency(cfg: Config) -> list[str]:
                                   "(the Transformer's position table); lower it or raise model.max_positions")
     if d.samples:
         check_n_best(1, d)  # sampling takes beam 1: said when the config loads, not at its first translation
+    if cfg.data.tokenizer_type == "word" and cfg.data.byte_fallback:
+        raise ConfigError("data.tokenizer_type word with data.byte_fallback: an unseen word would be spelt in bytes "
+                          "with its '▁' marker, which decodes as that character, not a space; set "
+                          "data.byte_fallback: false (an unseen word is then <unk>, as in a word vocabulary)")
     source_column, target_column = tsv_columns(cfg.data)
     if source_column == target_column:
         raise ConfigError(f"data.source_column and data.target_column both read column {source_column} (unset: 1 "

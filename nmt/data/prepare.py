@@ -182,16 +182,16 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
                        "data.valid_fraction / data.test_fraction")
     tokenizers = _train_tokenizers(cfg, text["train"], out)
     dropped["too_many_pieces"] = 0
-    split_counts, shards = {}, {}
+    split_counts, shards, encoded = {}, {}, {}
     for name in SPLITS:
         ratio = cfg.max_length_ratio if name == "train" else 0.0  # a filter of training text: held-out is scored
-        kept, sources, shards[name], unlike = stream.encode_split(
-            text[name], tokenizers, cfg.max_pieces, out, name, workers, score_every_pair=name in heldout,
-            max_length_ratio=ratio)
-        dropped["too_many_pieces"] += counts[name] - kept - unlike
+        encoded[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers,
+                                            score_every_pair=name in heldout, max_length_ratio=ratio)
+        shards[name] = encoded[name].shards
+        dropped["too_many_pieces"] += counts[name] - encoded[name].kept - encoded[name].unlike
         if ratio:
-            dropped["length_ratio"] = unlike
-        split_counts[name] = {"pairs": kept, "sources": sources}
+            dropped["length_ratio"] = encoded[name].unlike
+        split_counts[name] = {"pairs": encoded[name].kept, "sources": encoded[name].sources}
     for files in text.values():
         for path in files:
             path.unlink()
@@ -199,6 +199,9 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
         + ", ".join(f"{name} {c['pairs']}" for name, c in split_counts.items()))
     vocabulary = {"source": tokenizers.source.get_piece_size(), "target": tokenizers.target.get_piece_size()}
     log(vocabulary_summary(vocabulary, cfg.vocab_size, cfg.joint_vocab, cfg.tokenizer_from))
+    unknown = unknown_summary(encoded["train"])
+    if unknown:
+        log(unknown)
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
             **({"bad_lines": bad.count} if bad.skip else {}),  # of the empty pairs dropped
             "vocabulary": vocabulary,
@@ -238,6 +241,17 @@ def _heldout_summary(name: str, source_file: Path, report: dict, max_words: int)
     read_as = f" (read as {report['read_as']})" if report.get("read_as") else ""
     return f"{name}: {counted(report['pairs'], 'pair')} from {source_file}{read_as}, scored whole" + \
         (f" ({'; '.join(notes)})" if notes else "")
+
+
+def unknown_summary(train: stream.EncodedSplit) -> str | None:
+    """For prepare's log, where the training text holds <unk> (a word vocabulary's unseen words; characters outside
+    data.character_coverage without byte fallback): how much of each side, which the model learns to emit as " ⁇ "."""
+    if not any(train.unknown):
+        return None
+    shares = [f"{unknown / max(pieces, 1):.2%} of the {side}'s {pieces:,}"
+              for side, unknown, pieces in zip(("source", "target"), train.unknown, train.pieces)]
+    return (f"unknown pieces (<unk>) in the training text: {shares[0]}, {shares[1]} (a larger data.vocab_size, or "
+            "data.byte_fallback with a subword model, leaves fewer)")
 
 
 def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool, borrowed_from: str = "") -> str:

@@ -14,6 +14,7 @@ import itertools
 import json
 import multiprocessing
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -24,7 +25,7 @@ from nmt.data.corpus import normalize_pair
 from nmt.data.dedup import SeenHashes, hash64
 from nmt.data.normalizer import Normalizer
 from nmt.data.split import SPLITS, capped_sources, group_references, split_of
-from nmt.data.tokenizer import Tokenizers
+from nmt.data.tokenizer import UNK_ID, Tokenizers
 
 CHUNK_PAIRS = 20_000  # per worker task: large enough to amortize pickling, small enough to stay bounded
 SHARD_PAIRS = 4_000_000  # pairs per token shard
@@ -206,17 +207,28 @@ class _ShardWriter:
         return self.shards
 
 
+@dataclass
+class EncodedSplit:
+    """What pass 3 made of one split."""
+
+    kept: int  # pairs
+    sources: int  # distinct source sentences kept
+    shards: list[dict]
+    unlike: int  # pairs dropped for their length ratio
+    pieces: tuple[int, int]  # of the pairs in the shards: the source's and the target's
+    unknown: tuple[int, int]  # of those, <unk>: words outside a word vocabulary, characters without byte fallback
+
+
 def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: int, out: Path, split: str,
-                 workers: int, score_every_pair: bool = False,
-                 max_length_ratio: float = 0.0) -> tuple[int, int, list[dict], int]:
-    """Pass 3 for one split: (pairs kept, distinct sources kept, shard descriptions, pairs dropped for their length
-    ratio). Pairs with more than `max_pieces` pieces on a side are dropped (positions and memory are bounded); with
-    `score_every_pair` (a held-out file of one's own) only from the token shards (the dev loss), while the references
-    keep every pair. With `max_length_ratio`, so are pairs whose longer side has more than that many times the
-    pieces of the shorter (`length_ratio_ok`)."""
+                 workers: int, score_every_pair: bool = False, max_length_ratio: float = 0.0) -> EncodedSplit:
+    """Pass 3 for one split. Pairs with more than `max_pieces` pieces on a side are dropped (positions and memory
+    are bounded); with `score_every_pair` (a held-out file of one's own) only from the token shards (the dev loss),
+    while the references keep every pair. With `max_length_ratio`, so are pairs whose longer side has more than
+    that many times the pieces of the shorter (`length_ratio_ok`)."""
     vocab = max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
     writer = _ShardWriter(out, split, np.uint16 if vocab <= 65536 else np.int32)
     sources_seen, distinct, kept, unlike = SeenHashes(), 0, 0, 0
+    pieces, unknown = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64)
     references = open(out / f"{split}.jsonl.pairs", "w", encoding="utf-8") if split != "train" else None
     try:
         for source_text, target_text in _text_chunks(text, 100_000):
@@ -227,7 +239,10 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
             if max_length_ratio:
                 alike = [i for i in keep if length_ratio_ok(len(source_ids[i]), len(target_ids[i]), max_length_ratio)]
                 keep, unlike = alike, unlike + len(keep) - len(alike)
-            writer.add([source_ids[i] for i in keep], [target_ids[i] for i in keep])
+            sides = [source_ids[i] for i in keep], [target_ids[i] for i in keep]
+            writer.add(*sides)
+            pieces += [sum(map(len, side)) for side in sides]
+            unknown += [sum(ids.count(UNK_ID) for ids in side) for side in sides]
             scored = range(len(source_ids)) if score_every_pair else keep
             kept += len(scored)
             new = sources_seen.first_seen(np.array([hash64(source_text[i]) for i in scored], dtype=np.uint64))
@@ -241,7 +256,7 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
             references.close()
     if references is not None:
         _write_references(out / f"{split}.jsonl.pairs", out / f"{split}.jsonl")
-    return kept, distinct, shards, unlike
+    return EncodedSplit(kept, distinct, shards, unlike, tuple(map(int, pieces)), tuple(map(int, unknown)))
 
 
 def length_ratio_ok(source_pieces: int, target_pieces: int, max_ratio: float) -> bool:

@@ -51,6 +51,11 @@ def _training_failure(message: str, vocab_size: int, byte_fallback: bool) -> str
         return (f"SentencePiece training failed (data.vocab_size={vocab_size}): the vocabulary must hold at least "
                 f"{needed} pieces ({held}); raise data.vocab_size to {needed} or more, {fixes}lower "
                 "data.character_coverage")
+    if "(vocab_size) >= (0)" in message:  # a char model's vocabulary cannot hold what it reserves
+        reserved = "the 256 byte pieces and the 4 markers" if byte_fallback else "the 4 markers"
+        fixes = ", or set data.byte_fallback: false" if byte_fallback else ""
+        return (f"SentencePiece training failed (data.vocab_size={vocab_size}): the vocabulary must hold more than "
+                f"{reserved}; raise data.vocab_size (a char model keeps the commonest characters up to it){fixes}")
     last_line = message.strip().splitlines()[-1] if message.strip() else "failed"
     return f"SentencePiece training failed (data.vocab_size={vocab_size}): {last_line}"
 
