@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
+import numpy as np  # noqa: E402
 from results_record import write_record  # noqa: E402
 
 out, record, command, levels = Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
@@ -46,15 +47,18 @@ for level in levels:
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     train = [m for m in metrics if m.get("type") == "train"]
     dev = [m["dev_bleu"] for m in metrics if "dev_bleu" in m]
-    manifest = json.loads((Path(json.loads((run / "env.json").read_text())["prepared_data"]) / "manifest.json")
-                          .read_text())
+    prepared = Path(json.loads((run / "env.json").read_text())["prepared_data"])
+    manifest = json.loads((prepared / "manifest.json").read_text())
+    # Pieces of the training text, from the shards' offsets: how much longer a sentence is in characters.
+    pieces = [sum(int(offsets[-1] - offsets[0]) for shard in manifest["shards"]["train"]
+                  for offsets in [np.load(prepared / shard[key])]) for key in ("src_offsets", "tgt_offsets")]
     scores = {}
     for split in ("valid", "test"):
         report = next((run / "eval").glob(f"{split}*.beam5.report.json"))
         data = json.loads(report.read_text())
         scores[split] = {"bleu": data["bleu"], "chrf": data["chrf"], "report": str(report.name)}
     figures[level] = {"steps": max(m.get("step", 0) for m in metrics), "vocabulary": manifest["vocabulary"],
-                      "dropped": manifest["dropped"],
+                      "dropped": manifest["dropped"], "training_pieces": {"source": pieces[0], "target": pieces[1]},
                       "median_tokens_per_s": sorted(m["tokens_per_s"] for m in train)[len(train) // 2],
                       "last_dev_bleu_greedy_300": dev[-1] if dev else None,
                       **{f"{split}_bleu": scores[split]["bleu"] for split in scores},
