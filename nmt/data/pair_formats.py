@@ -129,10 +129,11 @@ def pair_format(path: Path, languages: tuple[str, str], columns: tuple[int, int]
     """How a file of pairs of one's own is read. `languages`: the languages of its source and target text
     (data.source_lang and data.target_lang, which name the file's sides whatever data.reverse says), which name JSON
     keys and header cells; `columns`: data.source_column/target_column (None: the ones a header names, else 1 and
-    2). Refused here, before any pair: XML, one JSON document, columns set against a header, a first column of ids,
-    an index, scores or URLs, a Hugging Face dataset's to_csv."""
+    2). TMX is read by language (nmt/data/tmx.py). Refused here, before any pair: other XML, one JSON document,
+    columns set against a header, a first column of ids, an index, scores or URLs, a Hugging Face dataset's
+    to_csv."""
     number, first = first_text(path)
-    if first.lstrip().startswith("<") and is_tmx(path):
+    if is_tmx(path, first_line=first):
         return _tmx_format(path, languages, columns)
     if json_document(first):
         raise NMTError(f"{path} line {number} starts one JSON document (an array, or an object over several lines), "

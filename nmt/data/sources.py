@@ -243,10 +243,10 @@ def _one_file_format(path: Path, spec: CorpusSpec) -> PairFormat | None:
     languages = spec.column_languages
     _, first = first_text(path, *languages)
     pairs_told = json_object(first) is not None or json_document(first) or is_csv(path, *languages) or \
-        "\t" in first or FAST_ALIGN in first or (first.lstrip().startswith("<") and is_tmx(path, *languages))
+        "\t" in first or FAST_ALIGN in first or is_tmx(path, *languages, first_line=first)
     if not pairs_told:
         return None
-    return pair_format(path, spec.column_languages, spec.columns)
+    return pair_format(path, languages, spec.columns)
 
 
 def heldout_pairs(files: tuple[Path, Path], spec: CorpusSpec) -> Iterator[tuple[str, str]]:

@@ -41,16 +41,21 @@ def starts_tmx(text: str) -> bool:
 
 def holds_tmx(lines: Iterable[str]) -> bool:
     """Whether text of these `lines` is TMX, told by its start."""
-    start = []
+    start, length = [], 0
     for line in lines:
         start.append(line)
-        if sum(map(len, start)) >= START_LOOKED_AT:
+        length += len(line)
+        if length >= START_LOOKED_AT:
             break
     return starts_tmx("\n".join(start))
 
 
-def is_tmx(path: Path, language: str = "", partner: str = "") -> bool:
-    """Whether a file (an archive's: `language`'s, as text_lines picks it) is TMX, told by its start."""
+def is_tmx(path: Path, language: str = "", partner: str = "", first_line: str | None = None) -> bool:
+    """Whether a file (an archive's: `language`'s, as text_lines picks it) is TMX, told by its start. `first_line`,
+    its first line with text where the caller has read it: a file whose first line starts with no markup is told
+    without opening it again (an aligned tarball's member is decompressed up to it at every open)."""
+    if first_line is not None and not first_line.lstrip().startswith("<"):
+        return False
     return holds_tmx(line for _, line in text_lines(path, language, partner, BadLines(skip=True)))
 
 
