@@ -137,7 +137,9 @@ def tmx_pairs(path: Path, languages: tuple[str, str], bad: BadLines = RAISE,
     chosen = {}  # a unit's languages → the source's and the target's code among them: a memory repeats a few
     for line, texts in tmx_units(path, bad, lines):
         held = tuple(texts)
-        codes = chosen.get(held) or chosen.setdefault(held, [matching_code(held, language) for language in languages])
+        if held not in chosen:
+            chosen[held] = [matching_code(held, language) for language in languages]
+        codes = chosen[held]
         if None in codes:
             missing = languages[codes.index(None)]
             listed = ", ".join(texts) or "none"
