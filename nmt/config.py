@@ -128,6 +128,15 @@ class DataConfig:
     # Filled in by nmt from tokenizer_from: the borrowed model files' sha256, which names the prepared data (so a
     # finished run's data is found again without the run it came from).
     tokenizer_sha256: str = _data("")
+    # Subword regularization (0: off; Kudo 2018, as JoeyNMT's and OpenNMT-py's alpha and nbest_size): the training
+    # pairs are also encoded in `subword_samples` segmentations, each drawn from the unigram model's `subword_nbest`
+    # best with probability proportional to P(segmentation)^alpha, and epoch e trains on draw e mod subword_samples:
+    # the model meets "kitchen" as "▁kitchen" in one epoch and "▁kit ch en" in another. Valid, test and translation
+    # keep the best segmentation. Drawn in `nmt prepare`, reproducibly (nmt/data/subword_sampling.py). Unigram only:
+    # SentencePiece's BPE-dropout draws from a generator that no seed makes repeat.
+    subword_alpha: float = _data(0.0, ge=0.0, le=1.0)
+    subword_nbest: int = _data(16, ge=2, le=256)
+    subword_samples: int = _data(4, ge=1, le=64)  # segmentations drawn, each one more copy of the training tokens
 
 
 @dataclass
@@ -381,7 +390,8 @@ def _sections_holding(key: str) -> list[str]:
 _LATER_DATA_SETTINGS = {"reverse": False, "lowercase_target": False, "join_punctuation_source": True,
                         "join_punctuation_target": False, "unicode_nfc": True, "remove_control_chars": True,
                         "tokenizer_sha256": "", "source_column": None, "target_column": None, "max_length_ratio": 0.0,
-                        "bad_lines": "error", "max_heldout_sources": 0,
+                        "bad_lines": "error", "max_heldout_sources": 0, "subword_alpha": 0.0, "subword_nbest": 16,
+                        "subword_samples": 4,
                         # Unlike the others, the value now used: text with no ZWNJ/ZWJ (the built-in corpus has none)
                         # prepares the same either way. Data prepared before from text with them stays as it was,
                         # and its manifest's normalizer, which its runs translate with, says so.
@@ -416,6 +426,17 @@ CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # torch.compile modes th
 _LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*")
 
 
+def subword_sampling_refused(cfg: DataConfig) -> str:
+    """Why data.subword_alpha cannot be used with this tokenizer ("" where it can)."""
+    if not cfg.subword_alpha or cfg.tokenizer_type == "unigram":
+        return ""
+    why = ("SentencePiece's BPE-dropout draws from a generator that no seed makes repeat, and the same settings must "
+           "prepare the same data" if cfg.tokenizer_type == "bpe" else
+           f"a {cfg.tokenizer_type} vocabulary has one way to cut a sentence")
+    return (f"data.subword_alpha draws among the segmentations of a unigram model: {why} (data.tokenizer_type "
+            "unigram, or data.subword_alpha: 0)")
+
+
 def check_consistency(cfg: Config) -> list[str]:
     """Rules across fields: raise ConfigError for what cannot work, return warnings for what is ignored."""
     m, d = cfg.model, cfg.decode
@@ -437,6 +458,8 @@ def check_consistency(cfg: Config) -> list[str]:
         raise ConfigError("data.tokenizer_type word with data.byte_fallback: an unseen word would be spelt in bytes "
                           "with its '▁' marker, which decodes as that character, not a space; set "
                           "data.byte_fallback: false (an unseen word is then <unk>, as in a word vocabulary)")
+    if subword_sampling_refused(cfg.data):
+        raise ConfigError(subword_sampling_refused(cfg.data))
     source_column, target_column = tsv_columns(cfg.data)
     if source_column == target_column:
         raise ConfigError(f"data.source_column and data.target_column both read column {source_column} (unset: 1 "
@@ -532,6 +555,9 @@ def check_consistency(cfg: Config) -> list[str]:
         if getattr(cfg.data, name) is not None and read_whole:
             warnings.append(f"data.{name} picks a column of a data.corpus of your own; {read_whole} read as they "
                             "come (ignored)")
+    for name in ("subword_nbest", "subword_samples"):
+        if getattr(cfg.data, name) != getattr(DataConfig, name) and not cfg.data.subword_alpha:
+            warnings.append(f"data.{name} {getattr(cfg.data, name)} has no effect without data.subword_alpha (ignored)")
     return warnings
 
 

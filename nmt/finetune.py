@@ -15,7 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from nmt.config import Config, from_dict, model_args
+from nmt.config import Config, from_dict, model_args, subword_sampling_refused
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import JOINT_MODEL, files_digest
@@ -95,6 +95,9 @@ def _borrow(cfg: Config, source: Run, log: Callable[[str], None] | None) -> Conf
         log(f"tokenizer and normalization of {source.directory}" + (f" ({'; '.join(notes)})" if notes else ""))
     data = dataclasses.replace(cfg.data, **vocabulary, **dataclasses.asdict(normalizer),
                                tokenizer_from=str(source.directory.resolve()), tokenizer_sha256=digest)
+    if subword_sampling_refused(data):
+        raise NMTError(f"the tokenizer of {source.directory} is data.tokenizer_type {data.tokenizer_type}: "
+                       + subword_sampling_refused(data))
     return dataclasses.replace(cfg, data=data)
 
 

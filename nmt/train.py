@@ -33,7 +33,7 @@ from nmt.config import Config, TrainConfig, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
                                token_batches)
-from nmt.data.dataset import ParallelArrays, load_arrays, load_references
+from nmt.data.dataset import ParallelArrays, load_arrays, load_drawn_training_arrays, load_references
 from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
@@ -108,6 +108,7 @@ class UpdatePlan:
     micro_batches: list[np.ndarray | PackedPlan]  # this rank's sentences, one plan per micro-batch
     epoch: int  # where training stands once this update is done
     batch_in_epoch: int
+    planned_in: int  # the epoch whose plan the micro-batches come from: which draw of the pairs they read
 
 
 class StopRequest:
@@ -242,6 +243,8 @@ class Trainer:
         self.dtype = autocast_dtype(cfg.train.precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
         self.train_data: ParallelArrays = load_arrays(self.prepared, "train")
+        # With data.subword_alpha, epoch e reads the training pairs in their drawn segmentation e mod the draws.
+        self.epoch_data: list[ParallelArrays] = load_drawn_training_arrays(self.prepared) or [self.train_data]
         self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
         self.progress = Progress(best_metric=cfg.train.best_metric)
         self.timer = StepTimer(self.device)
@@ -270,7 +273,8 @@ class Trainer:
                                       static=cfg.train.compile or self.captures_updates) \
             if cfg.train.pack_length else None
         if self.packed_rows:
-            check_pack_length(self.train_data, cfg.train.pack_length)
+            for data in self.epoch_data:
+                check_pack_length(data, cfg.train.pack_length)
         # A recurrent encoder packs its input: batches come longest source first with their lengths on the host, so
         # that packing needs no host sync. Not under compile or in a captured update, which run the masked
         # recurrence on static shapes (a host array in a graph would be a graph input, or a recompile per batch; a
@@ -332,7 +336,7 @@ class Trainer:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.cfg.train.compile:
-            widths = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
+            widths = self.static_shapes.width_count(*self.training_lengths()) \
                 if self.static_shapes else None
             compiled = compile_for_training(self.model, self.train_model, self.cfg.train, self.device, widths,
                                             self.log if self.ctx.is_main else None)
@@ -345,7 +349,7 @@ class Trainer:
             capture_recurrences(self.model)
             self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
             # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
-            shapes = self.static_shapes.width_count(self.train_data.src_lengths, self.train_data.tgt_lengths) \
+            shapes = self.static_shapes.width_count(*self.training_lengths()) \
                 ** self.cfg.train.accum_steps if self.static_shapes else 1
             self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
                      f"eagerly, then that shape's update is one replayed CUDA graph ("
@@ -489,7 +493,7 @@ class Trainer:
         if p.validation_pending and self.ctx.is_main:  # saved as its own step's validation began: validate again
             self._revalidate_checkpoint()
         plans = self.update_plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
-        with Prefetcher(plans, lambda plan: self.host_batches(plan.micro_batches)) as updates:
+        with Prefetcher(plans, lambda plan: self.host_batches(plan.micro_batches, plan.planned_in)) as updates:
             self.timer.phase("data")  # waiting for the prefetcher counts as data time
             for plan, micro_batches in updates:
                 log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
@@ -568,7 +572,8 @@ class Trainer:
         cfg, ctx = self.cfg.train, self.ctx
         group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
         while updates > 0 and epoch < cfg.max_epochs:
-            batches = EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, epoch,
+            data = self.data_of_epoch(epoch)
+            batches = EpochPlan(data.lengths, len(data), cfg.max_tokens, cfg.seed, epoch,
                                 length_multiple=cfg.length_multiple, pack_length=cfg.pack_length)
             usable = len(batches) // group * group
             if usable == 0:
@@ -578,15 +583,27 @@ class Trainer:
                 micro_batches = [batches[i] for i in range(start, min(start + cfg.accum_steps, len(batches)))]
                 batch_in_epoch, updates = batch_in_epoch + group, updates - 1
                 if batch_in_epoch + group > usable:  # the rest of this epoch cannot make a whole update
-                    yield UpdatePlan(micro_batches, epoch + 1, 0)
+                    yield UpdatePlan(micro_batches, epoch + 1, 0, epoch)
                 else:
-                    yield UpdatePlan(micro_batches, epoch, batch_in_epoch)
+                    yield UpdatePlan(micro_batches, epoch, batch_in_epoch, epoch)
             epoch, batch_in_epoch = epoch + 1, 0
 
-    def host_batches(self, micro_batches: list[np.ndarray | PackedPlan]) -> list[Batch]:
-        """One update's micro-batches collated (and pinned, for a GPU): what the prefetch thread builds."""
-        batches = [collate_packed(self.train_data, indices, self.packed_rows) if self.packed_rows
-                   else collate(self.train_data, indices, self.static_shapes, self.sources_longest_first)
+    def data_of_epoch(self, epoch: int) -> ParallelArrays:
+        return self.epoch_data[epoch % len(self.epoch_data)]
+
+    def training_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """The source and target lengths of every training pair in every segmentation an epoch may read."""
+        if len(self.epoch_data) == 1:
+            return self.train_data.src_lengths, self.train_data.tgt_lengths
+        return (np.concatenate([data.src_lengths for data in self.epoch_data]),
+                np.concatenate([data.tgt_lengths for data in self.epoch_data]))
+
+    def host_batches(self, micro_batches: list[np.ndarray | PackedPlan], epoch: int = 0) -> list[Batch]:
+        """One update's micro-batches, planned in `epoch`, collated (and pinned, for a GPU): what the prefetch thread
+        builds."""
+        data = self.data_of_epoch(epoch)
+        batches = [collate_packed(data, indices, self.packed_rows) if self.packed_rows
+                   else collate(data, indices, self.static_shapes, self.sources_longest_first)
                    for indices in micro_batches]
         return [b.pin_memory() for b in batches] if self.device.type == "cuda" else batches
 

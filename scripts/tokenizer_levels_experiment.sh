@@ -4,8 +4,10 @@
 # on the whole valid split, then on test; one record with every figure.
 #   OUT=/tmp/levels bash scripts/tokenizer_levels_experiment.sh [RECORD]
 # word: byte_fallback off (an unseen word is <unk>); char: max_pieces 1000, so that no held-out sentence is dropped
-# for its length in characters (the split's sentences stay the same for the three levels). Needs the corpus
-# (`nmt download`, or NMT_CORPUS_URL). ~40 minutes on a 2-core CPU: run it alone (each training is timed).
+# for its length in characters (the split's sentences stay the same for the three levels). A level written
+# unigram+A trains on drawn segmentations, data.subword_alpha A (subword regularization): LEVELS="unigram unigram+0.1".
+# Needs the corpus (`nmt download`, or NMT_CORPUS_URL). ~40 minutes on a 2-core CPU: run it alone (each training is
+# timed).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/levels}
@@ -18,7 +20,8 @@ mkdir -p "$OUT"
 cd "$REPO"  # the corpus and prepared data under the repository's data/
 
 for level in $LEVELS; do
-  settings=(--set data.tokenizer_type="$level")
+  settings=(--set data.tokenizer_type="${level%%+*}")
+  [ "$level" != "${level%%+*}" ] && settings+=(--set data.subword_alpha="${level#*+}")
   [ "$level" = word ] && settings+=(--set data.byte_fallback=false)
   [ "$level" = char ] && settings+=(--set data.max_pieces=1000)
   run="$OUT/runs/$level"
@@ -59,6 +62,10 @@ for level in levels:
         scores[split] = {"bleu": data["bleu"], "chrf": data["chrf"], "report": str(report.name)}
     figures[level] = {"steps": max(m.get("step", 0) for m in metrics), "vocabulary": manifest["vocabulary"],
                       "dropped": manifest["dropped"], "training_pieces": {"source": pieces[0], "target": pieces[1]},
+                      **({"drawn_training_pieces": [
+                          sum(int(offsets[-1] - offsets[0]) for shard in shards for key in ("src_offsets", "tgt_offsets")
+                              for offsets in [np.load(prepared / shard[key])])
+                          for shards in manifest["drawn_train_shards"]]} if "drawn_train_shards" in manifest else {}),
                       "median_tokens_per_s": sorted(m["tokens_per_s"] for m in train)[len(train) // 2],
                       "last_dev_bleu_greedy_300": dev[-1] if dev else None,
                       **{f"{split}_bleu": scores[split]["bleu"] for split in scores},

@@ -143,11 +143,28 @@ def load_arrays(directory: Path, split: str) -> ParallelArrays | ShardedArrays:
     does not grow with the corpus (only the offsets, 16 bytes a pair, are read whole)."""
     directory = Path(directory)
     try:
-        shards = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))["shards"][split]
-        arrays = [_load_shard(directory, shard) for shard in shards]
+        return _load_shards(directory, _read_manifest(directory)["shards"][split])
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise NMTError(f"prepared split {split} in {directory} is missing or damaged ({type(err).__name__}: "
                        f"{err}); run `nmt prepare --force`") from None
+
+
+def load_drawn_training_arrays(directory: Path) -> list[ParallelArrays | ShardedArrays]:
+    """The training pairs in each of their drawn segmentations (data.subword_alpha), memory-mapped; none without."""
+    directory = Path(directory)
+    try:
+        return [_load_shards(directory, shards) for shards in _read_manifest(directory).get("drawn_train_shards", [])]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise NMTError(f"the drawn segmentations of the training pairs in {directory} are missing or damaged "
+                       f"({type(err).__name__}: {err}); run `nmt prepare --force`") from None
+
+
+def _read_manifest(directory: Path) -> dict:
+    return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+
+
+def _load_shards(directory: Path, shards: list[dict]) -> ParallelArrays | ShardedArrays:
+    arrays = [_load_shard(directory, shard) for shard in shards]
     return arrays[0] if len(arrays) == 1 else ShardedArrays(arrays)
 
 

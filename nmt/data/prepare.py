@@ -21,6 +21,7 @@ from nmt.data.normalizer import Normalizer
 from nmt.data.sources import (CorpusSpec, corpus_fingerprint, corpus_spec, heldout_pairs, read_pairs,
                               resolve_normalizer, tagged_reading)
 from nmt.data.split import SPLITS
+from nmt.data.subword_sampling import SubwordSampling
 from nmt.data.tokenizer import (JOINT_MODEL, SOURCE_MODEL, TARGET_MODEL, Tokenizers, files_digest,
                                 train_sentencepiece)
 from nmt.errors import NMTError, counted
@@ -186,7 +187,8 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     for name in SPLITS:
         ratio = cfg.max_length_ratio if name == "train" else 0.0  # a filter of training text: held-out is scored
         encoded[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers,
-                                            score_every_pair=name in heldout, max_length_ratio=ratio)
+                                            score_every_pair=name in heldout, max_length_ratio=ratio,
+                                            sampling=subword_sampling(cfg) if name == "train" else None)
         shards[name] = encoded[name].shards
         dropped["too_many_pieces"] += counts[name] - encoded[name].kept - encoded[name].unlike
         if ratio:
@@ -202,12 +204,16 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     unknown = unknown_summary(encoded["train"])
     if unknown:
         log(unknown)
+    if encoded["train"].drawn_shards:
+        log(drawn_summary(encoded["train"], cfg))
     return {"format": FORMAT_VERSION, "settings": data_settings(cfg), "dropped": dropped, "counts": split_counts,
             **({"bad_lines": bad.count} if bad.skip else {}),  # of the empty pairs dropped
             "vocabulary": vocabulary,
             # Held-out files of one's own are scored whole (no length filter): older data dropped their long pairs.
             **({"heldout": heldout_report} if heldout else {}),
             "source_lang": spec.source_lang, "target_lang": spec.target_lang, "shards": shards,
+            # Subword sampling's draws of the training pairs: epoch e trains on draw e mod their number.
+            **({"drawn_train_shards": encoded["train"].drawn_shards} if encoded["train"].drawn_shards else {}),
             "tokenizer_files": Tokenizers.files(cfg.joint_vocab),
             "normalizer": dataclasses.asdict(spec.normalizer)}
 
@@ -252,6 +258,19 @@ def unknown_summary(train: stream.EncodedSplit) -> str | None:
               for side, unknown, pieces in zip(("source", "target"), train.unknown, train.pieces)]
     return (f"unknown pieces (<unk>) in the training text: {shares[0]}, {shares[1]} (a larger data.vocab_size, or "
             "data.byte_fallback with a subword model, leaves fewer)")
+
+
+def subword_sampling(cfg: DataConfig) -> SubwordSampling | None:
+    return SubwordSampling(cfg.subword_alpha, cfg.subword_nbest, cfg.subword_samples) \
+        if cfg.subword_alpha else None
+
+
+def drawn_summary(train: stream.EncodedSplit, cfg: DataConfig) -> str:
+    """How much longer the drawn segmentations are than the best: training reads that many more pieces a pair."""
+    best = sum(train.pieces)
+    longer = [sum(pieces) / best - 1 if best else 0.0 for pieces in train.drawn_pieces]
+    return (f"train: {cfg.subword_samples} drawn segmentations (data.subword_alpha {cfg.subword_alpha:g} among the "
+            f"{cfg.subword_nbest} best), {min(longer):+.1%} to {max(longer):+.1%} pieces against the best one")
 
 
 def vocabulary_summary(sizes: dict[str, int], requested: int, joint: bool, borrowed_from: str = "") -> str:

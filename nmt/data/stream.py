@@ -14,7 +14,7 @@ import itertools
 import json
 import multiprocessing
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -25,10 +25,12 @@ from nmt.data.corpus import normalize_pair
 from nmt.data.dedup import SeenHashes, hash64
 from nmt.data.normalizer import Normalizer
 from nmt.data.split import SPLITS, capped_sources, group_references, split_of
+from nmt.data.subword_sampling import SubwordSampling, draw_segmentations, piece_log_probabilities
 from nmt.data.tokenizer import UNK_ID, Tokenizers
 
 CHUNK_PAIRS = 20_000  # per worker task: large enough to amortize pickling, small enough to stay bounded
 SHARD_PAIRS = 4_000_000  # pairs per token shard
+DRAW_SEED = 20180829  # of subword sampling's draws (with the chunk and the side); a new one would change every draw
 
 
 def _normalize_chunk(args) -> tuple[list[tuple[str, str]], list[int], list[str], dict[str, int]]:
@@ -217,21 +219,28 @@ class EncodedSplit:
     unlike: int  # pairs dropped for their length ratio
     pieces: tuple[int, int]  # of the pairs in the shards: the source's and the target's
     unknown: tuple[int, int]  # of those, <unk>: words outside a word vocabulary, characters without byte fallback
+    # With subword sampling (training only): each draw's shards, the same pairs in the same order, and its pieces.
+    drawn_shards: list[list[dict]] = field(default_factory=list)
+    drawn_pieces: list[tuple[int, int]] = field(default_factory=list)
 
 
 def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: int, out: Path, split: str,
-                 workers: int, score_every_pair: bool = False, max_length_ratio: float = 0.0) -> EncodedSplit:
+                 workers: int, score_every_pair: bool = False, max_length_ratio: float = 0.0,
+                 sampling: SubwordSampling | None = None) -> EncodedSplit:
     """Pass 3 for one split. Pairs with more than `max_pieces` pieces on a side are dropped (positions and memory
     are bounded); with `score_every_pair` (a held-out file of one's own) only from the token shards (the dev loss),
     while the references keep every pair. With `max_length_ratio`, so are pairs whose longer side has more than
-    that many times the pieces of the shorter (`length_ratio_ok`)."""
+    that many times the pieces of the shorter (`length_ratio_ok`). With `sampling`, the kept pairs are also written
+    in `sampling.copies` drawn segmentations (`{split}.draw{k}.…` shards; the best one decides what is kept)."""
     vocab = max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
-    writer = _ShardWriter(out, split, np.uint16 if vocab <= 65536 else np.int32)
+    dtype = np.uint16 if vocab <= 65536 else np.int32
+    writer = _ShardWriter(out, split, dtype)
+    drawn = _DrawnSegmentations(tokenizers, sampling, max_pieces, out, split, dtype) if sampling else None
     sources_seen, distinct, kept, unlike = SeenHashes(), 0, 0, 0
     pieces, unknown = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64)
     references = open(out / f"{split}.jsonl.pairs", "w", encoding="utf-8") if split != "train" else None
     try:
-        for source_text, target_text in _text_chunks(text, 100_000):
+        for chunk, (source_text, target_text) in enumerate(_text_chunks(text, 100_000)):
             source_ids = tokenizers.source.encode(source_text, out_type=int, num_threads=workers)
             target_ids = tokenizers.target.encode(target_text, out_type=int, num_threads=workers)
             keep = [i for i in range(len(source_ids))
@@ -241,6 +250,8 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
                 keep, unlike = alike, unlike + len(keep) - len(alike)
             sides = [source_ids[i] for i in keep], [target_ids[i] for i in keep]
             writer.add(*sides)
+            if drawn:
+                drawn.add(chunk, [source_text[i] for i in keep], [target_text[i] for i in keep], sides)
             pieces += [sum(map(len, side)) for side in sides]
             unknown += [sum(ids.count(UNK_ID) for ids in side) for side in sides]
             scored = range(len(source_ids)) if score_every_pair else keep
@@ -252,11 +263,42 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
                     references.write(json.dumps([source_text[i], target_text[i]], ensure_ascii=False) + "\n")
     finally:
         shards = writer.finish()
+        drawn_shards = drawn.finish() if drawn else []
         if references is not None:
             references.close()
     if references is not None:
         _write_references(out / f"{split}.jsonl.pairs", out / f"{split}.jsonl")
-    return EncodedSplit(kept, distinct, shards, unlike, tuple(map(int, pieces)), tuple(map(int, unknown)))
+    return EncodedSplit(kept, distinct, shards, unlike, tuple(map(int, pieces)), tuple(map(int, unknown)),
+                        drawn_shards, drawn.pieces() if drawn else [])
+
+
+class _DrawnSegmentations:
+    """The shards of `sampling.copies` drawn segmentations of a split's kept pairs, chunk by chunk; each chunk's
+    draws are seeded by its number and side, so the same text and settings write the same ids."""
+
+    def __init__(self, tokenizers: Tokenizers, sampling: SubwordSampling, max_pieces: int, out: Path, split: str,
+                 dtype: np.dtype):
+        self.tokenizers, self.sampling, self.max_pieces = tokenizers, sampling, max_pieces
+        self.log_probabilities = tuple(map(piece_log_probabilities, (tokenizers.source, tokenizers.target)))
+        self.writers = [_ShardWriter(out, f"{split}.draw{k}", dtype) for k in range(sampling.copies)]
+        self.counts = np.zeros((sampling.copies, 2), dtype=np.int64)
+
+    def add(self, chunk: int, sources: list[str], targets: list[str],
+            best: tuple[list[list[int]], list[list[int]]]) -> None:
+        sides = [draw_segmentations(tokenizer, log_probabilities, texts, best_ids, self.sampling, self.max_pieces,
+                                    np.random.default_rng([DRAW_SEED, chunk, side]))
+                 for side, (tokenizer, log_probabilities, texts, best_ids) in enumerate(zip(
+                     (self.tokenizers.source, self.tokenizers.target), self.log_probabilities, (sources, targets),
+                     best))]
+        for k, writer in enumerate(self.writers):
+            writer.add(sides[0][k], sides[1][k])
+            self.counts[k] += [sum(map(len, side[k])) for side in sides]
+
+    def finish(self) -> list[list[dict]]:
+        return [writer.finish() for writer in self.writers]
+
+    def pieces(self) -> list[tuple[int, int]]:
+        return [tuple(map(int, row)) for row in self.counts]
 
 
 def length_ratio_ok(source_pieces: int, target_pieces: int, max_ratio: float) -> bool:
