@@ -610,7 +610,8 @@ class Trainer:
     def _planned_steps(self) -> int:
         """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
         cfg = self.cfg.train
-        batches = len(EpochPlan(self.train_data.lengths, len(self.train_data), cfg.max_tokens, cfg.seed, 0,
+        first = self.data_of_epoch(0)  # the draws' lengths are alike (data.subword_alpha): one epoch's batches
+        batches = len(EpochPlan(first.lengths, len(first), cfg.max_tokens, cfg.seed, 0,
                                 shuffle=False, length_multiple=cfg.length_multiple, pack_length=cfg.pack_length))
         per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
         return min(cfg.max_steps, per_epoch * cfg.max_epochs)

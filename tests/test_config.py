@@ -171,6 +171,7 @@ def test_model_args_hold_exactly_the_shape_fields():
      "own; the built-in corpus is read as they come (ignored)"),
     ("data:\n  source_file: a.de\n  target_file: a.en\n  target_column: 3\n", "data.target_column picks a column "
      "of a data.corpus of your own; data.source_file + data.target_file are read as they come (ignored)"),
+    ("data:\n  subword_nbest: 8\n", "data.subword_nbest 8 has no effect without data.subword_alpha (ignored)"),
     ("train:\n  max_steps: 60\n", "train.warmup_steps 4000 > train.max_steps 60: training ends with the learning "
      "rate still warming up (at most 1.5% of train.lr 0.0005)"),
     ("train:\n  schedule: constant\n  max_steps: 500\n  warmup_steps: 800\n", "(at most 62.5% of train.lr"),
