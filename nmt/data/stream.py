@@ -5,7 +5,8 @@
    and side.
 2. (prepare.py) SentencePiece reads the training text files itself, sampling `input_sentence_size` sentences.
 3. `encode_split`: text → SentencePiece ids over all cores, chunk by chunk → shards of raw token arrays and their
-   offsets (`{split}.{k}.src.bin` ...), which training memory-maps; valid/test also get their references (.jsonl).
+   offsets (`{split}.{k}.src.bin` ...), which training memory-maps; valid/test also get their references (.jsonl),
+   and with data.subword_alpha the training pairs their drawn segmentations (`train.draw{d}.{k}...`).
 """
 
 from __future__ import annotations
