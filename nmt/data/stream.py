@@ -26,12 +26,12 @@ from nmt.data.corpus import normalize_pair
 from nmt.data.dedup import SeenHashes, hash64
 from nmt.data.normalizer import Normalizer
 from nmt.data.split import SPLITS, capped_sources, group_references, split_of
-from nmt.data.subword_sampling import SubwordSampling, draw_segmentations, piece_log_probabilities
+from nmt.data.subword_sampling import (DRAW_SEED, NBEST_CHUNK, Drawer, DrawnPairs, SubwordSampling, draw_in_worker,
+                                       start_worker)
 from nmt.data.tokenizer import UNK_ID, Tokenizers
 
 CHUNK_PAIRS = 20_000  # per worker task: large enough to amortize pickling, small enough to stay bounded
 SHARD_PAIRS = 4_000_000  # pairs per token shard
-DRAW_SEED = 20180829  # of subword sampling's draws (with the chunk and the side); a new one would change every draw
 
 
 def _normalize_chunk(args) -> tuple[list[tuple[str, str]], list[int], list[str], dict[str, int]]:
@@ -187,7 +187,18 @@ class _ShardWriter:
                 flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=self.dtype)
                 self.files[side].write(flat.tobytes())
                 self.lengths[side].append(np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)))
-        self.current["pairs"] += len(source_ids)
+        self._added(len(source_ids))
+
+    def add_flat(self, pairs: DrawnPairs) -> None:
+        """Pairs whose ids come end to end, with their lengths (a worker's draw)."""
+        for side, flat, lengths in (("src", pairs.source, pairs.source_lengths),
+                                    ("tgt", pairs.target, pairs.target_lengths)):
+            self.files[side].write(flat.astype(self.dtype).tobytes())
+            self.lengths[side].append(lengths)
+        self._added(len(pairs.source_lengths))
+
+    def _added(self, pairs: int) -> None:
+        self.current["pairs"] += pairs
         if self.current["pairs"] >= SHARD_PAIRS:
             self._close()
             self._open()
@@ -236,7 +247,7 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
     vocab = max(tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size())
     dtype = np.uint16 if vocab <= 65536 else np.int32
     writer = _ShardWriter(out, split, dtype)
-    drawn = _DrawnSegmentations(tokenizers, sampling, max_pieces, out, split, dtype) if sampling else None
+    drawn = _DrawnSegmentations(tokenizers, sampling, max_pieces, out, split, dtype, workers) if sampling else None
     sources_seen, distinct, kept, unlike = SeenHashes(), 0, 0, 0
     pieces, unknown = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64)
     references = open(out / f"{split}.jsonl.pairs", "w", encoding="utf-8") if split != "train" else None
@@ -252,7 +263,7 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
             sides = [source_ids[i] for i in keep], [target_ids[i] for i in keep]
             writer.add(*sides)
             if drawn:
-                drawn.add(chunk, [source_text[i] for i in keep], [target_text[i] for i in keep], sides)
+                drawn.add(chunk, [source_text[i] for i in keep], [target_text[i] for i in keep])
             pieces += [sum(map(len, side)) for side in sides]
             unknown += [sum(ids.count(UNK_ID) for ids in side) for side in sides]
             scored = range(len(source_ids)) if score_every_pair else keep
@@ -274,28 +285,41 @@ def encode_split(text: tuple[Path, Path], tokenizers: Tokenizers, max_pieces: in
 
 
 class _DrawnSegmentations:
-    """The shards of `sampling.copies` drawn segmentations of a split's kept pairs, chunk by chunk; each chunk's
-    draws are seeded by its number and side, so the same text and settings write the same ids."""
+    """The shards of `sampling.copies` drawn segmentations of a split's kept pairs. Each chunk is drawn in parts of
+    NBEST_CHUNK pairs, in `workers` processes (SentencePiece's n-best has no thread pool), at most two parts each in
+    flight, written in order; a part's seed is its place in the split, so any number of workers writes the same ids."""
 
     def __init__(self, tokenizers: Tokenizers, sampling: SubwordSampling, max_pieces: int, out: Path, split: str,
-                 dtype: np.dtype):
-        self.tokenizers, self.sampling, self.max_pieces = tokenizers, sampling, max_pieces
-        self.log_probabilities = tuple(map(piece_log_probabilities, (tokenizers.source, tokenizers.target)))
+                 dtype: np.dtype, workers: int):
         self.writers = [_ShardWriter(out, f"{split}.draw{k}", dtype) for k in range(sampling.copies)]
         self.counts = np.zeros((sampling.copies, 2), dtype=np.int64)
+        self.pool = multiprocessing.get_context("spawn").Pool(
+            workers, initializer=start_worker, initargs=(tokenizers, sampling, max_pieces)) if workers > 1 else None
+        self.drawer = None if self.pool else Drawer(tokenizers, sampling, max_pieces)
+        self.workers, self.in_flight = workers, deque()
 
-    def add(self, chunk: int, sources: list[str], targets: list[str],
-            best: tuple[list[list[int]], list[list[int]]]) -> None:
-        sides = [draw_segmentations(tokenizer, log_probabilities, texts, best_ids, self.sampling, self.max_pieces,
-                                    np.random.default_rng([DRAW_SEED, chunk, side]))
-                 for side, (tokenizer, log_probabilities, texts, best_ids) in enumerate(zip(
-                     (self.tokenizers.source, self.tokenizers.target), self.log_probabilities, (sources, targets),
-                     best))]
-        for k, writer in enumerate(self.writers):
-            writer.add(sides[0][k], sides[1][k])
-            self.counts[k] += [sum(map(len, side[k])) for side in sides]
+    def add(self, chunk: int, sources: list[str], targets: list[str]) -> None:
+        for part, start in enumerate(range(0, len(sources), NBEST_CHUNK)):
+            task = (sources[start:start + NBEST_CHUNK], targets[start:start + NBEST_CHUNK], [DRAW_SEED, chunk, part])
+            if self.pool is None:
+                self._write(self.drawer.draw(*task))
+                continue
+            self.in_flight.append(self.pool.apply_async(draw_in_worker, (task,)))
+            if len(self.in_flight) >= 2 * self.workers:
+                self._write(self.in_flight.popleft().get())
+
+    def _write(self, draws: list[DrawnPairs]) -> None:
+        for k, (writer, pairs) in enumerate(zip(self.writers, draws)):
+            writer.add_flat(pairs)
+            self.counts[k] += [len(pairs.source), len(pairs.target)]
 
     def finish(self) -> list[list[dict]]:
+        try:
+            while self.in_flight:
+                self._write(self.in_flight.popleft().get())
+        finally:
+            if self.pool is not None:
+                self.pool.terminate()  # done, or stopped by an error: nothing of theirs is wanted
         return [writer.finish() for writer in self.writers]
 
     def pieces(self) -> list[tuple[int, int]]:

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import sentencepiece as spm
 
+from nmt.data.tokenizer import Tokenizers
+
 NBEST_CHUNK = 10_000  # sentences whose n-best lists are held at once (each list: nbest Python lists of ids)
+DRAW_SEED = 20180829  # of every draw (with the chunk, its part and the side); a new one would change every draw
 
 
 @dataclass(frozen=True)
@@ -37,20 +40,62 @@ def piece_log_probabilities(tokenizer: spm.SentencePieceProcessor) -> np.ndarray
 
 
 def draw_segmentations(tokenizer: spm.SentencePieceProcessor, log_probabilities: np.ndarray, texts: list[str],
-                       best: list[list[int]], sampling: SubwordSampling, max_pieces: int,
-                       rng: np.random.Generator) -> list[list[list[int]]]:
+                       sampling: SubwordSampling, max_pieces: int, rng: np.random.Generator) -> list[list[list[int]]]:
     """`sampling.copies` drawn segmentations of each text (draw k: the k-th list, one id list per text). A drawn
-    segmentation longer than `max_pieces` is replaced by the text's best (`best`), so every draw holds the same
-    pairs within the length limit."""
+    segmentation longer than `max_pieces` is replaced by the text's best, so every draw holds the same pairs within
+    the length limit (the best one decided which pairs are kept)."""
     draws: list[list[list[int]]] = [[] for _ in range(sampling.copies)]
     for start in range(0, len(texts), NBEST_CHUNK):
-        stop = min(start + NBEST_CHUNK, len(texts))
-        candidates = tokenizer.nbest_encode(texts[start:stop], out_type=int, nbest_size=sampling.nbest)
+        candidates = tokenizer.nbest_encode(texts[start:start + NBEST_CHUNK], out_type=int, nbest_size=sampling.nbest)
         chosen = _draw_indices(candidates, log_probabilities, sampling, rng)
         for k in range(sampling.copies):
-            draws[k].extend(options[i] if options and len(options[i]) <= max_pieces else best[start + row]
+            draws[k].extend(options[i] if options and len(options[i]) <= max_pieces
+                            else tokenizer.encode(texts[start + row], out_type=int)
                             for row, (options, i) in enumerate(zip(candidates, chosen[k].tolist())))
     return draws
+
+
+class Drawer:
+    """Draws a chunk of pairs, both sides, as flat id arrays: what `nmt prepare`'s worker processes run."""
+
+    def __init__(self, tokenizers: Tokenizers, sampling: SubwordSampling, max_pieces: int):
+        self.sides = [(tokenizer, piece_log_probabilities(tokenizer))
+                      for tokenizer in (tokenizers.source, tokenizers.target)]
+        self.sampling, self.max_pieces = sampling, max_pieces
+
+    def draw(self, sources: list[str], targets: list[str], seed: list[int]) -> list[DrawnPairs]:
+        """`sampling.copies` draws of these pairs; `seed` (with the side) alone decides them."""
+        sides = [draw_segmentations(tokenizer, log_probabilities, texts, self.sampling, self.max_pieces,
+                                    np.random.default_rng([*seed, side]))
+                 for side, ((tokenizer, log_probabilities), texts) in enumerate(zip(self.sides, (sources, targets)))]
+        return [DrawnPairs(*_flat(sides[0][k]), *_flat(sides[1][k])) for k in range(self.sampling.copies)]
+
+
+@dataclass
+class DrawnPairs:
+    """One draw of some pairs: each side's ids end to end, and each sentence's length."""
+
+    source: np.ndarray
+    source_lengths: np.ndarray
+    target: np.ndarray
+    target_lengths: np.ndarray
+
+
+def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum())), lengths
+
+
+_worker_drawer: Drawer | None = None  # a worker process's own, made once by `start_worker`
+
+
+def start_worker(tokenizers: Tokenizers, sampling: SubwordSampling, max_pieces: int) -> None:
+    global _worker_drawer
+    _worker_drawer = Drawer(tokenizers, sampling, max_pieces)
+
+
+def draw_in_worker(args: tuple[list[str], list[str], list[int]]) -> list[DrawnPairs]:
+    return _worker_drawer.draw(*args)
 
 
 def _draw_indices(candidates: list[list[list[int]]], log_probabilities: np.ndarray, sampling: SubwordSampling,

@@ -12,6 +12,7 @@ from nmt.config import DataConfig, load_config
 from nmt.data.batching import collate
 from nmt.data.dataset import load_arrays, load_drawn_training_arrays
 from nmt.data.prepare import prepare
+from nmt.data.stream import encode_split
 from nmt.data.subword_sampling import SubwordSampling, _draw_indices, draw_segmentations, piece_log_probabilities
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import ConfigError
@@ -49,17 +50,28 @@ def test_every_draw_holds_the_same_pairs_cut_otherwise(tmp_path):
     assert len(manifest["drawn_train_shards"]) == 3 and manifest["settings"]["subword_alpha"] == 0.1
 
 
-def test_the_same_settings_draw_the_same_ids(tmp_path):
+def test_the_same_settings_draw_the_same_ids(tmp_path, monkeypatch):
     """SentencePiece's own sampler repeats under no seed; nmt's draws do, so prepared data is a function of its
-    settings and text."""
-    first = prepare(DataConfig(**_corpus(tmp_path), **SAMPLED), tmp_path / "a", log=lambda *_: None)
-    second = prepare(DataConfig(**_corpus(tmp_path), **SAMPLED), tmp_path / "b", log=lambda *_: None)
-    drawn = json.loads((first / "manifest.json").read_text())["drawn_train_shards"]
+    settings and text, whatever the number of processes that drew it (one: in the main process)."""
+    prepared = prepare(DataConfig(**_corpus(tmp_path), **SAMPLED), tmp_path / "a", log=lambda *_: None)
+    again = prepare(DataConfig(**_corpus(tmp_path), **SAMPLED), tmp_path / "b", log=lambda *_: None)
+    drawn = json.loads((prepared / "manifest.json").read_text())["drawn_train_shards"]
     files = [shard[key] for shards in drawn for shard in shards for key in ("src", "tgt")]
-    match, mismatch, errors = filecmp.cmpfiles(first, second, files, shallow=False)
-    assert len(match) == 6 and not mismatch and not errors
-    # ... and the draws differ from one another.
-    assert (first / files[0]).read_bytes() != (first / files[2]).read_bytes()
+    assert filecmp.cmpfiles(prepared, again, files, shallow=False)[0] == files
+    assert (prepared / files[0]).read_bytes() != (prepared / files[2]).read_bytes()  # the draws differ
+    # The training split drawn again by 1 and by 3 processes, in parts of 50 pairs, from the same model.
+    monkeypatch.setattr("nmt.data.stream.NBEST_CHUNK", 50)
+    text = tmp_path / "train.src.txt", tmp_path / "train.tgt.txt"
+    best = load_arrays(prepared, "train")
+    tokenizers = Tokenizers.from_dir(prepared)
+    for path, tokenizer, row in ((text[0], tokenizers.source, best.source), (text[1], tokenizers.target, best.target)):
+        path.write_text("".join(tokenizer.decode(row(i).tolist()) + "\n" for i in range(len(best))),
+                        encoding="utf-8")
+    sampling = SubwordSampling(SAMPLED["subword_alpha"], 16, SAMPLED["subword_samples"])
+    for workers in (1, 3):
+        (tmp_path / f"workers-{workers}").mkdir()
+        encode_split(text, tokenizers, 256, tmp_path / f"workers-{workers}", "train", workers, sampling=sampling)
+    assert filecmp.cmpfiles(tmp_path / "workers-1", tmp_path / "workers-3", files, shallow=False)[0] == files
 
 
 def test_draws_follow_the_smoothed_model_probabilities():
@@ -83,9 +95,9 @@ def test_a_drawn_side_longer_than_max_pieces_keeps_the_best(tmp_path):
     best = tokenizer.encode([text], out_type=int)
     sampling = SubwordSampling(alpha=0.0, nbest=16, copies=8)  # alpha 0: every candidate alike, most longer
     log_probabilities = piece_log_probabilities(tokenizer)
-    free = draw_segmentations(tokenizer, log_probabilities, [text], best, sampling, 1000, np.random.default_rng(1))
+    free = draw_segmentations(tokenizer, log_probabilities, [text], sampling, 1000, np.random.default_rng(1))
     assert any(len(draw[0]) > len(best[0]) for draw in free)
-    bounded = draw_segmentations(tokenizer, log_probabilities, [text], best, sampling, len(best[0]),
+    bounded = draw_segmentations(tokenizer, log_probabilities, [text], sampling, len(best[0]),
                                  np.random.default_rng(1))
     assert all(len(draw[0]) <= len(best[0]) for draw in bounded)
     assert all(tokenizer.decode(draw[0]) == text for draw in free + bounded)
