@@ -9,7 +9,7 @@ JoeyNMT and OpenNMT-py draw in the data loader with SentencePiece's own sampler;
 once, in `nmt prepare`, and training's epoch e reads draw e mod copies. Training stays what it was (memory-mapped token
 shards, batches planned ahead, nothing tokenized on the critical path), and the draws repeat: SentencePiece's sampler
 takes no seed that makes it repeat (a thread-local generator), so nmt takes its deterministic n-best list and draws
-with numpy, seeded by the chunk.
+with numpy, each part of the corpus seeded by its place in it (worker processes draw the parts: stream.py).
 """
 
 from __future__ import annotations
