@@ -396,6 +396,10 @@ class Trainer:
         if self.ctx.is_main:
             self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
                                       self.device, self.dtype, self.ctx.world_size))
+            if len(self.epoch_data) > 1:
+                self.log(f"subword regularization: the training pairs in {len(self.epoch_data)} drawn segmentations "
+                         f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod "
+                         f"{len(self.epoch_data)}")
             self.log(f"MFU relative to {peak:.3g} TFLOP/s ({source})")  # 3 figures: an emulated bf16 peak is ~0.001
         self.startup.mark("validation_and_flops")
 

@@ -139,7 +139,10 @@ def test_a_run_on_drawn_segmentations_resumes_exactly(tmp_path):
     settings = {"precision": "fp32", "save_every": 12, "eval_every": 100}
     straight = load_config(write_config(tmp_path, "straight", base=TOY_RUN, data=data,
                                         train={**settings, "max_steps": 45}))
-    train(straight, tmp_path / "straight", tmp_path / "data", log=lambda *_: None)
+    said = []
+    train(straight, tmp_path / "straight", tmp_path / "data", log=said.append)
+    assert "subword regularization: the training pairs in 3 drawn segmentations (data.subword_alpha 0.1), epoch e " \
+           "on draw e mod 3" in said
     half = load_config(write_config(tmp_path, "half", base=TOY_RUN, data=data, train={**settings, "max_steps": 24}))
     train(half, tmp_path / "resumed", tmp_path / "data", log=lambda *_: None)
     train(straight, tmp_path / "resumed", tmp_path / "data", log=lambda *_: None)
