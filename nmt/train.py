@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import random
@@ -336,8 +337,7 @@ class Trainer:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.cfg.train.compile:
-            widths = self.static_shapes.width_count(*self.training_lengths()) \
-                if self.static_shapes else None
+            widths = self.training_width_count() if self.static_shapes else None
             compiled = compile_for_training(self.model, self.train_model, self.cfg.train, self.device, widths,
                                             self.log if self.ctx.is_main else None)
             self.train_model, self.cuda_graphs = compiled.model, compiled.cuda_graphs
@@ -349,8 +349,7 @@ class Trainer:
             capture_recurrences(self.model)
             self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
             # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
-            shapes = self.static_shapes.width_count(*self.training_lengths()) \
-                ** self.cfg.train.accum_steps if self.static_shapes else 1
+            shapes = self.training_width_count() ** self.cfg.train.accum_steps if self.static_shapes else 1
             self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
                      f"eagerly, then that shape's update is one replayed CUDA graph ("
                      f"{f'up to {shapes} shapes' if shapes > 1 else '1 shape'})")
@@ -595,12 +594,11 @@ class Trainer:
     def data_of_epoch(self, epoch: int) -> ParallelArrays:
         return self.epoch_data[epoch % len(self.epoch_data)]
 
-    def training_lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """The source and target lengths of every training pair in every segmentation an epoch may read."""
-        if len(self.epoch_data) == 1:
-            return self.train_data.src_lengths, self.train_data.tgt_lengths
-        return (np.concatenate([data.src_lengths for data in self.epoch_data]),
-                np.concatenate([data.tgt_lengths for data in self.epoch_data]))
+    def training_width_count(self) -> int:
+        """How many batch widths training makes (static shapes), over every drawn segmentation an epoch may read:
+        one draw's lengths in memory at a time."""
+        return len(functools.reduce(np.union1d, (self.static_shapes.widths(data.src_lengths, data.tgt_lengths)
+                                                 for data in self.epoch_data)))
 
     def host_batches(self, micro_batches: list[np.ndarray | PackedPlan], epoch: int = 0) -> list[Batch]:
         """One update's micro-batches, planned in `epoch`, collated (and pinned, for a GPU): what the prefetch thread

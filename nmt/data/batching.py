@@ -301,8 +301,12 @@ class StaticShapes:
 
     def width_count(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> int:
         """How many batch widths these sentences make (each is one compiled graph)."""
+        return len(self.widths(source_lengths, target_lengths))
+
+    def widths(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> np.ndarray:
+        """The batch widths these sentences make, each once."""
         longest = np.maximum(source_lengths, target_lengths).astype(np.int64) + 1
-        return len(np.unique(round_up(longest, self.length_multiple)))
+        return np.unique(round_up(longest, self.length_multiple))
 
 
 def collate(arrays: ParallelArrays | ShardedArrays, indices: np.ndarray, static: StaticShapes | None = None,

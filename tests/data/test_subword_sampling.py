@@ -166,3 +166,16 @@ def test_a_borrowed_tokenizer_that_cannot_draw_is_refused(tmp_path):
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert f"the tokenizer of {bpe_run} is data.tokenizer_type bpe: data.subword_alpha draws among the " \
            "segmentations of a unigram model: SentencePiece's BPE-dropout" in refused.stderr
+
+
+def test_static_shapes_count_the_widths_of_every_draw(tmp_path):
+    """train.compile's recompile limit and train.cuda_graph's graph count take the batch widths an epoch may make:
+    a draw's longer sentences make widths the best segmentation does not."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, data={**_corpus(tmp_path), **SAMPLED},
+                                   train={"length_multiple": 2}))
+    trainer = Trainer(cfg, Run(tmp_path / "run"), tmp_path / "data", log=lambda *_: None)
+    static = trainer.static_shapes
+    best = set(static.widths(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths).tolist())
+    drawn = set().union(*(static.widths(d.src_lengths, d.tgt_lengths).tolist() for d in trainer.epoch_data))
+    assert drawn - best  # widths only the draws make
+    assert trainer.training_width_count() == len(drawn)
