@@ -458,8 +458,8 @@ def check_consistency(cfg: Config) -> list[str]:
         raise ConfigError("data.tokenizer_type word with data.byte_fallback: an unseen word would be spelt in bytes "
                           "with its '▁' marker, which decodes as that character, not a space; set "
                           "data.byte_fallback: false (an unseen word is then <unk>, as in a word vocabulary)")
-    if subword_sampling_refused(cfg.data):
-        raise ConfigError(subword_sampling_refused(cfg.data))
+    if refused := subword_sampling_refused(cfg.data):
+        raise ConfigError(refused)
     source_column, target_column = tsv_columns(cfg.data)
     if source_column == target_column:
         raise ConfigError(f"data.source_column and data.target_column both read column {source_column} (unset: 1 "

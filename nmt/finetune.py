@@ -95,9 +95,8 @@ def _borrow(cfg: Config, source: Run, log: Callable[[str], None] | None) -> Conf
         log(f"tokenizer and normalization of {source.directory}" + (f" ({'; '.join(notes)})" if notes else ""))
     data = dataclasses.replace(cfg.data, **vocabulary, **dataclasses.asdict(normalizer),
                                tokenizer_from=str(source.directory.resolve()), tokenizer_sha256=digest)
-    if subword_sampling_refused(data):
-        raise NMTError(f"the tokenizer of {source.directory} is data.tokenizer_type {data.tokenizer_type}: "
-                       + subword_sampling_refused(data))
+    if refused := subword_sampling_refused(data):
+        raise NMTError(f"the tokenizer of {source.directory} is data.tokenizer_type {data.tokenizer_type}: {refused}")
     return dataclasses.replace(cfg, data=data)
 
 

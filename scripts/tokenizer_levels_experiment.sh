@@ -44,6 +44,13 @@ import numpy as np  # noqa: E402
 from results_record import write_record  # noqa: E402
 
 out, record, command, levels = Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+
+
+def pieces(prepared: Path, shards: list[dict], key: str) -> int:
+    """Pieces of one side of some shards, from their offsets."""
+    return sum(int(offsets[-1] - offsets[0]) for shard in shards for offsets in [np.load(prepared / shard[key])])
+
+
 figures = {}
 for level in levels:
     run = out / "runs" / level
@@ -52,20 +59,19 @@ for level in levels:
     dev = [m["dev_bleu"] for m in metrics if "dev_bleu" in m]
     prepared = Path(json.loads((run / "env.json").read_text())["prepared_data"])
     manifest = json.loads((prepared / "manifest.json").read_text())
-    # Pieces of the training text, from the shards' offsets: how much longer a sentence is in characters.
-    pieces = [sum(int(offsets[-1] - offsets[0]) for shard in manifest["shards"]["train"]
-                  for offsets in [np.load(prepared / shard[key])]) for key in ("src_offsets", "tgt_offsets")]
+    # Pieces of the training text: how much longer a sentence is in characters, or in drawn segmentations.
+    training = [pieces(prepared, manifest["shards"]["train"], key) for key in ("src_offsets", "tgt_offsets")]
     scores = {}
     for split in ("valid", "test"):
         report = next((run / "eval").glob(f"{split}*.beam5.report.json"))
         data = json.loads(report.read_text())
         scores[split] = {"bleu": data["bleu"], "chrf": data["chrf"], "report": str(report.name)}
     figures[level] = {"steps": max(m.get("step", 0) for m in metrics), "vocabulary": manifest["vocabulary"],
-                      "dropped": manifest["dropped"], "training_pieces": {"source": pieces[0], "target": pieces[1]},
-                      **({"drawn_training_pieces": [
-                          sum(int(offsets[-1] - offsets[0]) for shard in shards for key in ("src_offsets", "tgt_offsets")
-                              for offsets in [np.load(prepared / shard[key])])
-                          for shards in manifest["drawn_train_shards"]]} if "drawn_train_shards" in manifest else {}),
+                      "dropped": manifest["dropped"], "training_pieces": {"source": training[0], "target": training[1]},
+                      **({"drawn_training_pieces": [pieces(prepared, shards, "src_offsets") + pieces(prepared, shards,
+                                                                                                    "tgt_offsets")
+                                                    for shards in manifest["drawn_train_shards"]]}
+                         if "drawn_train_shards" in manifest else {}),
                       "median_tokens_per_s": sorted(m["tokens_per_s"] for m in train)[len(train) // 2],
                       "last_dev_bleu_greedy_300": dev[-1] if dev else None,
                       **{f"{split}_bleu": scores[split]["bleu"] for split in scores},

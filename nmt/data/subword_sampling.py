@@ -41,18 +41,14 @@ def piece_log_probabilities(tokenizer: spm.SentencePieceProcessor) -> np.ndarray
 
 def draw_segmentations(tokenizer: spm.SentencePieceProcessor, log_probabilities: np.ndarray, texts: list[str],
                        sampling: SubwordSampling, max_pieces: int, rng: np.random.Generator) -> list[list[list[int]]]:
-    """`sampling.copies` drawn segmentations of each text (draw k: the k-th list, one id list per text). A drawn
-    segmentation longer than `max_pieces` is replaced by the text's best, so every draw holds the same pairs within
-    the length limit (the best one decided which pairs are kept)."""
-    draws: list[list[list[int]]] = [[] for _ in range(sampling.copies)]
-    for start in range(0, len(texts), NBEST_CHUNK):
-        candidates = tokenizer.nbest_encode(texts[start:start + NBEST_CHUNK], out_type=int, nbest_size=sampling.nbest)
-        chosen = _draw_indices(candidates, log_probabilities, sampling, rng)
-        for k in range(sampling.copies):
-            draws[k].extend(options[i] if options and len(options[i]) <= max_pieces
-                            else tokenizer.encode(texts[start + row], out_type=int)
-                            for row, (options, i) in enumerate(zip(candidates, chosen[k].tolist())))
-    return draws
+    """`sampling.copies` drawn segmentations of each text (draw k: the k-th list, one id list per text); callers hand
+    at most NBEST_CHUNK texts at a time. A drawn segmentation longer than `max_pieces` is replaced by the text's
+    best, so every draw holds the same pairs within the length limit (the best one decided which pairs are kept)."""
+    candidates = tokenizer.nbest_encode(texts, out_type=int, nbest_size=sampling.nbest)
+    chosen = _draw_indices(candidates, log_probabilities, sampling, rng)
+    return [[options[i] if options and len(options[i]) <= max_pieces else tokenizer.encode(text, out_type=int)
+             for text, options, i in zip(texts, candidates, chosen[k].tolist())]
+            for k in range(sampling.copies)]
 
 
 class Drawer:
