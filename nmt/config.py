@@ -222,6 +222,10 @@ class TrainConfig:
     # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
     keep_last: int = field(default=0, metadata=_check(ge=0, le=100))
     log_every: int = field(default=50, metadata=_check(ge=1))
+    # Also write the metrics (train and valid records) as TensorBoard scalars under RUN/tensorboard, as JoeyNMT does
+    # (`tensorboard --logdir runs`); needs `pip install 'nmt[tensorboard]'`. metrics.jsonl stays the record of truth:
+    # the event files are rewritten from it at every session's start (nmt/tensorboard_log.py).
+    tensorboard: bool = False
     patience: int = field(default=10, metadata=_check(ge=1))  # evaluations without a gain in best_metric: stop
     # What picks best.pt, counts patience and drives the plateau schedule: dev BLEU (greedy decoding of the valid
     # split), dev chrF, or dev loss (token NLL, lower is better; on a small or noisy dev set the smoothest). JoeyNMT's
@@ -361,6 +365,8 @@ _PEER_NAMES = {
     "validation_freq": "train.eval_every", "valid_steps": "train.eval_every",
     "validate_interval_updates": "train.eval_every", "logging_freq": "train.log_every",
     "report_every": "train.log_every", "log_interval": "train.log_every", "save_interval_updates": "train.save_every",
+    "tensorboard_logdir": "train.tensorboard (true: the run's tensorboard/ folder)",
+    "tensorboard_log_dir": "train.tensorboard (true: the run's tensorboard/ folder)",
     "save_checkpoint_steps": "train.save_every", "keep_last_ckpts": "train.keep_last",
     "keep_checkpoint": "train.keep_last", "keep_interval_updates": "train.keep_last",
     "clip_grad_norm": "train.clip_norm", "max_grad_norm": "train.clip_norm",

@@ -4,6 +4,7 @@
 
     runs/<name>/config.yaml  env.json  normalizer.json  spm.model  metrics.jsonl  train.log  .lock
                checkpoints/{last,best,averaged}.pt   eval/<label>.{hyp.txt,report.json}
+               tensorboard/  (train.tensorboard: the metrics as TensorBoard scalars)
 """
 
 from __future__ import annotations
@@ -243,6 +244,10 @@ class Run:
     @property
     def log_path(self) -> Path:
         return self.directory / "train.log"
+
+    @property
+    def tensorboard_path(self) -> Path:  # event files derived from metrics.jsonl (train.tensorboard)
+        return self.directory / "tensorboard"
 
     @property
     def eval_dir(self) -> Path:

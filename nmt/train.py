@@ -52,6 +52,7 @@ from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
+from nmt.tensorboard_log import TensorBoardLog, check_available as check_tensorboard_available
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
 from nmt.translator import Translator
 
@@ -234,6 +235,7 @@ class Trainer:
             self.model.packed_attention = "flex"
         self.startup.mark("model_to_device")
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)
+        self.tensorboard: TensorBoardLog | None = None  # train.tensorboard, rank 0's, opened in setup
         if cfg.train.init_from and not self.resuming:
             self.init_record = load_parent_weights(self.model, cfg)
             if self.ctx.is_main:
@@ -328,6 +330,11 @@ class Trainer:
             dropped = run.metrics.trim_after(self.progress.step)
             if dropped:
                 self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
+            if self.cfg.train.tensorboard:  # rewritten from the trimmed log: what metrics.jsonl holds, once
+                earlier = run.metrics.records() if run.metrics.path.is_file() else []
+                self.tensorboard = TensorBoardLog(run.tensorboard_path, earlier)
+                self.log(f"TensorBoard scalars in {run.tensorboard_path} (tensorboard --logdir "
+                         f"{run.directory.parent})")
         self.startup.mark("resume_and_run_directory")
         self.train_model = self.model
         self.cuda_graphs = False
@@ -477,7 +484,7 @@ class Trainer:
             if ctx.is_main:  # what a process pays before its first update, resumed or not
                 setup_s = round(session_start - PROCESS_STARTED, 2)
                 parts = self.startup.parts(PROCESS_STARTED, session_start)
-                self.run.metrics.append({"type": "start", "step": p.step, "setup_s": setup_s,
+                self.record({"type": "start", "step": p.step, "setup_s": setup_s,
                                          "setup_parts_s": parts})
                 largest = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}"
                                     for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])[:3])
@@ -486,6 +493,8 @@ class Trainer:
                 self._loop(stop, bar, window, session_start, elapsed_before)
             finally:
                 self.writer.wait()  # the last checkpoint is on disk (or its error raised) before train() returns
+                if self.tensorboard:
+                    self.tensorboard.close()
         return p
 
     def _loop(self, stop: StopRequest, bar, window: ThroughputWindow, session_start: float,
@@ -534,7 +543,7 @@ class Trainer:
                     saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
                     self.save_checkpoint()
                     if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
-                        self.run.metrics.append({"type": "checkpoint", "step": p.step,
+                        self.record({"type": "checkpoint", "step": p.step,
                                                  "seconds": round(time.perf_counter() - saving, 3),
                                                  "previous_write_s": previous_write_s and round(previous_write_s, 3)})
                 window.started += time.perf_counter() - pause
@@ -793,7 +802,7 @@ class Trainer:
         timing = {"seconds": round(time.perf_counter() - started, 3)} if started is not None else \
             {"seconds": round(outcome.seconds, 3), "background": True, "taken_at_step": p.step,
              "taken_time_s": round(p.elapsed_s, 3), "waited_s": round(waited_s or 0.0, 3)}
-        self.run.metrics.append({"type": "valid", "step": outcome.step, "epoch": outcome.epoch,
+        self.record({"type": "valid", "step": outcome.step, "epoch": outcome.epoch,
                                  "time_s": round(outcome.time_s, 3), "dev_loss": scores["dev_loss"],
                                  "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
                                  "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
@@ -812,12 +821,18 @@ class Trainer:
             bar.total = steps_within_budget(p.step, p.elapsed_s, self.cfg.train.time_budget_s, self.planned_steps)
             bar.refresh()
         if self.ctx.is_main:
-            self.run.metrics.append({"type": "train", "step": p.step, "epoch": p.epoch,
+            self.record({"type": "train", "step": p.step, "epoch": p.epoch,
                                      "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
                                      "tokens_per_s": round(figures["tokens_per_s"], 1),
                                      "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1),
                                      **self.timer.report(),
                                      "mfu": round(figures["mfu"], 5)})
+
+    def record(self, record: dict) -> None:
+        """A metrics record: to metrics.jsonl, and as TensorBoard scalars under train.tensorboard."""
+        self.run.metrics.append(record)
+        if self.tensorboard:
+            self.tensorboard.add(record)
 
     def _weights(self, model: nn.Module | None = None, **extra) -> Weights:
         """The weights of `model` (the model's own by default) as they are now, copied (a background writer saves
@@ -870,6 +885,8 @@ def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable
     # A fine-tuned run prepares its data with its parent's tokenizer (rank 0 says so).
     cfg = with_borrowed_tokenizer(cfg, run, log if run_log else None)
     last = run.checkpoint_path(CheckpointKind.LAST)
+    if cfg.train.tensorboard:  # a missing package is said before the corpus is prepared
+        check_tensorboard_available()
     if last.is_file():  # a run that cannot resume with this config fails before any work
         run.check_resumable(run.peek(last).config, cfg)
     elif cfg.train.init_from:  # as weights of another shape do, before the corpus is prepared
