@@ -181,6 +181,12 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               sets: Optional[List[str]] = DecodeSets,
               prefix: Optional[str] = typer.Option(None, "--prefix", help="Start every translation with this text "
                                                    "(target language) and let the model continue it."),
+              constraint: Optional[List[str]] = typer.Option(None, "--constraint",
+                                                             help="A phrase (target language) every translation must "
+                                                                  "hold; repeatable, met in any order (beam search)."),
+              tab_constraints: bool = typer.Option(False, "--tab-constraints",
+                                                   help="Each input is source<TAB>phrase<TAB>...: that sentence's "
+                                                        "constraints (fairseq-interactive's --constraints)."),
               n_best: Optional[int] = typer.Option(None, "--n-best", min=1, max=256,
                                                    help="Print the N best hypotheses of each sentence with their "
                                                         "scores, in the Moses n-best format (needs --beam N or "
@@ -222,7 +228,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
                                                sampling_topk=overrides["sampling_topk"]))
     engine = _check_run_first(engine, run, checkpoint, model)
-    from nmt.engines import n_best_lines, open_engine, translate_stream
+    from nmt.engines import n_best_lines, open_engine, translate_stream, with_tab_constraints
     from nmt.models.base import AttentionChoice
 
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn, ensemble=ensemble or [])
@@ -241,19 +247,27 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         warn("no attention to show: " + ("the CTranslate2 engine returns none (the nmt engine, --run, does)"
                                          if translator.name == "ctranslate2" else "a seq2seq model has none"))
     given_prefix = _argument_text(prefix) if prefix else None
+    phrases = [_argument_text(c) for c in constraint or []]
     languages = (translator.source_lang, translator.target_lang)
     if sentences:
         texts = list(_warn_of_the_other_language([_argument_text(s) for s in sentences], languages))
+        held = None
+        if tab_constraints:
+            texts, held = map(list, zip(*(with_tab_constraints(text, phrases) for text in texts)))
+        elif phrases:
+            held = [phrases] * len(texts)
         results: Iterable = translator.translate(texts, attention=choice if want_attention else None,
                                                  n_best=n_best or 1,
-                                                 prefixes=[given_prefix] * len(texts) if given_prefix else None)
+                                                 prefixes=[given_prefix] * len(texts) if given_prefix else None,
+                                                 constraints=held)
     else:
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
         results = translate_stream(translator, _warn_of_the_other_language(_warn_of_whole_files(_stdin_lines()),
                                                                            languages),
                                    chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
-                                   attention=choice if want_attention else None)
+                                   attention=choice if want_attention else None, constraints=phrases,
+                                   tab_constraints=tab_constraints)
     for index, result in enumerate(results):
         typer.echo(output(index, result))
         if show_attention and result.attention is not None:

@@ -342,6 +342,16 @@ def check_n_best(n_best: int, decode: DecodeConfig) -> None:
                           f"{decode.beam_size})")
 
 
+def check_constraints(decode: DecodeConfig) -> None:
+    """Lexical constraints steer beam search: its beams are shared out by how much of the phrases they hold, which
+    greedy search (one beam) and sampling cannot do."""
+    if decode.samples:
+        raise ConfigError(f"constraints steer beam search; sampling ({_sampling_settings(decode)}) draws instead: "
+                          "drop one of the two")
+    if decode.beam_size < 2:
+        raise ConfigError("constraints need beam search: a beam of 2 or more (--beam), not greedy search's 1")
+
+
 @dataclass
 class Config:
     name: str = "model"

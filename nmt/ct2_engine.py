@@ -174,11 +174,15 @@ class CTranslate2Engine:
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
                   cancelled: Callable[[], bool] | None = None,
-                  prefixes: Sequence[str | None] | None = None, decode: DecodeConfig | None = None
-                  ) -> list[Translation]:
-        """As `Translator.translate`; `cancelled` is asked once, before decoding: CTranslate2 decodes a batch in one
-        call that cannot be stopped part way. `decode` may change what CTranslate2 follows per call (beam, length
-        penalty, no-repeat, the sampler), not what `effective_decode` settled at load."""
+                  prefixes: Sequence[str | None] | None = None, decode: DecodeConfig | None = None,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[Translation]:
+        """As `Translator.translate`, without lexical constraints; `cancelled` is asked once, before decoding:
+        CTranslate2 decodes a batch in one call that cannot be stopped part way. `decode` may change what
+        CTranslate2 follows per call (beam, length penalty, no-repeat, the sampler), not what `effective_decode`
+        settled at load."""
+        if constraints is not None and any(constraints):
+            raise NMTError("CTranslate2 has no lexically constrained search: constraints need the nmt engine "
+                           "(--run or --checkpoint)")
         if cancelled is not None and cancelled():
             raise SearchCancelled()
         decode = decode or self.decode

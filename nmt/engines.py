@@ -41,7 +41,8 @@ class Engine(Protocol):
                   attention: AttentionChoice | None = None, n_best: int = 1,
                   cancelled: Callable[[], bool] | None = None,
                   prefixes: Sequence[str | None] | None = None,
-                  decode: DecodeConfig | None = None) -> list[Translation]: ...
+                  decode: DecodeConfig | None = None,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[Translation]: ...
 
     def score(self, sources: list[str], targets: list[str]) -> list[Hypothesis]: ...
 
@@ -75,18 +76,33 @@ def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = 
     raise NMTError(f"unknown engine {engine!r}: use {' or '.join(ENGINES)}")
 
 
+def with_tab_constraints(line: str, constraints: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """`source<TAB>phrase<TAB>phrase...` (fairseq-interactive's --constraints, Sockeye's input) as the source and
+    its phrases, after `constraints` (every sentence's); empty fields (a trailing tab) are no phrase."""
+    source, *phrases = line.split("\t")
+    return source, [*constraints, *(p for p in phrases if p.strip())]
+
+
 def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | None = None,
                      n_best: int = 1, prefix: str | None = None,
-                     attention: AttentionChoice | None = None) -> Iterator[Translation]:
+                     attention: AttentionChoice | None = None, constraints: Sequence[str] = (),
+                     tab_constraints: bool = False) -> Iterator[Translation]:
     """Translate an unbounded stream in chunks (default: 4 decode batches), one result per input line, in order;
-    with `prefix`, every translation starts with it; with `attention`, each carries that source attention.
+    with `prefix`, every translation starts with it; with `attention`, each carries that source attention; with
+    `constraints`, every translation holds those phrases, and with `tab_constraints` the phrases after each line's
+    tabs too (`with_tab_constraints`).
 
     Only the final line feed (and a CR before it) ends a line; any other CR is text, as for `wc -l`.
     """
     texts = (line.removesuffix("\n").removesuffix("\r") for line in lines)
     for chunk in in_chunks(texts, chunk_size or engine.decode.batch_size * 4):
+        held = None
+        if tab_constraints:
+            chunk, held = map(list, zip(*(with_tab_constraints(line, constraints) for line in chunk)))
+        elif constraints:
+            held = [list(constraints)] * len(chunk)
         yield from engine.translate(chunk, attention=attention, n_best=n_best,
-                                    prefixes=[prefix] * len(chunk) if prefix else None)
+                                    prefixes=[prefix] * len(chunk) if prefix else None, constraints=held)
 
 
 def n_best_lines(index: int, translation: Translation) -> list[str]:

@@ -11,7 +11,8 @@ from typing import Callable
 
 import torch
 
-from nmt.config import DecodeConfig
+from nmt.config import DecodeConfig, check_constraints
+from nmt.constrained_search import ConstraintBatch, ConstraintTracker
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from nmt.models.base import AttentionChoice, EncoderDecoder, reorder_state
 
@@ -35,7 +36,7 @@ class SearchCancelled(Exception):
     """The caller's `cancelled` check said stop: nobody waits for this search's result any more."""
 
 
-def _check(cancelled: Callable[[], bool] | None) -> None:
+def check_cancelled(cancelled: Callable[[], bool] | None) -> None:
     if cancelled is not None and cancelled():
         raise SearchCancelled()
 
@@ -44,7 +45,7 @@ def max_lengths(src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     return (src.ne(PAD_ID).sum(1).float() * a).long() + b
 
 
-def _limits(src: torch.Tensor, a: float, b: int, prefix: torch.Tensor | None) -> torch.Tensor:
+def length_limits(src: torch.Tensor, a: float, b: int, prefix: torch.Tensor | None) -> torch.Tensor:
     """Each sentence's most output pieces, EOS included: `max_lengths`, and always room for its prefix and EOS."""
     limit = max_lengths(src, a, b)
     return limit if prefix is None else torch.maximum(limit, prefix.ne(PAD_ID).sum(1) + 1)
@@ -87,7 +88,7 @@ def prefix_column(prefix: torch.Tensor | None, rows: torch.Tensor, t: int) -> to
     return prefix[rows, t]
 
 
-def _log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
+def step_log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
                force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int, forced: torch.Tensor | None = None):
     """One step's log-probabilities, n-gram repeats of `history` banned (`no_repeat`), rows with a `forced` piece
     (a target prefix) held to it; rows at their length limit may only end, at the price the model puts on EOS (a
@@ -185,7 +186,7 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
     SearchCancelled."""
     batch, device = src.shape[0], src.device
     compact_every = compact_every or _default_compact_every(device)
-    limit = _limits(src, max_len_a, max_len_b, prefix)
+    limit = length_limits(src, max_len_a, max_len_b, prefix)
     steps = int(limit.max())
     state = model.encode(src)
     active = torch.arange(batch, device=device)  # original index of each row still in the batch
@@ -196,7 +197,7 @@ def greedy_search(model: EncoderDecoder, src: torch.Tensor, max_len_a: float, ma
     need_attention = attention_choice is not None
     attention = torch.zeros(batch, steps, src.shape[1], device=device) if need_attention else None
     for t in range(steps):
-        _check(cancelled)
+        check_cancelled(cancelled)
         logits, state, weights = model.step(tokens, state, attention_choice)
         log_probs = raw = as_log_probs(model, logits)
         if no_repeat:
@@ -250,7 +251,7 @@ class LengthNormalization:
         return ((5.0 + length) / 6.0) ** self.alpha if self.kind == "wu" else length ** self.alpha
 
 
-class _Ended:
+class EndedHypotheses:
     """The `n` best ended hypotheses of every sentence (indexed by original sentence id), best first; empty slots
     score -inf."""
 
@@ -311,11 +312,13 @@ class _Ended:
 def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: LengthNormalization,
                 max_len_a: float, max_len_b: int, attention_choice: AttentionChoice | None = None,
                 n_best: int = 1, cancelled: Callable[[], bool] | None = None, no_repeat: int = 0,
-                prefix: torch.Tensor | None = None) -> Hypotheses:
+                prefix: torch.Tensor | None = None, constraints: ConstraintBatch | None = None) -> Hypotheses:
     """Batched beam search over (sentences × beams); a sentence is done once `beam_size` hypotheses have ended.
     With `n_best` > 1 (at most `beam_size`) the result also ranks each sentence's n best ended hypotheses;
     `cancelled` is asked at every step: True raises SearchCancelled; `no_repeat` n bans repeated n-grams; every
-    hypothesis of a sentence starts with its `prefix` pieces (B, P; PAD past its own), one beam until they end.
+    hypothesis of a sentence starts with its `prefix` pieces (B, P; PAD past its own), one beam until they end;
+    with `constraints`, every hypothesis holds its sentence's phrases (nmt/constrained_search.py; the length limit
+    grows by their pieces), and a sentence none of whose hypotheses met them all within it has none.
 
     Each step keeps the 2K best extensions: ended ones (EOS among the top K) are scored with the length penalty
     and set aside; the K best that continue become the new beams. Done sentences leave the batch (fairseq's rule).
@@ -324,7 +327,10 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     if not 1 <= n_best <= k:
         raise ValueError(f"n_best must be between 1 and the beam size {k}, not {n_best}")
     need_attention = attention_choice is not None
-    limit = _limits(src, max_len_a, max_len_b, prefix)
+    limit = length_limits(src, max_len_a, max_len_b, prefix)
+    tracker = None
+    if constraints is not None:
+        limit, tracker = limit + constraints.total_pieces, ConstraintTracker(constraints, k)
     steps = int(limit.max())
     state = reorder_state(model.encode(src), torch.arange(batch, device=device).repeat_interleave(k))
     # Per running sentence (n of them) or per beam row (n·K), shrinking as sentences finish.
@@ -336,22 +342,28 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
     num_ended = torch.zeros(batch, dtype=torch.long, device=device)
     history = torch.full((batch * k, steps), PAD_ID, dtype=torch.long, device=device)
     attn_history = src.new_zeros(batch * k, 0, src.shape[1], dtype=torch.float) if need_attention else None
-    ended = _Ended(batch, n_best, steps, src.shape[1], need_attention, device)
+    ended = EndedHypotheses(batch, n_best, steps, src.shape[1], need_attention, device)
     for t in range(steps):
-        _check(cancelled)
+        check_cancelled(cancelled)
         n = len(sent_ids)
         forced = prefix_column(prefix, sent_ids, t)
-        log_probs, state, weights = _log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit,
+        log_probs, state, weights = step_log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit,
                                                history[:, :t], no_repeat,
                                                None if forced is None else forced.repeat_interleave(k))
+        if tracker is not None:
+            log_probs = tracker.forbid_early_end(log_probs)
         vocab = log_probs.shape[-1]
         top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k, dim=1)
         top_token = top_index % vocab
         top_rows = torch.arange(n, device=device).unsqueeze(1) * k + top_index // vocab  # (n, 2K) rows extended
         if need_attention:
             attn_history = torch.cat([attn_history, weights.float().unsqueeze(1)], 1)
-        num_ended += ended.update(sent_ids, top_scores, top_token, top_rows, history, attn_history, t, k, norm)
+        # Constrained, every beam that holds its phrases may end, however many beams that have not outscore it.
+        endings = (top_scores, top_token, top_rows) if tracker is None else tracker.endings(scores, log_probs)
+        num_ended += ended.update(sent_ids, *endings, history, attn_history, t, k, norm)
         alive = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
+        if tracker is not None:
+            alive, top_token, top_rows = tracker.candidates(alive, top_token, top_rows, scores, log_probs)
         open_ = num_ended < k
         if norm.patient:  # log-probabilities only fall: the best a live beam can reach is its score at the limit
             best_live = alive.max(1).values / norm.penalty(limit[sent_ids])
@@ -359,8 +371,13 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
         running = (open_ & torch.isfinite(alive).any(1)).nonzero().squeeze(1)
         if len(running) == 0:
             break
-        # The K best continuing candidates of each running sentence become its beams.
-        scores, keep = alive[running].topk(k, dim=1)
+        # The K best continuing candidates of each running sentence become its beams (striped over constraint banks).
+        if tracker is None:
+            scores, keep = alive[running].topk(k, dim=1)
+        else:
+            keep = tracker.choose(alive, running)
+            scores = alive[running].gather(1, keep)
+            tracker.keep(running, keep)
         rows = top_rows[running].gather(1, keep).view(-1)
         tokens = top_token[running].gather(1, keep).view(-1)
         sent_ids, num_ended = sent_ids[running], num_ended[running]
@@ -374,15 +391,19 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
 
 def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
            attention_choice: AttentionChoice | None = None, n_best: int = 1,
-           cancelled: Callable[[], bool] | None = None, prefix: torch.Tensor | None = None) -> Hypotheses:
+           cancelled: Callable[[], bool] | None = None, prefix: torch.Tensor | None = None,
+           constraints: ConstraintBatch | None = None) -> Hypotheses:
     """Decode `src` exactly as `decode` says: greedy at beam 1, else beam search with its length normalization
     (ranking `n_best` hypotheses per sentence, at most the beam size); with sampling, `n_best` draws per sentence
     ranked by their normalized score. With `prefix` (B, P), each output starts with its sentence's pieces (PAD
-    past them; a row of PAD: none), scored as the model scores them (CTranslate2's target_prefix).
+    past them; a row of PAD: none), scored as the model scores them (CTranslate2's target_prefix). With
+    `constraints` (beam search only), every hypothesis holds its sentence's phrases.
 
     The one entry point for every caller (translation, validation, sweeps): the settings travel whole, so there is
     no second set of defaults below the config.
     """
+    if constraints is not None:
+        check_constraints(decode)
     if decode.samples:
         return _sample(model, src, decode, attention_choice, n_best, cancelled, prefix)
     if decode.beam_size == 1:
@@ -391,7 +412,8 @@ def search(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig,
         return greedy_search(model, src, decode.max_len_a, decode.max_len_b, attention_choice, cancelled=cancelled,
                              no_repeat=decode.no_repeat_ngram_size, prefix=prefix)
     return beam_search(model, src, decode.beam_size, LengthNormalization.from_config(decode), decode.max_len_a,
-                       decode.max_len_b, attention_choice, n_best, cancelled, decode.no_repeat_ngram_size, prefix)
+                       decode.max_len_b, attention_choice, n_best, cancelled, decode.no_repeat_ngram_size, prefix,
+                       constraints)
 
 
 def _sample(model: EncoderDecoder, src: torch.Tensor, decode: DecodeConfig, attention_choice: AttentionChoice | None,

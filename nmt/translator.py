@@ -11,7 +11,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from nmt.config import Config, DecodeConfig, ModelConfig, check_n_best, from_dict, sampler_settings_unused
+from nmt.config import (Config, DecodeConfig, ModelConfig, check_constraints, check_n_best, from_dict,
+                        sampler_settings_unused)
+from nmt.constrained_search import MAX_PHRASES, ConstraintBatch
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
@@ -137,14 +139,16 @@ class Translator:
     def count_pieces(self, sentence: str, prefix: str | None = None) -> int:
         return count_pieces(self.tokenizers, self.normalizer, self.decode, sentence, prefix)
 
-    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1, prefix_len: int = 0) -> int:
+    def _sentences_that_fit(self, source_len: int, decode: DecodeConfig, n_best: int = 1, prefix_len: int = 0,
+                            constraint_len: int = 0) -> int:
         """decode.batch_size, or fewer sentences when their rows (beam_size each; n_best draws when sampling) would
         not fit in memory; an error when not even one sentence's rows fit. The search's steps: the length limit, or
-        the longest prefix and its EOS where that is longer (as the search's own limit)."""
+        the longest prefix and its EOS where that is longer, and the pieces of the constraints (as the search's own
+        limit)."""
         if not self.members:
             return decode.batch_size
         per_sentence = n_best if decode.samples else decode.beam_size
-        steps = max(int(decode.max_len_a * source_len) + decode.max_len_b, prefix_len + 1)
+        steps = max(int(decode.max_len_a * source_len) + decode.max_len_b, prefix_len + 1) + constraint_len
         vocab = self.tokenizers.target.get_piece_size()
         row = sum(decode_row_bytes(shape, vocab, source_len, steps) for _, shape in self.members)
         rows = decode_rows_that_fit(row, self.device)
@@ -162,8 +166,8 @@ class Translator:
     def translate(self, sentences: list[str], beam_size: int | None = None,
                   attention: AttentionChoice | None = None, n_best: int = 1,
                   cancelled: Callable[[], bool] | None = None,
-                  prefixes: Sequence[str | None] | None = None, decode: DecodeConfig | None = None
-                  ) -> list[Translation]:
+                  prefixes: Sequence[str | None] | None = None, decode: DecodeConfig | None = None,
+                  constraints: Sequence[Sequence[str]] | None = None) -> list[Translation]:
         """Translate in length-sorted batches (less padding) and return results in input order.
 
         With `attention`, each result also carries that source attention and the pieces that label its axes; with
@@ -172,6 +176,9 @@ class Translator:
         `prefixes` (one per sentence; None or "" for none): the start of each translation, given in the target
         language and continued by the search (interactive translation; CTranslate2's target_prefix). `decode`
         replaces the translator's settings for this call (a server's request of its own), `beam_size` its beam.
+        `constraints` (one list per sentence, maybe empty): target-language phrases its translation must hold, in
+        any order (beam search; nmt/constrained_search.py); a sentence whose beams met them nowhere within the
+        length limit is translated without them, and said.
         """
         decode = decode or self.decode
         decode = decode if beam_size is None else dataclasses.replace(decode, beam_size=beam_size)
@@ -184,6 +191,10 @@ class Translator:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
         check_target_room(forced, self.max_target_positions, "prefix")
+        phrases = encode_constraints(self.tokenizers, self.normalizer, constraints, len(sentences))
+        if phrases:
+            check_constraints(decode)
+            check_constraint_room(phrases, forced, decode, self.max_target_positions)
         read = [self._encode(s) for s in sentences]  # (ids, whether cut) per sentence
         encoded, cut = [ids for ids, _ in read], [was_cut for _, was_cut in read]
         results: list[Translation | None] = [None] * len(sentences)
@@ -192,15 +203,21 @@ class Translator:
                 results[i] = Translation(sentences[i], "", [], [])
         order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
         batch_size = self._sentences_that_fit(max((len(encoded[i]) for i in order), default=0) + 1, decode, n_best,
-                                              max(map(len, forced), default=0) if forced else 0)
+                                              max(map(len, forced), default=0) if forced else 0,
+                                              max(map(sum_of_lengths, phrases), default=0) if phrases else 0)
+        unmet = []  # sentences whose beams met their constraints nowhere
         self.model.eval()
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             prefix = prefix_batch([forced[i] for i in chunk]) if forced else None
+            held = ConstraintBatch.of([phrases[i] for i in chunk], self.device) if phrases else None
             with autocast(self.device, self.autocast_dtype):
                 hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
-                              attention, n_best, cancelled, None if prefix is None else prefix.to(self.device))
+                              attention, n_best, cancelled, None if prefix is None else prefix.to(self.device), held)
             for j, (i, ranked) in enumerate(zip(chunk, hyps.ranked())):
+                if ranked[0][1] == float("-inf"):
+                    unmet.append(i)
+                    continue
                 tokens = hyps.tokens[j]
                 hypotheses = [self._hypothesis(pieces, score, norm, greedy=decode.beam_size == 1)
                               for pieces, score in ranked]
@@ -211,6 +228,13 @@ class Translator:
                     results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
                     results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
             self.trim_heap()  # the search's freed cache and logits go back to the OS once they add up
+        if unmet:
+            self.warn(f"{len(unmet)} sentence(s) could not hold their constraints within the length limit (e.g. "
+                      f"{sentences[unmet[0]][:40]!r}): translated without them")
+            again = self.translate([sentences[i] for i in unmet], beam_size, attention, n_best, cancelled,
+                                   [prefixes[i] for i in unmet] if forced else None, decode)
+            for i, translation in zip(unmet, again):
+                results[i] = translation
         return results  # type: ignore[return-value]
 
     def _hypothesis(self, tokens: list[int], score: float, norm: LengthNormalization, greedy: bool) -> Hypothesis:
@@ -319,6 +343,50 @@ def encode_prefixes(tokenizers: Tokenizers, normalizer: Normalizer, prefixes: Se
     if len(prefixes) != count:
         raise NMTError(f"{prefix_count(len(prefixes), count)}: give one per sentence (none: null or \"\")")
     return [tokenizers.target.encode(normalizer.target(p), out_type=out_type) if p else [] for p in prefixes]
+
+
+def sum_of_lengths(phrases: list[list[int]]) -> int:
+    return sum(map(len, phrases))
+
+
+def encode_constraints(tokenizers: Tokenizers, normalizer: Normalizer,
+                       constraints: Sequence[Sequence[str]] | None, count: int) -> list[list[list[int]]] | None:
+    """Each of `count` sentences' constraint phrases as target pieces, each phrase tokenized on its own as the
+    training targets were (a word as it starts a word); None when no sentence has one. Refused: a phrase of no
+    text, one the vocabulary cannot spell (it would be <unk>), more phrases than a beam's state holds."""
+    if constraints is None or not any(constraints):
+        return None
+    if len(constraints) != count:
+        raise NMTError(f"constraints for {len(constraints)} sentences but {count} sentences: give a list for each "
+                       "(none: [])")
+    target, encoded = tokenizers.target, []
+    for phrases in constraints:
+        if len(phrases) > MAX_PHRASES:
+            raise NMTError(f"{len(phrases)} constraints for one sentence: at most {MAX_PHRASES}")
+        ids = [target.encode(normalizer.target(phrase), out_type=int) for phrase in phrases]
+        for phrase, pieces in zip(phrases, ids):
+            if not pieces:
+                raise NMTError(f"constraint {phrase!r} has no text")
+            if target.unk_id() in pieces:
+                raise NMTError(f"constraint {phrase!r} holds characters this model's vocabulary cannot spell (they "
+                               "would be <unk>)")
+        encoded.append(ids)
+    return encoded
+
+
+def check_constraint_room(phrases: list[list[list[int]]], forced: list[list[int]] | None, decode: DecodeConfig,
+                          max_positions: int | None) -> None:
+    """The length limit grows by a sentence's constraint pieces: refuse what would pass the model's position table
+    (the longest output the config allows, the longest prefix, and the longest constraints together)."""
+    if max_positions is None:
+        return
+    longest = max(range(len(phrases)), key=lambda i: sum_of_lengths(phrases[i]))
+    output = max(int(decode.max_len_a * decode.max_input_tokens) + decode.max_len_b,
+                 max(map(len, forced), default=0) + 1 if forced else 0)
+    if output + sum_of_lengths(phrases[longest]) + 1 > max_positions:
+        raise NMTError(f"the constraints of sentence {longest} are {sum_of_lengths(phrases[longest])} pieces: with the "
+                       f"longest output the decode settings allow ({output}) that passes model.max_positions "
+                       f"{max_positions}; lower decode.max_len_a or decode.max_len_b, or give fewer")
 
 
 class TargetTooLong(NMTError):

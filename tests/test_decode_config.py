@@ -29,10 +29,10 @@ def recorded_searches(monkeypatch):
     calls = []
     real = translator_module.search
 
-    def recording(model, src, decode, attention=None, n_best=1, cancelled=None, prefix=None):
+    def recording(model, src, decode, attention=None, n_best=1, cancelled=None, prefix=None, constraints=None):
         calls.append((decode, tuple(src.shape), torch.get_autocast_dtype("cpu")
                       if torch.is_autocast_enabled("cpu") else None))
-        return real(model, src, decode, attention, n_best, cancelled, prefix)
+        return real(model, src, decode, attention, n_best, cancelled, prefix, constraints)
 
     monkeypatch.setattr(translator_module, "search", recording)
     return calls

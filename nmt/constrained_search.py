@@ -1,0 +1,201 @@
+"""Lexical constraints for beam search: every translation of a sentence contains given target phrases, in any order
+(a term's agreed translation, a name spelt one way), as fairseq's `--constraints` does, after Post & Vilar (2018),
+"Fast lexically constrained decoding with dynamic beam allocation", in the vectorized form of Hu et al. (2019).
+
+Each beam carries how far it has met its sentence's phrases: a bit per phrase it holds whole, and for one phrase under
+way, how many of its pieces it has matched. Each step's candidates are beam search's 2K best extensions and, for every
+beam, each piece that meets more of a phrase (the next piece of the phrase under way, the first of a phrase not yet
+met), at the price the model puts on it. The K beams kept are striped across banks, one per count of constraint
+pieces met: the best candidate of each bank, fullest first, then the second best of each, and so on, so that a beam
+that has placed more of the phrases survives its lower score, and beams that placed fewer still explore. A hypothesis
+may end only when it holds every phrase.
+
+What is matched is pieces: a phrase is tokenized on its own, as a translation's word (`maison` is `▁maison`), so it
+is met by that word however the sentence around it is cut, not by a longer word that starts with it. A phrase broken
+off after some of its pieces is begun again from its first piece, where the piece that broke it starts one; a phrase
+that overlaps itself (`a a b` met in `a a a b`) is then missed from that point (fairseq's unordered constraints
+track every partial match through a trie; one at a time keeps the state three integers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from nmt.data.tokenizer import EOS_ID, PAD_ID
+
+MAX_PHRASES = 16  # per sentence: the phrases met are bits of one integer, and the banks their pieces + 1
+
+
+@dataclass(frozen=True)
+class ConstraintBatch:
+    """Each sentence's phrases as target piece ids: `pieces` (B, C, L), PAD past each phrase's `lengths` (B, C); a
+    sentence with fewer than C phrases has slots of length 0."""
+
+    pieces: torch.Tensor
+    lengths: torch.Tensor
+
+    @classmethod
+    def of(cls, phrases: list[list[list[int]]], device: torch.device) -> "ConstraintBatch":
+        """From each sentence's phrases (a list of piece-id lists each; an empty list: none)."""
+        count = max((len(p) for p in phrases), default=0)
+        width = max((len(ids) for p in phrases for ids in p), default=0)
+        if count > MAX_PHRASES:
+            raise ValueError(f"at most {MAX_PHRASES} phrases a sentence, not {count}")
+        pieces = torch.full((len(phrases), max(count, 1), max(width, 1)), PAD_ID, dtype=torch.long)
+        lengths = torch.zeros(len(phrases), max(count, 1), dtype=torch.long)
+        for i, sentence in enumerate(phrases):
+            for c, ids in enumerate(sentence):
+                if not ids:
+                    raise ValueError("a constraint phrase of no pieces")
+                pieces[i, c, :len(ids)] = torch.tensor(ids)
+                lengths[i, c] = len(ids)
+        return cls(pieces.to(device), lengths.to(device))
+
+    @property
+    def total_pieces(self) -> torch.Tensor:
+        """(B,) the pieces every translation of each sentence must hold (room the length limit adds)."""
+        return self.lengths.sum(1)
+
+
+def _bits(met: torch.Tensor, phrases: int) -> torch.Tensor:
+    """(..., C) True where the phrase's bit is set in `met` (...)."""
+    return (met.unsqueeze(-1) >> torch.arange(phrases, device=met.device)) & 1 == 1
+
+
+@dataclass
+class Progress:
+    """How far each beam (or candidate) has met its sentence's phrases."""
+
+    met: torch.Tensor  # (R,) bit c set: phrase c is whole in the hypothesis (empty slots are set from the start)
+    begun: torch.Tensor  # (R,) the phrase under way, -1 none
+    matched: torch.Tensor  # (R,) how many of its pieces are in place
+
+    @classmethod
+    def start(cls, lengths: torch.Tensor) -> "Progress":
+        """Before the first piece, for rows of phrase lengths `lengths` (R, C)."""
+        weights = 1 << torch.arange(lengths.shape[1], device=lengths.device)
+        met = (lengths.eq(0).long() * weights).sum(1)
+        return cls(met, torch.full_like(met, -1), torch.zeros_like(met))
+
+    def select(self, index: torch.Tensor) -> "Progress":
+        return Progress(self.met[index], self.begun[index], self.matched[index])
+
+    def pieces_met(self, lengths: torch.Tensor) -> torch.Tensor:
+        """(R,) constraint pieces in place: the bank a beam belongs to."""
+        return (_bits(self.met, lengths.shape[1]).long() * lengths).sum(1) + self.matched
+
+    def done(self, lengths: torch.Tensor) -> torch.Tensor:
+        """(R,) every phrase whole: the hypothesis may end."""
+        return _bits(self.met, lengths.shape[1]).all(1)
+
+    def next_pieces(self, pieces: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(R, C) the piece that meets more of each phrase (its next one if under way, its first if not yet met);
+        -1 for a phrase met or empty."""
+        rows, phrases = torch.arange(len(self.met), device=pieces.device), lengths.shape[1]
+        at = self.matched.clamp(max=pieces.shape[2] - 1)
+        continued = pieces[rows, :, at]  # (R, C): each phrase's piece at this beam's matched count
+        under_way = torch.arange(phrases, device=pieces.device).eq(self.begun.unsqueeze(1))
+        open_ = ~_bits(self.met, phrases) & lengths.gt(0)
+        return torch.where(under_way, continued, torch.where(open_, pieces[:, :, 0], -1))
+
+    def advance(self, token: torch.Tensor, pieces: torch.Tensor, lengths: torch.Tensor) -> "Progress":
+        """After each row takes `token` (R,); `pieces` (R, C, L) and `lengths` (R, C) are the rows' sentences'."""
+        rows, phrases = torch.arange(len(token), device=token.device), lengths.shape[1]
+        phrase = self.begun.clamp(min=0)
+        expected = pieces[rows, phrase, self.matched.clamp(max=pieces.shape[2] - 1)]
+        goes_on = self.begun.ge(0) & token.eq(expected)
+        matched = torch.where(goes_on, self.matched + 1, 0)
+        whole = goes_on & matched.eq(lengths[rows, phrase])
+        met = torch.where(whole, self.met | (1 << phrase), self.met)
+        begun = torch.where(goes_on & ~whole, self.begun, -1)
+        matched = torch.where(goes_on & ~whole, matched, 0)
+        # A piece that continued no phrase may begin one not yet met: the first such phrase it starts.
+        starts = (~goes_on).unsqueeze(1) & ~_bits(met, phrases) & lengths.gt(0) & pieces[:, :, 0].eq(token.unsqueeze(1))
+        found, first = starts.any(1), starts.long().argmax(1)
+        single = found & lengths[rows, first].eq(1)
+        met = torch.where(single, met | (1 << first), met)
+        begun = torch.where(found & ~single, first, begun)
+        matched = torch.where(found & ~single, 1, matched)
+        return Progress(met, begun, matched)
+
+
+def striped(scores: torch.Tensor, banks: torch.Tensor, k: int, bank_count: int) -> torch.Tensor:
+    """(n, k) the columns of `scores` (n, P) kept as beams: the best of each bank of `banks` (n, P), fullest bank
+    first, then each bank's second best, ...; candidates of score -inf last."""
+    order = scores.sort(dim=1, descending=True, stable=True).indices
+    bank = banks.gather(1, order)
+    one_hot = F.one_hot(bank, bank_count)
+    rank = (one_hot.cumsum(1) * one_hot).sum(-1) - 1  # place within its bank, by score
+    key = rank * bank_count + (bank_count - 1 - bank)
+    key = key.masked_fill(~torch.isfinite(scores.gather(1, order)), torch.iinfo(key.dtype).max)
+    return order.gather(1, key.topk(k, dim=1, largest=False, sorted=True).indices)
+
+
+class ConstraintTracker:
+    """The constraint side of one beam search: the beams' progress, the extra candidates, the striped choice."""
+
+    def __init__(self, constraints: ConstraintBatch, beam_size: int):
+        self.pieces, self.lengths, self.k = constraints.pieces, constraints.lengths, beam_size
+        self.bank_count = int(constraints.total_pieces.max()) + 1
+        # Per beam row, its sentence in `constraints` (the batch's numbering: rows leave as sentences finish).
+        self.row_sentence = torch.arange(len(self.lengths), device=self.lengths.device).repeat_interleave(beam_size)
+        self.progress = Progress.start(self.lengths[self.row_sentence])
+        self.candidate_progress: Progress | None = None  # (n·P,) of the step's candidates
+        self.candidate_sentence: torch.Tensor | None = None  # (n, P)
+
+    def forbid_early_end(self, log_probs: torch.Tensor) -> torch.Tensor:
+        """`log_probs` (R, V) with EOS -inf for the beams that have not met every phrase."""
+        unfinished = ~self.progress.done(self.lengths[self.row_sentence])
+        eos = log_probs[:, EOS_ID].masked_fill(unfinished, float("-inf"))
+        return torch.cat([log_probs[:, :EOS_ID], eos.unsqueeze(1), log_probs[:, EOS_ID + 1:]], 1)
+
+    def endings(self, scores: torch.Tensor, log_probs: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every beam's EOS extension (n, K: score, token, beam row): -inf for a beam that may not end yet. Beam
+        search's own endings are the EOS among its K best candidates, which beams that have met fewer phrases
+        (and so lost less probability) would crowd out."""
+        n, k = scores.shape
+        ended_scores = scores + log_probs[:, EOS_ID].view(n, k)
+        rows = torch.arange(n * k, device=scores.device).view(n, k)
+        return ended_scores, torch.full_like(rows, EOS_ID), rows
+
+    def candidates(self, alive: torch.Tensor, token: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor,
+                   log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Beam search's continuing candidates (n, 2K: score, token, beam row) and each beam's constraint pieces
+        (n, K·C more; one already among them, or proposed twice, at -inf); each candidate's progress kept."""
+        n, vocab = alive.shape[0], log_probs.shape[1]
+        extra = self.progress.next_pieces(self.pieces[self.row_sentence], self.lengths[self.row_sentence])
+        extra_scores = scores.reshape(-1, 1) + log_probs.gather(1, extra.clamp(min=0))  # (n·K, C)
+        extra_scores = extra_scores.masked_fill(extra.lt(0), float("-inf")).view(n, -1)
+        extra_rows = torch.arange(len(extra), device=extra.device).repeat_interleave(extra.shape[1]).view(n, -1)
+        extra = extra.clamp(min=0).view(n, -1)
+        key, extra_key = rows * vocab + token, extra_rows * vocab + extra
+        repeated = (extra_key.unsqueeze(2) == key.unsqueeze(1)).any(2)
+        same = extra_key.unsqueeze(2) == extra_key.unsqueeze(1)
+        repeated |= (same & torch.ones_like(same).tril(-1)).any(2)  # an earlier column proposes the same piece
+        alive = torch.cat([alive, extra_scores.masked_fill(repeated, float("-inf"))], 1)
+        token, rows = torch.cat([token, extra], 1), torch.cat([rows, extra_rows], 1)
+        self.candidate_sentence = self.row_sentence[rows]
+        sentence = self.candidate_sentence.reshape(-1)
+        self.candidate_progress = self.progress.select(rows.reshape(-1)).advance(
+            token.reshape(-1), self.pieces[sentence], self.lengths[sentence])
+        return alive, token, rows
+
+    def choose(self, alive: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+        """(r, K) the columns of `alive` (n, P) the running sentences keep as beams, striped across banks."""
+        columns = self._columns(running, torch.arange(alive.shape[1], device=alive.device).expand(len(running), -1))
+        lengths = self.lengths[self.candidate_sentence[running].reshape(-1)]
+        banks = self.candidate_progress.select(columns).pieces_met(lengths).view(len(running), -1)
+        return striped(alive[running], banks, self.k, self.bank_count)
+
+    def keep(self, running: torch.Tensor, keep: torch.Tensor) -> None:
+        """The chosen candidates (`keep` (r, K) of the running sentences) become the next step's beams."""
+        self.progress = self.candidate_progress.select(self._columns(running, keep))
+        self.row_sentence = self.candidate_sentence[running].gather(1, keep).reshape(-1)
+
+    def _columns(self, running: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """Flat candidate indices of `columns` (r, m) of the running sentences."""
+        return (running.unsqueeze(1) * self.candidate_sentence.shape[1] + columns).reshape(-1)

@@ -1,0 +1,151 @@
+"""Lexically constrained beam search: every hypothesis holds its sentence's phrases, the best such one found."""
+
+import math
+
+import pytest
+import torch
+
+from nmt.constrained_search import ConstraintBatch, Progress, striped
+from nmt.errors import NMTError
+from nmt.data.tokenizer import EOS_ID
+from nmt.search import LengthNormalization, beam_search
+from test_search import A, B, NONE, MarkovToy
+from tests_helpers import VOCAB, make_model, nmt, random_sources
+
+
+def constraints(*sentences):
+    return ConstraintBatch.of([list(s) for s in sentences], torch.device("cpu"))
+
+
+def progress_after(tokens, phrases):
+    batch = constraints(phrases)
+    progress = Progress.start(batch.lengths)
+    for token in tokens:
+        progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths)
+    return progress, batch
+
+
+@pytest.mark.parametrize("tokens,met,begun,matched,pieces_met", [
+    ([5, 6], 0b01, -1, 0, 2),  # the first phrase whole
+    ([7], 0b10, -1, 0, 1),  # a phrase of one piece is whole at once
+    ([5], 0b00, 0, 1, 1),  # under way
+    ([5, 9], 0b00, -1, 0, 0),  # broken off: begun again from nothing
+    ([5, 7], 0b10, -1, 0, 1),  # broken off by a piece that meets the other phrase
+    ([5, 5, 6], 0b01, -1, 0, 2),  # the piece that broke it begins it again
+    ([7, 5, 6, 7], 0b11, -1, 0, 3),  # each phrase counted once
+])
+def test_progress_follows_the_pieces_taken(tokens, met, begun, matched, pieces_met):
+    progress, batch = progress_after(tokens, [[5, 6], [7]])
+    assert (progress.met.item(), progress.begun.item(), progress.matched.item()) == (met, begun, matched)
+    assert progress.pieces_met(batch.lengths).item() == pieces_met
+    assert progress.done(batch.lengths).item() == (met == 0b11)
+
+
+def test_next_pieces_are_the_phrase_under_way_or_the_first_of_each_unmet():
+    progress, batch = progress_after([5], [[5, 6], [7, 8]])
+    assert progress.next_pieces(batch.pieces, batch.lengths).tolist() == [[6, 7]]
+    progress, batch = progress_after([7, 8], [[5, 6], [7, 8]])
+    assert progress.next_pieces(batch.pieces, batch.lengths).tolist() == [[5, -1]]
+
+
+def test_beams_are_striped_across_banks_fullest_first():
+    scores = torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0, float("-inf")]])
+    banks = torch.tensor([[0, 0, 1, 2, 1, 2]])
+    # rank 0 of banks 2, 1, 0 (columns 3, 2, 0), then rank 1 of bank 1, 0 (4, 1); -inf last
+    assert striped(scores, banks, 5, 3).tolist() == [[3, 2, 0, 4, 1]]
+
+
+def test_the_best_hypothesis_that_holds_the_phrases_is_found():
+    """On the hand-made Markov model (unconstrained best: `B`, p = .36): with `A`, "A EOS" (.5 × .3); with `B A`,
+    "B A EOS" (.4 × .1 × .3); with `A` and `B` in any order, "A B EOS" (.5 × .3 × .9) beats "B A EOS"."""
+    model, src = MarkovToy(), torch.tensor([[7, EOS_ID]] * 3)
+    found = beam_search(model, src, beam_size=3, norm=NONE, max_len_a=0.0, max_len_b=4,
+                        constraints=constraints([[A]], [[B, A]], [[A], [B]]))
+    assert found.tokens == [[A], [B, A], [A, B]]
+    expected = [math.log(.5 * .3), math.log(.4 * .1 * .3), math.log(.5 * .3 * .9)]
+    assert found.scores.tolist() == pytest.approx(expected, abs=1e-5)
+    plain = beam_search(model, src, beam_size=3, norm=NONE, max_len_a=0.0, max_len_b=4)
+    assert plain.tokens == [[B]] * 3
+
+
+def holds(tokens, phrase):
+    return any(tokens[i:i + len(phrase)] == phrase for i in range(len(tokens) - len(phrase) + 1))
+
+
+@pytest.mark.parametrize("arch", ["transformer", "luong", "bahdanau"])
+def test_every_hypothesis_of_every_sentence_holds_its_phrases(arch):
+    """A random model's n-best lists, in a batch where sentences finish at different steps and one has no phrase."""
+    torch.manual_seed(0)
+    model = make_model(arch).eval()
+    src = random_sources()
+    phrases = [[[11, 12, 13], [20]], [[30, 31]], [], [[15], [16], [17]]]
+    found = beam_search(model, src, beam_size=4, norm=LengthNormalization(1.0, "fairseq", True), max_len_a=1.0,
+                        max_len_b=3, n_best=3, constraints=constraints(*phrases))
+    plain = beam_search(model, src, beam_size=4, norm=LengthNormalization(1.0, "fairseq", True), max_len_a=1.0,
+                        max_len_b=3)
+    assert found.tokens[2] == plain.tokens[2]  # no phrase: the plain search's choice
+    for sentence, ranked in zip(phrases, found.ranked()):
+        assert len(ranked) == 3
+        for tokens, _ in ranked:
+            assert all(holds(tokens, phrase) for phrase in sentence), (tokens, sentence)
+            assert all(t < VOCAB for t in tokens)
+    assert not all(holds(plain.tokens[0], p) for p in phrases[0])  # the phrases changed what was found
+
+
+@pytest.fixture(scope="module")
+def translator(toy_transformer_run):
+    from nmt.translator import Translator
+
+    return Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+
+
+SOURCES = ["I have two cats.", "She has five keys.", "They have three books.", ""]
+
+
+def test_translations_hold_their_phrases_and_are_scored_whole(translator):
+    free = translator.translate(SOURCES, beam_size=4)
+    held = translator.translate(SOURCES, beam_size=4, n_best=2,
+                                constraints=[["livres"], [], ["cinq", "Nous avons"], ["chats"]])
+    assert "livres" not in free[0].text  # so the phrase changed the output
+    assert all("livres" in h.text for h in held[0].hypotheses) and len(held[0].hypotheses) == 2
+    assert held[1].text == free[1].text  # no phrase: as without any
+    assert "cinq" in held[2].text and "Nous avons" in held[2].text
+    assert held[3].text == ""  # an empty source keeps its empty line
+    forced = translator.score([held[0].source], [held[0].text])[0]  # the search's log-probability is the model's
+    assert forced.log_prob == pytest.approx(held[0].hypotheses[0].log_prob, rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("constraints,overrides,message", [
+    ([["chats"]], {"beam_size": 1}, "constraints need beam search: a beam of 2 or more"),
+    ([["chats"]], {"beam_size": 1, "sampling_topk": 5}, "constraints steer beam search; sampling"),
+    ([["  "]], {}, "constraint '  ' has no text"),
+    ([["chats"] * 17], {}, "17 constraints for one sentence: at most 16"),
+    ([["chats"], ["chats"]], {}, "constraints for 2 sentences but 1 sentences"),
+])
+def test_constraints_it_cannot_follow_are_refused(translator, constraints, overrides, message):
+    import dataclasses
+
+    with pytest.raises(NMTError, match=message):
+        translator.translate(["I have two cats."], constraints=constraints,
+                             decode=dataclasses.replace(translator.decode, **overrides))
+
+
+def test_a_constraint_the_position_table_cannot_hold_is_refused(translator):
+    with pytest.raises(NMTError, match=r"the constraints of sentence 0 are \d+ pieces: .* passes model.max_positions"):
+        translator.translate(["I have two cats."], constraints=[["chats " * 60] * 16])
+
+
+def test_cli_constraints_for_arguments_stdin_and_tab_separated_lines(toy_transformer_run):
+    args = ["translate", "--run", toy_transformer_run, "--beam", "4"]
+    given = nmt(*args, "--constraint", "livres", "--constraint", "Vous avez", *SOURCES[:3])
+    assert given.returncode == 0, given.stderr
+    lines = given.stdout.splitlines()
+    assert len(lines) == 3 and all("livres" in line and "Vous avez" in line for line in lines), lines
+    piped = nmt(*args, "--constraint", "livres", "--constraint", "Vous avez", input="\n".join(SOURCES[:3]) + "\n")
+    assert piped.stdout == given.stdout
+    tabbed = nmt(*args, "--tab-constraints", input="I have two cats.\tlivres\t\nShe has five keys.\n")
+    assert tabbed.returncode == 0, tabbed.stderr
+    first, second = tabbed.stdout.splitlines()
+    assert "livres" in first and "\t" not in first and second == nmt(*args, "She has five keys.").stdout.strip()
+    refused = nmt(*args, "--beam", "1", "--constraint", "livres", SOURCES[0])
+    assert refused.returncode == 2 and refused.stderr.strip().endswith("not greedy search's 1"), refused.stderr
