@@ -262,8 +262,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                  constraints=held)
     else:
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        results = translate_stream(translator, _warn_of_the_other_language(_warn_of_whole_files(_stdin_lines()),
-                                                                           languages),
+        lines = _warn_of_the_other_language(_warn_of_whole_files(_stdin_lines(), tab_constraints), languages)
+        results = translate_stream(translator, lines,
                                    chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
                                    attention=choice if want_attention else None, constraints=phrases,
@@ -324,17 +324,18 @@ def _stdin_lines() -> Iterable[str]:
     not_utf8.summarize()
 
 
-def _warn_of_whole_files(lines: Iterable[str]) -> Iterator[str]:
-    """`lines` as they are, with one warning if the first that holds text has a TAB: `cat test.tsv | nmt translate`
-    translates each source<TAB>target line whole (the TAB read as a space), its target too; or starts as IWSLT's or
-    WMT's tagged text (a test set's XML), whose markup lines would be translated as sentences."""
+def _warn_of_whole_files(lines: Iterable[str], tabs_expected: bool = False) -> Iterator[str]:
+    """`lines` as they are, with one warning if the first that holds text has a TAB (unless `tabs_expected`, as
+    --tab-constraints reads them): `cat test.tsv | nmt translate` translates each source<TAB>target line whole (the
+    TAB read as a space), its target too; or starts as IWSLT's or WMT's tagged text (a test set's XML), whose markup
+    lines would be translated as sentences."""
     from nmt.data.tagged_text import tagging
 
     checked = False
     for number, line in enumerate(lines, 1):
         if not checked and line.strip():
             checked = True
-            if "\t" in line:
+            if "\t" in line and not tabs_expected:
                 warn(f"stdin line {number} holds a TAB, which is read as a space: a source<TAB>target file? "
                      "Translate its first column: cut -f1 FILE | nmt translate")
             elif tagging(line):

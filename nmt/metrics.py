@@ -16,10 +16,9 @@ import os
 from sacrebleu import metrics as sacrebleu_metrics
 from sacrebleu.metrics import TER
 
-from nmt.data.languages import base_language
+from nmt.data.languages import UNSPACED, base_language
 from nmt.errors import warn
 
-UNSPACED = ("zh", "ja", "ko")  # the targets sacrebleu tokenizes with tools of their own
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,10 +13,11 @@ import torch
 
 from nmt.config import (Config, DecodeConfig, ModelConfig, check_constraints, check_n_best, from_dict,
                         sampler_settings_unused)
-from nmt.constrained_search import MAX_PHRASES, ConstraintBatch
+from nmt.constrained_search import MAX_PHRASES, ConstraintBatch, word_continuations
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
 from nmt.data.normalizer import Normalizer
+from nmt.data.languages import UNSPACED, base_language
 from nmt.data.sources import languages
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizers, same_vocabulary
 from nmt.device import EMULATED_BF16_NOTE, autocast, autocast_dtype, emulated_bf16, pick_device
@@ -68,6 +69,7 @@ class Translator:
         # Every model that decodes (one, or an ensemble's), by checkpoint and shape; empty for a model built here.
         self.members = members if members is not None else ([(checkpoint, config.model)] if config else [])
         self.source_lang, self.target_lang = languages(config.data) if config else ("", "")
+        self._continuations: torch.Tensor | None = None  # made at the first constrained translation
         self.trim_heap = heap_trimmer_for(device)  # a long-lived server meets every shape: nmt.cpu_memory
 
     @classmethod
@@ -210,7 +212,8 @@ class Translator:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             prefix = prefix_batch([forced[i] for i in chunk]) if forced else None
-            held = ConstraintBatch.of([phrases[i] for i in chunk], self.device) if phrases else None
+            held = ConstraintBatch.of([phrases[i] for i in chunk], self.device, self._word_continuations()) \
+                if phrases else None
             with autocast(self.device, self.autocast_dtype):
                 hyps = search(self.model, source_batch([encoded[i] for i in chunk]).to(self.device), decode,
                               attention, n_best, cancelled, None if prefix is None else prefix.to(self.device), held)
@@ -236,6 +239,16 @@ class Translator:
             for i, translation in zip(unmet, again):
                 results[i] = translation
         return results  # type: ignore[return-value]
+
+    def _word_continuations(self) -> torch.Tensor | None:
+        """The target pieces that glue onto a constraint phrase's last word (nmt.constrained_search); None for a
+        target written without spaces, where any piece may follow a word."""
+        if base_language(self.target_lang) in UNSPACED:
+            return None
+        if self._continuations is None:
+            target = self.tokenizers.target
+            self._continuations = word_continuations([target.id_to_piece(i) for i in range(target.get_piece_size())])
+        return self._continuations
 
     def _hypothesis(self, tokens: list[int], score: float, norm: LengthNormalization, greedy: bool) -> Hypothesis:
         """Greedy search scores the log-probability, beam search its normalized form: each gives the other."""

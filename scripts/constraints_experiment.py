@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ def timed(translator: Translator, sources: list[str], constraints=None) -> tuple
 
 def held(texts: list[str], constraints: list[list[str]]) -> float:
     """The share of the constrained sentences whose translation holds its word as a word."""
-    asked = [(text.split(), c[0]) for text, c in zip(texts, constraints) if c]
+    asked = [(re.split(r"[\s-]+", text), c[0]) for text, c in zip(texts, constraints) if c]  # bois-toi holds bois
     return round(sum(any(w.strip(".,!?;:«»\"") == word for w in tokens) for tokens, word in asked) / len(asked), 4)
 
 

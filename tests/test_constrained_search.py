@@ -41,6 +41,32 @@ def test_progress_follows_the_pieces_taken(tokens, met, begun, matched, pieces_m
     assert progress.done(batch.lengths).item() == (met == 0b11)
 
 
+def test_a_piece_that_glues_onto_a_phrase_just_met_takes_it_back():
+    """`▁bientôt` `s` is a longer word, not the phrase: a piece that continues a word (here 9) unmeets the phrase it
+    follows; a piece that starts a word (10) or ends the sentence leaves it met; without the mask, nothing glues."""
+    batch = constraints([[5, 6], [7]])
+    continues_word = torch.zeros(VOCAB, dtype=torch.bool)
+    continues_word[9] = True
+
+    def after(tokens, mask=continues_word):
+        progress = Progress.start(batch.lengths)
+        for token in tokens:
+            progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, mask)
+        return progress.met.item()
+
+    assert after([5, 6, 9]) == 0b00 and after([7, 9]) == 0b00
+    assert after([5, 6, 10]) == 0b01 and after([5, 6, EOS_ID]) == 0b01 and after([7, 10, 9]) == 0b10
+    assert after([5, 6, 9, 5, 6]) == 0b01  # met again, whole
+    assert after([5, 6, 9], None) == 0b01
+
+
+def test_word_continuations_are_pieces_without_the_word_marker_that_start_with_a_letter():
+    from nmt.constrained_search import word_continuations
+
+    pieces = ["<unk>", "<s>", "\u2581maison", "nette", "s", ".", "-", "\u2581?", "<0xC3>", "3"]
+    assert word_continuations(pieces).tolist() == [False, False, False, True, True, False, False, False, True, True]
+
+
 def test_next_pieces_are_the_phrase_under_way_or_the_first_of_each_unmet():
     progress, batch = progress_after([5], [[5, 6], [7, 8]])
     assert progress.next_pieces(batch.pieces, batch.lengths).tolist() == [[6, 7]]
@@ -53,6 +79,25 @@ def test_beams_are_striped_across_banks_fullest_first():
     banks = torch.tensor([[0, 0, 1, 2, 1, 2]])
     # rank 0 of banks 2, 1, 0 (columns 3, 2, 0), then rank 1 of bank 1, 0 (4, 1); -inf last
     assert striped(scores, banks, 5, 3).tolist() == [[3, 2, 0, 4, 1]]
+
+
+def test_every_beam_keeps_its_best_continuation_among_the_candidates():
+    """Post & Vilar's third source of candidates: a beam far behind (it paid for a phrase) still gets its own best
+    next piece, though beam search's 2K best all extend the beam ahead; and its constraint piece (here 7)."""
+    from nmt.constrained_search import ConstraintTracker
+
+    tracker = ConstraintTracker(constraints([[7]]), beam_size=2)
+    log_probs = torch.full((2, 10), -20.0)
+    log_probs[0, 4:8] = torch.tensor([-0.1, -0.2, -0.3, -0.4])  # beam 0's four best: beam search's 2K
+    log_probs[1, 6] = -0.5  # beam 1's best, far behind once its score counts
+    scores = torch.tensor([[0.0, -10.0]])
+    top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(1, 2, 10)).view(1, -1).topk(4, dim=1)
+    top_rows, top_token = top_index // 10, top_index % 10
+    assert top_rows.tolist() == [[0, 0, 0, 0]]
+    alive, token, rows = tracker.candidates(top_scores, top_token, top_rows, scores, log_probs)
+    offered = {(r, t): a for r, t, a in zip(rows[0].tolist(), token[0].tolist(), alive[0].tolist()) if a > -1e9}
+    assert offered[(1, 6)] == pytest.approx(-10.5) and offered[(1, 7)] == pytest.approx(-30.0)
+    assert len(offered) == 6  # beam 0's best (4) and its piece 7 are among the 2K already: not twice
 
 
 def test_the_best_hypothesis_that_holds_the_phrases_is_found():
@@ -107,7 +152,8 @@ def test_translations_hold_their_phrases_and_are_scored_whole(translator):
     held = translator.translate(SOURCES, beam_size=4, n_best=2,
                                 constraints=[["livres"], [], ["cinq", "Nous avons"], ["chats"]])
     assert "livres" not in free[0].text  # so the phrase changed the output
-    assert all("livres" in h.text for h in held[0].hypotheses) and len(held[0].hypotheses) == 2
+    assert all("livres" in h.text.replace(".", " ").split() for h in held[0].hypotheses)  # as a word of its own
+    assert len(held[0].hypotheses) == 2
     assert held[1].text == free[1].text  # no phrase: as without any
     assert "cinq" in held[2].text and "Nous avons" in held[2].text
     assert held[3].text == ""  # an empty source keeps its empty line
@@ -144,7 +190,7 @@ def test_cli_constraints_for_arguments_stdin_and_tab_separated_lines(toy_transfo
     piped = nmt(*args, "--constraint", "livres", "--constraint", "Vous avez", input="\n".join(SOURCES[:3]) + "\n")
     assert piped.stdout == given.stdout
     tabbed = nmt(*args, "--tab-constraints", input="I have two cats.\tlivres\t\nShe has five keys.\n")
-    assert tabbed.returncode == 0, tabbed.stderr
+    assert tabbed.returncode == 0 and "TAB" not in tabbed.stderr, tabbed.stderr  # the tabs are expected here
     first, second = tabbed.stdout.splitlines()
     assert "livres" in first and "\t" not in first and second == nmt(*args, "She has five keys.").stdout.strip()
     refused = nmt(*args, "--beam", "1", "--constraint", "livres", SOURCES[0])

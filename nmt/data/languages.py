@@ -34,6 +34,9 @@ _TWO_LETTER = {
 }
 
 
+UNSPACED = ("zh", "ja", "ko")  # written without spaces between words (sacrebleu tokenizes them with tools of their own)
+
+
 def base_language(code: str) -> str:
     """The language of a code, as sacrebleu's per-language defaults key it: "zh-Hans" → "zh", "pt_BR" → "pt",
     "cmn" → "zh", "fre" → "fr"; a code with no two-letter twin stays as it is, lowercased ("ber", "tok")."""
