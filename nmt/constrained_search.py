@@ -175,15 +175,18 @@ class ConstraintTracker:
         eos = log_probs[:, EOS_ID].masked_fill(unfinished, float("-inf"))
         return torch.cat([log_probs[:, :EOS_ID], eos.unsqueeze(1), log_probs[:, EOS_ID + 1:]], 1)
 
-    def endings(self, scores: torch.Tensor, log_probs: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every beam's EOS extension (n, K: score, token, beam row): -inf for a beam that may not end yet. Beam
-        search's own endings are the EOS among its K best candidates, which beams that have met fewer phrases
-        (and so lost less probability) would crowd out."""
+    def endings(self, top_scores: torch.Tensor, top_token: torch.Tensor, top_rows: torch.Tensor,
+                scores: torch.Tensor, log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The candidates that may end (n, K: score, token, beam row; EOS among them ends). A sentence with phrases:
+        every beam's EOS extension (-inf for a beam that has not met them all): beam search's own endings, the EOS
+        among its K best candidates (`top_*`, n × 2K), would be crowded out by beams that met fewer phrases and so
+        paid less. A sentence without: beam search's own, so that it is translated as with no constraints at all
+        (a batch or a --tab-constraints file mixes the two)."""
         n, k = scores.shape
-        ended_scores = scores + log_probs[:, EOS_ID].view(n, k)
         rows = torch.arange(n * k, device=scores.device).view(n, k)
-        return ended_scores, torch.full_like(rows, EOS_ID), rows
+        held = self.lengths[self.row_sentence.view(n, k)[:, 0]].gt(0).any(1, keepdim=True)  # (n, 1)
+        return (torch.where(held, scores + log_probs[:, EOS_ID].view(n, k), top_scores[:, :k]),
+                torch.where(held, EOS_ID, top_token[:, :k]), torch.where(held, rows, top_rows[:, :k]))
 
     def candidates(self, alive: torch.Tensor, token: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor,
                    log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

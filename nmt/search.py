@@ -359,7 +359,8 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
         if need_attention:
             attn_history = torch.cat([attn_history, weights.float().unsqueeze(1)], 1)
         # Constrained, every beam that holds its phrases may end, however many beams that have not outscore it.
-        endings = (top_scores, top_token, top_rows) if tracker is None else tracker.endings(scores, log_probs)
+        endings = (top_scores, top_token, top_rows) if tracker is None else \
+            tracker.endings(top_scores, top_token, top_rows, scores, log_probs)
         num_ended += ended.update(sent_ids, *endings, history, attn_history, t, k, norm)
         alive = top_scores.masked_fill(top_token.eq(EOS_ID), float("-inf"))
         if tracker is not None:

@@ -137,6 +137,22 @@ def test_every_hypothesis_of_every_sentence_holds_its_phrases(arch):
     assert not all(holds(plain.tokens[0], p) for p in phrases[0])  # the phrases changed what was found
 
 
+@pytest.mark.parametrize("arch", ["transformer", "luong"])
+def test_a_sentence_without_phrases_is_searched_as_without_constraints(arch):
+    """A batch (a --tab-constraints file, a server's requests) mixes sentences with and without phrases: those
+    without are translated exactly as plain beam search does, n-best lists and scores alike."""
+    model = make_model(arch).eval()
+    src = random_sources(lengths=(3, 7, 5, 1, 6, 2, 8, 4), seed=1)
+    norm = LengthNormalization(1.0, "fairseq", True)
+    phrases = [[[11, 12]], [], [[25]], [], [[30], [31]], [], [[14, 15, 16]], []]
+    found = beam_search(model, src, beam_size=4, norm=norm, max_len_a=1.5, max_len_b=4, n_best=4,
+                        constraints=constraints(*phrases))
+    plain = beam_search(model, src, beam_size=4, norm=norm, max_len_a=1.5, max_len_b=4, n_best=4)
+    for i in (1, 3, 5, 7):
+        assert [tokens for tokens, _ in found.ranked()[i]] == [tokens for tokens, _ in plain.ranked()[i]], i
+        assert [score for _, score in found.ranked()[i]] == pytest.approx([s for _, s in plain.ranked()[i]], abs=1e-5)
+
+
 @pytest.fixture(scope="module")
 def translator(toy_transformer_run):
     from nmt.translator import Translator
