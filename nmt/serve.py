@@ -1,13 +1,14 @@
 """`nmt serve`: a small HTTP service around an engine (FastAPI + uvicorn, an optional extra).
 
     POST /translate  {"sentences": [...], "beam": 5, "n_best": 1, "attention": true, "layer": -1, "head": null,
-                      "prefixes": null, "length_penalty": null, "no_repeat_ngram": null, "sample_topk": null,
-                      "sample_topp": null, "temperature": null, "seed": null}
+                      "prefixes": null, "constraints": null, "length_penalty": null, "no_repeat_ngram": null,
+                      "sample_topk": null, "sample_topp": null, "temperature": null, "seed": null}
     GET  /health     engine, model, decode settings, attention layers and heads, limits
     GET  /           a page: type a sentence, read the translation, see the cross-attention heatmap
 
 What keeps it standing when a client misbehaves:
-- every request is priced before it is queued ((source + prefix pieces) × beam, or × draws when it samples) and
+- every request is priced before it is queued ((source + prefix + constraint pieces) × beam, or × draws when it
+  samples) and
   refused with 413 past `max_request_cost`;
 - a `Scheduler` cuts requests into chunks of at most `max_chunk_cost` and fills each decoding batch round-robin
   over the waiting requests, so a small request waits for at most one chunk of a big one, never for all of it;
@@ -37,13 +38,15 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Awaitable, Callable
 
-from nmt.config import DecodeConfig, check_n_best, sampling_overrides
+from nmt.config import DecodeConfig, check_constraints, check_n_best, sampling_overrides
+from nmt.constrained_search import MAX_PHRASES
 from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
 from nmt.errors import ConfigError, NMTError
 from nmt.models.base import AttentionChoice
 from nmt.search import SearchCancelled
-from nmt.translator import check_target_room, encode_prefixes, prefix_count, with_overrides
+from nmt.translator import (check_constraint_room, check_target_room, encode_constraints, encode_prefixes,
+                            prefix_count, sum_of_lengths, with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -78,7 +81,7 @@ class Limits:
 class _Job:
     """One request: its sentences cut into chunks; results fill in as chunks are decoded."""
 
-    chunks: deque  # of (start index, (sentence, prefix or None) pairs, cost)
+    chunks: deque  # of (start index, (sentence, prefix or None, phrases) triples, cost)
     decode: DecodeConfig  # the engine's, with what the request changed (its beam, sampler, ...)
     n_best: int
     attention: AttentionChoice | None
@@ -141,15 +144,15 @@ class Scheduler:
     async def submit(self, sentences: list[str], costs: list[int], decode: DecodeConfig,
                      attention: AttentionChoice | None,
                      n_best: int = 1, gone: Callable[[], Awaitable[bool]] | None = None,
-                     prefixes: list[str | None] | None = None):
+                     prefixes: list[str | None] | None = None, constraints: list[list[str]] | None = None):
         """The request's translations once every chunk is decoded (each starting with its sentence's prefix, if
-        any). `gone` says whether the client has hung up: then the request leaves the queue, a batch decoding only
-        for gone clients stops at its next step, and ClientGone is raised."""
+        any, and holding its constraint phrases). `gone` says whether the client has hung up: then the request
+        leaves the queue, a batch decoding only for gone clients stops at its next step, and ClientGone is raised."""
         backlog = self.backlog_s()
         if backlog > self.limits.max_backlog_s:
             raise Busy(backlog)
-        pairs = list(zip(sentences, prefixes or [None] * len(sentences)))
-        job = _Job(chunk_sentences(pairs, costs, self.limits.max_chunk_cost), decode, n_best, attention,
+        items = list(zip(sentences, prefixes or [None] * len(sentences), constraints or [[]] * len(sentences)))
+        job = _Job(chunk_sentences(items, costs, self.limits.max_chunk_cost), decode, n_best, attention,
                    asyncio.get_running_loop().create_future(), [None] * len(sentences))
         self.waiting.append(job)
         self.wakeup.set()
@@ -204,11 +207,11 @@ class Scheduler:
 
     async def _decode(self, loop, members: list, decode: DecodeConfig, n_best: int,
                       attention: AttentionChoice | None) -> None:
-        pairs = [pair for _, (_, chunk, _) in members for pair in chunk]
+        items = [item for _, (_, chunk, _) in members for item in chunk]
         started = time.perf_counter()
         jobs = [job for job, _ in members]
         try:
-            results = await loop.run_in_executor(None, self._translate, pairs, decode, n_best, attention,
+            results = await loop.run_in_executor(None, self._translate, items, decode, n_best, attention,
                                                  lambda: all(job.gone.is_set() for job in jobs))
             self.recent.append((sum(cost for _, (_, _, cost) in members), time.perf_counter() - started))
         except SearchCancelled:  # every client of the batch hung up while it was decoding: stopped part way
@@ -234,26 +237,43 @@ class Scheduler:
         if not job.future.done():
             job.future.set_exception(err)
 
-    def _translate(self, pairs, decode, n_best, attention, cancelled):
-        sentences, prefixes = [s for s, _ in pairs], [p for _, p in pairs]
+    def _translate(self, items, decode, n_best, attention, cancelled):
+        sentences, prefixes, phrases = (list(column) for column in zip(*items))
         with self.lock:
             self.batches_run += 1
             return self.engine.translate(sentences, attention=attention, n_best=n_best, cancelled=cancelled,
-                                         prefixes=prefixes if any(prefixes) else None, decode=decode)
+                                         prefixes=prefixes if any(prefixes) else None, decode=decode,
+                                         constraints=phrases if any(phrases) else None)
 
 
 def request_costs(engine: Engine, sentences: list[str], rows: int, budget: int,
-                  prefixes: list[str | None] | None = None) -> list[int] | None:
-    """Each sentence's cost ((source + prefix pieces) × its rows: the beam, or the draws when sampling; a forced
-    prefix is decoded a step a piece), or None as soon as the total passes `budget`: a refused request costs the
-    server a few tokenizations, not one per sentence (a client looping on refusals must stay cheap)."""
+                  prefixes: list[str | None] | None = None,
+                  constraint_pieces: list[int] | None = None) -> list[int] | None:
+    """Each sentence's cost ((source + prefix + constraint pieces) × its rows: the beam, or the draws when sampling;
+    a forced prefix is decoded a step a piece, and constraints lengthen the search by theirs), or None as soon as the
+    total passes `budget`: a refused request costs the server a few tokenizations, not one per sentence (a client
+    looping on refusals must stay cheap)."""
     costs, total = [], 0
-    for sentence, prefix in zip(sentences, prefixes or [None] * len(sentences)):
-        costs.append(engine.count_pieces(sentence, prefix) * rows)
+    for i, (sentence, prefix) in enumerate(zip(sentences, prefixes or [None] * len(sentences))):
+        costs.append((engine.count_pieces(sentence, prefix) + (constraint_pieces[i] if constraint_pieces else 0))
+                     * rows)
         total += costs[-1]
         if total > budget:
             return None
     return costs
+
+
+def held_phrases(engine: Engine, constraints: list[list[str]] | None, forced: list[list[int]] | None,
+                 decode: DecodeConfig) -> list[list[list[int]]] | None:
+    """A request's constraint phrases as pieces, refused (NMTError) as `nmt translate` refuses them: by an engine
+    without constrained search, with greedy search or sampling, empty, unspellable, or past the positions."""
+    phrases = encode_constraints(engine.tokenizers, engine.normalizer, constraints, len(constraints or []))
+    if phrases:
+        if engine.name != "nmt":
+            raise NMTError("CTranslate2 has no lexically constrained search: this server cannot take constraints")
+        check_constraints(decode)
+        check_constraint_room(phrases, forced, decode, engine.max_target_positions)
+    return phrases
 
 
 def request_decode(server: DecodeConfig, request) -> DecodeConfig:
@@ -378,6 +398,8 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         head: int | None = Field(default=None, ge=0)
         # The start of each translation, in the target language (null: none): the model continues it.
         prefixes: list[str | None] | None = Field(default=None, max_length=limits.max_sentences)
+        # Per sentence, target-language phrases its translation must hold, in any order ([]: none; beam search).
+        constraints: list[list[str]] | None = Field(default=None, max_length=limits.max_sentences)
         # This request's decode settings beside the beam (null: the server's), named as `nmt translate`'s options.
         length_penalty: float | None = Field(default=None, ge=0.0, le=10.0)
         no_repeat_ngram: int | None = Field(default=None, ge=0, le=64)
@@ -421,11 +443,17 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
 
     @app.post("/translate")
     async def translate(request: TranslateRequest, http: Request):
-        sentences, prefixes = request.sentences, request.prefixes
+        sentences, prefixes, constraints = request.sentences, request.prefixes, request.constraints
         if prefixes is not None and len(prefixes) != len(sentences):
             raise HTTPException(status_code=422, detail=f"{prefix_count(len(prefixes), len(sentences))}: "
                                                         "one per sentence (null for none)")
-        for what, texts in (("sentence", sentences), ("prefix", [p or "" for p in prefixes or []])):
+        if constraints is not None and len(constraints) != len(sentences):
+            raise HTTPException(status_code=422, detail=f"constraints for {len(constraints)} sentences but "
+                                                        f"{len(sentences)} sentences: a list for each ([] for none)")
+        if any(len(phrases) > MAX_PHRASES for phrases in constraints or []):
+            raise HTTPException(status_code=422, detail=f"at most {MAX_PHRASES} constraints a sentence")
+        for what, texts in (("sentence", sentences), ("prefix", [p or "" for p in prefixes or []]),
+                            ("constraint", [c for phrases in constraints or [] for c in phrases])):
             too_long = [i for i, s in enumerate(texts) if len(s) > limits.max_chars]
             if too_long:
                 raise HTTPException(status_code=413, detail=f"{what} {too_long[0]} is longer than "
@@ -442,20 +470,22 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
             engine.check_attention_choice(choice)  # NMTError → 400
         # A prefix the model cannot hold is the request's own fault, named by its place in it (NMTError → 400) before
         # it is queued: in a batch it would fail the batch, which then decodes every other request again alone.
-        check_target_room(encode_prefixes(engine.tokenizers, engine.normalizer, prefixes, len(sentences)),
-                          engine.max_target_positions, "prefix")
+        forced = encode_prefixes(engine.tokenizers, engine.normalizer, prefixes, len(sentences))
+        check_target_room(forced, engine.max_target_positions, "prefix")
         decode = request_decode(engine.decode, request)  # ConfigError → 400
         check_n_best(request.n_best, decode)
+        phrases = held_phrases(engine, constraints, forced, decode)  # NMTError → 400, before the queue as above
         rows = request.n_best if decode.samples else decode.beam_size
-        costs = request_costs(engine, sentences, rows, limits.max_request_cost, prefixes)
+        costs = request_costs(engine, sentences, rows, limits.max_request_cost, prefixes,
+                              [sum_of_lengths(p) for p in phrases] if phrases else None)
         if costs is None:
             await asyncio.sleep(limits.refusal_delay_s)  # a client looping on refusals waits, instead of flooding
             raise HTTPException(status_code=413, detail=f"request too costly: over {limits.max_request_cost} source "
-                                                        "(and prefix) pieces × beam (or draws); send fewer or "
+                                                        "(prefix, constraint) pieces × beam (or draws); send fewer or "
                                                         "shorter sentences or a smaller beam")
         try:
             results = await scheduler.submit(sentences, costs, decode, choice, request.n_best, http.is_disconnected,
-                                             prefixes)
+                                             prefixes, constraints if phrases else None)
         except Busy as busy:
             raise HTTPException(status_code=503, detail=str(busy),
                                 headers={"Retry-After": str(busy.retry_after_s)}) from None

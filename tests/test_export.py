@@ -278,6 +278,11 @@ def test_evaluate_and_serve_with_the_ctranslate2_engine(toy_transformer_run, toy
         assert health["engine"] == "ctranslate2" and health["attention_layers"] == 0
         response = client.post("/translate", json={"sentences": ["I have two cats."], "attention": True})
         assert response.status_code == 200 and response.json()["translations"][0]["text"]
+        held = client.post("/translate", json={"sentences": ["I have two cats."], "constraints": [["livres"]]})
+        assert held.status_code == 400 and "CTranslate2 has no lexically constrained search" in held.text, held.text
+        assert client.get("/health").json()["batches_run"] == 1  # refused before the queue
+    refused = nmt("translate", "--engine", "ctranslate2", "--model", out, "--constraint", "livres", "I have two cats.")
+    assert refused.returncode == 2 and "CTranslate2 has no lexically constrained search" in refused.stderr
 
 
 def test_an_export_through_a_file_is_refused_before_converting(toy_transformer_run, tmp_path):

@@ -100,6 +100,36 @@ def test_prefixes_start_their_translations_and_are_checked_like_sentences(client
     assert alone.status_code == 200 and prefixed.status_code == 413 and "too costly" in prefixed.text
 
 
+def test_constraints_are_held_checked_like_sentences_and_priced(client, translator):
+    sentences = ["I have two cats.", "She has five keys."]
+    asked = {"sentences": sentences, "beam": 3, "constraints": [["livres"], []]}
+    response = client.post("/translate", json=asked)
+    assert response.status_code == 200, response.text
+    first, second = (t["text"] for t in response.json()["translations"])
+    expected = translator.translate(sentences, beam_size=3, constraints=[["livres"], []])
+    assert "livres" in first and [first, second] == [t.text for t in expected]
+    assert second == translator.translate(sentences[1:], beam_size=3)[0].text
+    batches = client.get("/health").json()["batches_run"]
+    for constraints, beam, status, fragment in [
+            ([["livres"]], 3, 422, "constraints for 1 sentences but 2 sentences"),
+            ([["x" * 201], []], 3, 413, "constraint 0 is longer than 200"),
+            ([["a\nb"], []], 3, 422, "one constraint per list item"),
+            ([["livres"] * 17, []], 3, 422, "at most 16 constraints a sentence"),
+            ([[" "], []], 3, 400, "constraint ' ' has no text"),
+            ([["livres"], []], 1, 400, "constraints need beam search")]:
+        refused = client.post("/translate", json={**asked, "constraints": constraints, "beam": beam})
+        assert refused.status_code == status and fragment in refused.text, refused.text
+    assert client.get("/health").json()["batches_run"] == batches  # refused before the queue
+
+    # A phrase lengthens the search by its pieces: it is priced with its sentence.
+    source_cost = translator.count_pieces(sentences[0])
+    with TestClient(create_app(translator, Limits(max_request_cost=2 * source_cost, batch_window_s=0.01))) as strict:
+        alone = strict.post("/translate", json={"sentences": sentences[:1], "beam": 2})
+        held = strict.post("/translate", json={"sentences": sentences[:1], "beam": 2,
+                                               "constraints": [["Nous avons cinq livres"]]})
+    assert alone.status_code == 200 and held.status_code == 413 and "too costly" in held.text
+
+
 def test_a_prefix_the_model_cannot_hold_is_refused_by_its_place_before_any_decoding(translator):
     from tests_helpers import text_of_pieces
 

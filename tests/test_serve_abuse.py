@@ -117,7 +117,7 @@ def test_one_failing_chunk_does_not_fail_the_requests_decoded_with_it(translator
             return getattr(self.engine, name)
 
         def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None, prefixes=None,
-                      decode=None):
+                      decode=None, constraints=None):
             if any("boom" in s for s in sentences):
                 mixed.append(len(sentences) > 1)
                 raise RuntimeError("engine failure")
@@ -193,7 +193,7 @@ def test_a_request_whose_client_hangs_up_leaves_the_queue_and_stops_decoding(tra
             return getattr(translator, name)
 
         def translate(self, sentences, beam_size=None, attention=None, n_best=1, cancelled=None, prefixes=None,
-                      decode=None):
+                      decode=None, constraints=None):
             calls.append(len(sentences))
             for step in range(100 if "long" in sentences[0] else 4):
                 if cancelled is not None and cancelled():
