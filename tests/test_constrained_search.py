@@ -211,3 +211,31 @@ def test_cli_constraints_for_arguments_stdin_and_tab_separated_lines(toy_transfo
     assert "livres" in first and "\t" not in first and second == nmt(*args, "She has five keys.").stdout.strip()
     refused = nmt(*args, "--beam", "1", "--constraint", "livres", SOURCES[0])
     assert refused.returncode == 2 and refused.stderr.strip().endswith("not greedy search's 1"), refused.stderr
+
+
+def test_a_phrase_the_vocabulary_cannot_spell_is_refused():
+    """Without byte fallback an unseen character is <unk>: a phrase of it would be met by any unknown word."""
+    from types import SimpleNamespace
+
+    from nmt.translator import encode_constraints
+
+    target = SimpleNamespace(encode=lambda text, out_type: [9, 0] if "漢" in text else [9], unk_id=lambda: 0)
+    tokenizers, normalizer = SimpleNamespace(target=target), SimpleNamespace(target=lambda text: text)
+    assert encode_constraints(tokenizers, normalizer, [["chats"], []], 2) == [[[9]], []]
+    with pytest.raises(NMTError, match="constraint 'chats漢' holds characters this model's vocabulary cannot spell"):
+        encode_constraints(tokenizers, normalizer, [["chats漢"]], 1)
+
+
+def test_attention_and_an_ensemble_follow_the_constrained_beams(translator, toy_transformer_run):
+    from nmt.models.base import AttentionChoice
+    from nmt.translator import Translator
+
+    held = translator.translate(SOURCES[:2], beam_size=3, attention=AttentionChoice(-1, None),
+                                constraints=[["livres"], ["Nous avons"]])
+    for result in held:
+        assert result.attention.shape == (len(result.target_pieces), len(result.source_pieces))
+        assert torch.allclose(result.attention.sum(-1), torch.ones(len(result.target_pieces)), atol=1e-3)
+    pair = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"},
+                               ensemble=[toy_transformer_run / "checkpoints" / "last.pt"])
+    both = pair.translate(SOURCES[:2], beam_size=3, constraints=[["livres"], ["Nous avons"]])
+    assert [t.text for t in both] == [t.text for t in held]  # its last.pt is its best.pt: the model twice
