@@ -492,7 +492,11 @@ def evaluate(run: Optional[Path] = RunOption,
              model: Optional[Path] = ModelDir, data_dir: Path = DataDir, no_repeat_ngram: Optional[int] = NoRepeat,
              ensemble: Optional[List[Path]] = EnsembleMembers, sets: Optional[List[str]] = DecodeSets,
              out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where the hypotheses and the report go "
-                                                    "(default: RUN/eval, or MODEL/eval with --engine ctranslate2).")
+                                                    "(default: RUN/eval, or MODEL/eval with --engine ctranslate2)."),
+             constraints: Optional[Path] = typer.Option(None, "--constraints",
+                                                        help="A line per source: the phrases (target language, "
+                                                             "TAB-separated; empty: none) its translation must "
+                                                             "hold. The report counts those held.")
              ) -> None:
     """Score a run with sacrebleu (BLEU, chrF; multi-reference) and write hypotheses and a JSON report.
 
@@ -500,7 +504,11 @@ def evaluate(run: Optional[Path] = RunOption,
     """
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
-    _check_one_stdin(src, *(ref or []))
+    _check_one_stdin(src, *(ref or []), constraints)
+    if constraints is not None:
+        if compare:
+            raise NMTError("--constraints holds one test set's phrases for one model: evaluate each run with it "
+                           "instead of --compare")
     if split is not None and src is not None:  # else the split was dropped without a word
         raise NMTError(f"--split {split} names a split of the run's data and --src a file of your own: give one")
     split = split or "test"
@@ -522,6 +530,8 @@ def evaluate(run: Optional[Path] = RunOption,
     run_config = translator.run.config_path if getattr(translator, "run", None) else None  # none for an export
     test_set = ev.load_test_set(translator.config, split, src, ref, data_dir, translator.trained_on, run_config,
                                 (translator.source_lang, translator.target_lang))
+    if constraints is not None:
+        test_set = ev.with_constraints(test_set, constraints)
     out_dir = ev.check_writable(out_dir or translator.eval_dir)  # before decoding: a read-only run fails at once
     _log(f"using {translator.describe().get('checkpoint')} ({translator.name} engine)")
     report = ev.evaluate(translator, test_set, out_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -137,6 +138,9 @@ class EvaluationSet:
     # A prepared split's references went through the run's target normalization (its lowercasing included); files
     # given with --ref are scored as they are.
     normalized_references: bool = False
+    # --constraints: per source, the target phrases its translation must hold (lexical constraints; [] for none).
+    constraints: list[list[str]] | None = None
+    constraints_origin: str = ""
 
     def __post_init__(self):
         """A source with no reference has nothing to be scored against (its line empty in every --ref file): named by
@@ -171,6 +175,27 @@ def load_test_set(cfg: Config, split: str, src: Path | None, refs: list[Path] | 
     sources, references = load_references(prepared, split)
     return EvaluationSet(sources, references, split, str(Path(prepared).resolve() / f"{split}.jsonl"),
                          normalized_references=True)
+
+
+def with_constraints(test_set: EvaluationSet, path: Path) -> EvaluationSet:
+    """`test_set` held to the phrases of `path`: a line per source, its phrases separated by TABs (an empty line:
+    none), read as --src is (compressed, a pipe, `-`), as fairseq-interactive and Sockeye take constraints."""
+    lines = read_lines(path)
+    if len(lines) != len(test_set.sources):
+        raise NMTError(f"--constraints {path} has {counted(len(lines), 'line')} but the test set "
+                       f"{counted(len(test_set.sources), 'source sentence')}: one line per source (empty for none)")
+    phrases = [[p for p in line.split("\t") if p.strip()] for line in lines]
+    return dataclasses.replace(test_set, constraints=phrases, constraints_origin=str(path))
+
+
+def phrases_held(hypotheses: list[str], constraints: list[list[str]], target_lang: str) -> dict:
+    """How many of the phrases the translations hold, each as words of its own (not inside a longer word; in a
+    language written without spaces, anywhere): WMT's terminology task's exact-match term use."""
+    unspaced = base_language(target_lang) in UNSPACED
+    asked = [(h, p) for h, phrases in zip(hypotheses, constraints) for p in phrases]
+    held = sum(p in h if unspaced else re.search(rf"(?<!\w){re.escape(p)}(?!\w)", h) is not None for h, p in asked)
+    return {"sentences": sum(map(bool, constraints)), "phrases": len(asked), "held": held,
+            "held_share": round(held / len(asked), 4) if asked else None}
 
 
 def refuse_swapped_files(test_set: EvaluationSet, source_lang: str, target_lang: str) -> None:
@@ -210,7 +235,8 @@ def report_name(test_set: EvaluationSet, engine: Engine) -> str:
     members = engine.describe().get("ensemble")
     ensemble_part = f".ensemble{len(members)}" if members else ""
     search = "sampled" if engine.decode.samples else f"beam{engine.decode.beam_size}"
-    return f"{test_set.label}{checkpoint_part}{engine_part}{ensemble_part}.{search}"
+    constrained = ".constrained" if test_set.constraints is not None else ""
+    return f"{test_set.label}{checkpoint_part}{engine_part}{ensemble_part}{constrained}.{search}"
 
 
 def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
@@ -221,9 +247,11 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     refuse_swapped_files(test_set, engine.source_lang, engine.target_lang)
     check_writable(out_dir)
     started = time.perf_counter()
-    translations = engine.translate(sources)
+    translations = engine.translate(sources, constraints=test_set.constraints)
     elapsed = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
+    held = {} if test_set.constraints is None else {"constraints": {
+        "origin": test_set.constraints_origin, **phrases_held(hypotheses, test_set.constraints, engine.target_lang)}}
     lowercased = test_set.normalized_references and engine.normalizer.lowercase_target
     report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
               "sentences": len(sources), "sources_cut": sum(t.source_cut for t in translations),
@@ -232,7 +260,7 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
               "buckets": length_buckets(sources, hypotheses, references, engine.target_lang, engine.source_lang),
               "bucket_unit": length_unit(engine.source_lang),
               "decode": dataclasses.asdict(engine.decode),
-              "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1)}
+              "elapsed_s": round(elapsed, 2), "sentences_per_s": round(len(sources) / max(elapsed, 1e-9), 1), **held}
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out_dir / f"{label}.hyp.txt", "".join(h + "\n" for h in hypotheses))
@@ -261,6 +289,10 @@ def format_report(report: dict) -> str:
     for row in report["buckets"]:
         bleu = "-" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"    {row['bucket']:>6}: {bleu:>6}  ({counted(row['sentences'], 'sentence')})")
+    if "constraints" in report:
+        held = report["constraints"]
+        lines.append(f"  constraints: {held['held']} of {counted(held['phrases'], 'phrase')} held as words "
+                     f"({counted(held['sentences'], 'sentence')} constrained; {held['origin']})")
     if report.get("sources_cut"):  # older reports have no count
         lines.append(f"  note: {report['sources_cut']} of the {report['sentences']} sources were cut to "
                      f"decode.max_input_tokens {report['decode']['max_input_tokens']} pieces (EOS included): their "

@@ -239,3 +239,29 @@ def test_attention_and_an_ensemble_follow_the_constrained_beams(translator, toy_
                                ensemble=[toy_transformer_run / "checkpoints" / "last.pt"])
     both = pair.translate(SOURCES[:2], beam_size=3, constraints=[["livres"], ["Nous avons"]])
     assert [t.text for t in both] == [t.text for t in held]  # its last.pt is its best.pt: the model twice
+
+
+def test_cli_evaluate_scores_a_test_set_held_to_its_phrases(toy_transformer_run, tmp_path):
+    import json
+
+    src, ref, held = tmp_path / "test.en", tmp_path / "test.fr", tmp_path / "terms.tsv"
+    src.write_text("I have two cats.\nShe has five keys.\nThey have three books.\n")
+    ref.write_text("J'ai deux livres.\nElle a cinq clés.\nNous avons trois livres.\n")
+    held.write_text("livres\n\nNous avons\tlivres\n")
+    out = tmp_path / "eval"
+    args = ["evaluate", "--run", toy_transformer_run, "--src", src, "--ref", ref, "--out-dir", out, "--beam", "3"]
+    done = nmt(*args, "--constraints", held)
+    assert done.returncode == 0, done.stderr
+    assert "constraints: 3 of 3 phrases held as words (2 sentences constrained;" in done.stdout
+    report = json.loads((out / "test.constrained.beam3.report.json").read_text())
+    assert report["constraints"] == {"origin": str(held), "sentences": 2, "phrases": 3, "held": 3, "held_share": 1.0}
+    lines = (out / "test.constrained.beam3.hyp.txt").read_text().splitlines()
+    assert "livres" in lines[0] and "Nous avons" in lines[2] and "livres" in lines[2]
+    plain = nmt(*args)  # beside it, not over it
+    assert plain.returncode == 0 and (out / "test.beam3.report.json").is_file()
+    assert "constraints" not in json.loads((out / "test.beam3.report.json").read_text())
+    held.write_text("livres\n")
+    short = nmt(*args, "--constraints", held)
+    assert short.returncode == 2 and "has 1 line but the test set 3 source sentences" in short.stderr, short.stderr
+    both = nmt("evaluate", "--compare", toy_transformer_run, "--compare", toy_transformer_run, "--constraints", held)
+    assert both.returncode == 2 and "instead of --compare" in both.stderr
