@@ -1,23 +1,23 @@
-"""Lexical constraints for beam search: every translation of a sentence contains given target phrases, in any order
-(a term's agreed translation, a name spelt one way), as fairseq's `--constraints` does, after Post & Vilar (2018),
+"""Lexical constraints for beam search: every translation of a sentence contains given target phrases, in any order (a
+term's agreed translation, a name spelt one way), as fairseq's `--constraints` does, after Post & Vilar (2018),
 "Fast lexically constrained decoding with dynamic beam allocation", in the vectorized form of Hu et al. (2019).
 
-Each beam carries how far it has met its sentence's phrases: a bit per phrase it holds whole, and for one phrase under
-way, how many of its pieces it has matched. Each step's candidates are beam search's 2K best extensions and, for every
-beam, each piece that meets more of a phrase (the next piece of the phrase under way, the first of a phrase not yet
-met), at the price the model puts on it. The K beams kept are striped across banks, one per count of constraint
-pieces met: the best candidate of each bank, fullest first, then the second best of each, and so on, so that a beam
-that has placed more of the phrases survives its lower score, and beams that placed fewer still explore. A hypothesis
-may end only when it holds every phrase.
+Each beam carries how far it has met its sentence's phrases: a bit per phrase it holds whole, and for one phrase
+under way, how many of its pieces it has matched. Each step's candidates are beam search's 2K best extensions and,
+for every beam, its own best continuation and each piece that meets more of a phrase (the next piece of the phrase
+under way, the first of a phrase not yet met), at the price the model puts on it. The K beams kept are striped
+across banks, one per count of constraint pieces met: the best candidate of each bank, fullest first, then the
+second best of each, and so on, so that a beam that has placed more of the phrases survives its lower score, and
+beams that placed fewer still explore. A hypothesis may end only when it holds every phrase.
 
 What is matched is pieces: a phrase is tokenized on its own, as a translation's word (`maison` is `▁maison`), and is
 met where a word starts with its pieces and ends with them: a piece that would glue letters onto its last word
 (`▁maison` `nette`, `▁bientôt` `s`) takes the phrase back (for a target written with spaces; in Chinese, Japanese or
-Korean any piece may follow). Without that rule a weak model met a fifth of its phrases as longer words
-(`bientôts`, `entrés`), nearly all the misses on the demo's valid split. A phrase broken
-off after some of its pieces is begun again from its first piece, where the piece that broke it starts one; a phrase
-that overlaps itself (`a a b` met in `a a a b`) is then missed from that point (fairseq's unordered constraints
-track every partial match through a trie; one at a time keeps the state three integers).
+Korean any piece may follow). Without that rule the demo model met 3% of its words inside longer ones (`bientôts`,
+`entrés`) on its valid split. A phrase broken off after some of its pieces is begun again from its first piece,
+where the piece that broke it starts one; a phrase that overlaps itself (`a a b` met in `a a a b`) is then missed
+from that point (fairseq's unordered constraints track every partial match through a trie; one at a time keeps the
+state four integers).
 """
 
 from __future__ import annotations
