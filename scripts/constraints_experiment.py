@@ -1,7 +1,8 @@
 """What lexical constraints do to a trained model's translations of a split: the free beam search, then the same
 beam held to one word of each sentence's reference (Post & Vilar 2018's test of constrained decoding: what an
-oracle glossary gives), drawn two ways: any word of 4+ letters (`any_word`), and a word the free translation missed
-(`missed_word`: the terminology fix; a sentence with none keeps no constraint). BLEU and chrF with sacrebleu's
+oracle glossary gives), drawn three ways: any word of 4+ letters (`any_word`), a word the free translation missed
+(`missed_word`: the terminology fix), and two neighbouring words of letters (`two_words`: a phrase of several pieces
+met in order); a sentence with none keeps no constraint. BLEU and chrF with sacrebleu's
 paired bootstrap against the free search, the share of translations that hold their word, and sentences/s (one
 after the other on this machine: compare them as ratios). The words come from the references, so BLEU rises by
 construction; the figures say by how much, and at what speed.
@@ -36,6 +37,12 @@ def words(text: str) -> list[str]:
     return [w for w in text.split() if w.isalpha() and len(w) >= 4]
 
 
+def word_pairs(text: str) -> list[str]:
+    """Two neighbouring words of the reference, letters only (a phrase the search must meet piece after piece)."""
+    tokens = text.split()
+    return [f"{a} {b}" for a, b in zip(tokens, tokens[1:]) if a.isalpha() and b.isalpha()]
+
+
 def drawn(candidates: list[list[str]], rng: random.Random) -> list[list[str]]:
     """One word per sentence from its candidates (a sentence with none: no constraint)."""
     return [[rng.choice(found)] if found else [] for found in candidates]
@@ -49,9 +56,10 @@ def timed(translator: Translator, sources: list[str], constraints=None) -> tuple
 
 
 def held(texts: list[str], constraints: list[list[str]]) -> float:
-    """The share of the constrained sentences whose translation holds its word as a word."""
-    asked = [(re.split(r"[\s-]+", text), c[0]) for text, c in zip(texts, constraints) if c]  # bois-toi holds bois
-    return round(sum(any(w.strip(".,!?;:«»\"") == word for w in tokens) for tokens, word in asked) / len(asked), 4)
+    """The share of the constrained sentences whose translation holds its word (or words) as words."""
+    asked = [(text, c[0]) for text, c in zip(texts, constraints) if c]  # bois-toi holds bois
+    return round(sum(re.search(rf"(?<![\w]){re.escape(phrase)}(?![\w])", text) is not None
+                     for text, phrase in asked) / len(asked), 4)
 
 
 def main() -> None:
@@ -69,12 +77,13 @@ def main() -> None:
     any_word = drawn([words(refs[0]) for refs in references], rng)
     missed_word = drawn([[w for w in words(refs[0]) if w not in text.split()] for refs, text in
                          zip(references, free)], rng)
+    two_words = drawn([word_pairs(refs[0]) for refs in references], rng)
+    constraints_of = {"any_word": any_word, "missed_word": missed_word, "two_words": two_words}
     outputs = {"free": (free, free_s)}
-    for name, constraints in (("any_word", any_word), ("missed_word", missed_word)):
+    for name, constraints in constraints_of.items():
         outputs[name] = timed(translator, sources, constraints)
     table = compare([(name, texts) for name, (texts, _) in outputs.items()], references,
                     target_lang=translator.target_lang)
-    constraints_of = {"any_word": any_word, "missed_word": missed_word}
     figures = {
         "run": str(args.run), "checkpoint": str(translator.checkpoint), "split": args.split, "beam": args.beam,
         "sentences": len(sources), "threads": torch.get_num_threads(),
