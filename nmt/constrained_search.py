@@ -2,22 +2,22 @@
 term's agreed translation, a name spelt one way), as fairseq's `--constraints` does, after Post & Vilar (2018),
 "Fast lexically constrained decoding with dynamic beam allocation", in the vectorized form of Hu et al. (2019).
 
-Each beam carries how far it has met its sentence's phrases: a bit per phrase it holds whole, and for one phrase
-under way, how many of its pieces it has matched. Each step's candidates are beam search's 2K best extensions and,
-for every beam, its own best continuation and each piece that meets more of a phrase (the next piece of the phrase
-under way, the first of a phrase not yet met), at the price the model puts on it. The K beams kept are striped
-across banks, one per count of constraint pieces met: the best candidate of each bank, fullest first, then the
-second best of each, and so on, so that a beam that has placed more of the phrases survives its lower score, and
-beams that placed fewer still explore. A hypothesis may end only when it holds every phrase.
+Each beam carries how far it has met its sentence's phrases: a bit per phrase it holds whole, and for each of the
+others how many of its first pieces the hypothesis ends with. Each step's candidates are beam search's 2K best
+extensions and, for every beam, its own best continuation and each piece that meets more of a phrase (the one after
+each phrase's start in place), at the price the model puts on it. The K beams kept are striped across banks, one per
+count of constraint pieces met: the best candidate of each bank, fullest first, then the second best of each, and so
+on, so that a beam that has placed more of the phrases survives its lower score, and beams that placed fewer still
+explore. A hypothesis may end only when it holds every phrase.
 
 What is matched is pieces: a phrase is tokenized on its own, as a translation's word (`maison` is `▁maison`), and is
 met where a word starts with its pieces and ends with them: a piece that would glue letters onto its last word
 (`▁maison` `nette`, `▁bientôt` `s`) takes the phrase back (for a target written with spaces; in Chinese, Japanese or
 Korean any piece may follow). Without that rule the demo model met 3% of its words inside longer ones (`bientôts`,
-`entrés`) on its valid split. A phrase broken off after some of its pieces is begun again from its first piece,
-where the piece that broke it starts one; a phrase that overlaps itself (`a a b` met in `a a a b`) is then missed
-from that point (fairseq's unordered constraints track every partial match through a trie; one at a time keeps the
-state four integers).
+`entrés`) on its valid split. Every phrase not yet met is followed at once, each by its own longest start that the
+hypothesis ends with (Knuth-Morris-Pratt): a phrase that overlaps itself (`a a b` in `a a a b`) or phrases that
+start alike (`New York`, `New Jersey`) are met wherever they stand, as fairseq's trie of partial matches finds them.
+Tracking one phrase at a time, as this search first did, missed both.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class ConstraintBatch:
 
     pieces: torch.Tensor
     lengths: torch.Tensor
+    borders: torch.Tensor  # (B, C, L): each phrase's `borders_of`
     continues_word: torch.Tensor | None = None
 
     @classmethod
@@ -52,13 +53,15 @@ class ConstraintBatch:
             raise ValueError(f"at most {MAX_PHRASES} phrases a sentence, not {count}")
         pieces = torch.full((len(phrases), max(count, 1), max(width, 1)), PAD_ID, dtype=torch.long)
         lengths = torch.zeros(len(phrases), max(count, 1), dtype=torch.long)
+        borders = torch.zeros_like(pieces)
         for i, sentence in enumerate(phrases):
             for c, ids in enumerate(sentence):
                 if not ids:
                     raise ValueError("a constraint phrase of no pieces")
                 pieces[i, c, :len(ids)] = torch.tensor(ids)
                 lengths[i, c] = len(ids)
-        return cls(pieces.to(device), lengths.to(device),
+                borders[i, c] = torch.tensor(borders_of(ids, pieces.shape[2]))
+        return cls(pieces.to(device), lengths.to(device), borders.to(device),
                    None if continues_word is None else continues_word.to(device))
 
     @property
@@ -74,6 +77,10 @@ def word_continuations(pieces: list[str]) -> torch.Tensor:
                          for p in pieces])
 
 
+def _weights(phrases: int, device: torch.device) -> torch.Tensor:
+    return 1 << torch.arange(phrases, device=device)  # each phrase's bit
+
+
 def _bits(met: torch.Tensor, phrases: int) -> torch.Tensor:
     """(..., C) True where the phrase's bit is set in `met` (...)."""
     return (met.unsqueeze(-1) >> torch.arange(phrases, device=met.device)) & 1 == 1
@@ -84,64 +91,69 @@ class Progress:
     """How far each beam (or candidate) has met its sentence's phrases."""
 
     met: torch.Tensor  # (R,) bit c set: phrase c is whole in the hypothesis (empty slots are set from the start)
-    begun: torch.Tensor  # (R,) the phrase under way, -1 none
-    matched: torch.Tensor  # (R,) how many of its pieces are in place
-    just_met: torch.Tensor  # (R,) the phrase the last piece made whole, -1 none: the next piece must not glue onto it
+    matched: torch.Tensor  # (R, C) of each phrase not yet met, its longest start that the hypothesis ends with
+    just_met: torch.Tensor  # (R,) bits of the phrases the last piece made whole: the next piece must not glue on
 
     @classmethod
     def start(cls, lengths: torch.Tensor) -> "Progress":
         """Before the first piece, for rows of phrase lengths `lengths` (R, C)."""
-        weights = 1 << torch.arange(lengths.shape[1], device=lengths.device)
-        met = (lengths.eq(0).long() * weights).sum(1)
-        return cls(met, torch.full_like(met, -1), torch.zeros_like(met), torch.full_like(met, -1))
+        met = (lengths.eq(0).long() * _weights(lengths.shape[1], lengths.device)).sum(1)
+        return cls(met, torch.zeros_like(lengths), torch.zeros_like(met))
 
     def select(self, index: torch.Tensor) -> "Progress":
-        return Progress(self.met[index], self.begun[index], self.matched[index], self.just_met[index])
+        return Progress(self.met[index], self.matched[index], self.just_met[index])
 
     def pieces_met(self, lengths: torch.Tensor) -> torch.Tensor:
-        """(R,) constraint pieces in place: the bank a beam belongs to."""
-        return (_bits(self.met, lengths.shape[1]).long() * lengths).sum(1) + self.matched
+        """(R,) constraint pieces in place (the phrases met, and the furthest start of one not yet met): the bank a
+        beam belongs to."""
+        whole = _bits(self.met, lengths.shape[1])
+        return (whole.long() * lengths).sum(1) + self.matched.masked_fill(whole, 0).max(1).values
 
     def done(self, lengths: torch.Tensor) -> torch.Tensor:
         """(R,) every phrase whole: the hypothesis may end."""
         return _bits(self.met, lengths.shape[1]).all(1)
 
     def next_pieces(self, pieces: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """(R, C) the piece that meets more of each phrase (its next one if under way, its first if not yet met);
-        -1 for a phrase met or empty."""
-        rows, phrases = torch.arange(len(self.met), device=pieces.device), lengths.shape[1]
-        at = self.matched.clamp(max=pieces.shape[2] - 1)
-        continued = pieces[rows, :, at]  # (R, C): each phrase's piece at this beam's matched count
-        under_way = torch.arange(phrases, device=pieces.device).eq(self.begun.unsqueeze(1))
-        open_ = ~_bits(self.met, phrases) & lengths.gt(0)
-        return torch.where(under_way, continued, torch.where(open_, pieces[:, :, 0], -1))
+        """(R, C) the piece that meets more of each phrase not yet met (the one after its start in place, its first
+        if none is); -1 for a phrase met or empty."""
+        following = pieces.gather(2, self.matched.clamp(max=pieces.shape[2] - 1).unsqueeze(2)).squeeze(2)
+        return following.masked_fill(_bits(self.met, lengths.shape[1]) | lengths.eq(0), -1)
 
-    def advance(self, token: torch.Tensor, pieces: torch.Tensor, lengths: torch.Tensor,
+    def advance(self, token: torch.Tensor, pieces: torch.Tensor, lengths: torch.Tensor, borders: torch.Tensor,
                 continues_word: torch.Tensor | None = None) -> "Progress":
-        """After each row takes `token` (R,); `pieces` (R, C, L) and `lengths` (R, C) are the rows' sentences';
-        `continues_word` (V,) the pieces that take back a phrase they follow (None: none does)."""
-        rows, phrases = torch.arange(len(token), device=token.device), lengths.shape[1]
+        """After each row takes `token` (R,); `pieces` (R, C, L), `lengths` (R, C) and `borders` (R, C, L) are the
+        rows' sentences'; `continues_word` (V,) the pieces that take back a phrase they follow (None: none does).
+        Every phrase not yet met follows the hypothesis as Knuth-Morris-Pratt matching does: its start in place
+        grows by the piece, or falls back to the longest start that the hypothesis still ends with."""
         met = self.met
-        if continues_word is not None:  # glued onto the phrase just made whole: a longer word, not the phrase
-            glued = self.just_met.ge(0) & continues_word[token]
-            met = torch.where(glued, met & ~(1 << self.just_met.clamp(min=0)), met)
-        phrase = self.begun.clamp(min=0)
-        expected = pieces[rows, phrase, self.matched.clamp(max=pieces.shape[2] - 1)]
-        goes_on = self.begun.ge(0) & token.eq(expected)
-        matched = torch.where(goes_on, self.matched + 1, 0)
-        whole = goes_on & matched.eq(lengths[rows, phrase])
-        met = torch.where(whole, met | (1 << phrase), met)
-        begun = torch.where(goes_on & ~whole, self.begun, -1)
-        matched = torch.where(goes_on & ~whole, matched, 0)
-        # A piece that continued no phrase may begin one not yet met: the first such phrase it starts.
-        starts = (~goes_on).unsqueeze(1) & ~_bits(met, phrases) & lengths.gt(0) & pieces[:, :, 0].eq(token.unsqueeze(1))
-        found, first = starts.any(1), starts.long().argmax(1)
-        single = found & lengths[rows, first].eq(1)
-        met = torch.where(single, met | (1 << first), met)
-        begun = torch.where(found & ~single, first, begun)
-        matched = torch.where(found & ~single, 1, matched)
-        just_met = torch.where(whole, phrase, torch.where(single, first, -1))
-        return Progress(met, begun, matched, just_met)
+        if continues_word is not None:  # glued onto a phrase just made whole: a longer word, not the phrase
+            met = torch.where(continues_word[token], met & ~self.just_met, met)
+        x, last = token.unsqueeze(1), pieces.shape[2] - 1
+        at, matched = self.matched, torch.zeros_like(self.matched)
+        settled = torch.zeros_like(at, dtype=torch.bool)
+        for _ in range(pieces.shape[2] + 1):  # each turn shortens the start tried: at most L + 1 turns, no sync
+            hit = ~settled & pieces.gather(2, at.clamp(max=last).unsqueeze(2)).squeeze(2).eq(x)
+            matched = torch.where(hit, at + 1, matched)
+            settled |= hit | at.eq(0)  # no start of it is left: nothing in place
+            at = torch.where(settled, at, borders.gather(2, at.clamp(max=last).unsqueeze(2)).squeeze(2))
+        open_ = ~_bits(met, lengths.shape[1]) & lengths.gt(0)
+        whole = open_ & matched.eq(lengths)
+        just_met = (whole.long() * _weights(lengths.shape[1], lengths.device)).sum(1)
+        return Progress(met | just_met, matched.masked_fill(~open_ | whole, 0), just_met)
+
+
+def borders_of(ids: list[int], width: int) -> list[int]:
+    """Knuth-Morris-Pratt's failure function, `width` long: entry j the length of the longest proper start of
+    ids[:j] that ids[:j] also ends with (0 for j of 0 or 1, and past the phrase)."""
+    out = [0] * max(width, 1)
+    k = 0
+    for j in range(1, len(ids)):
+        while k and ids[j] != ids[k]:
+            k = out[k]
+        k += ids[j] == ids[k]
+        if j + 1 < len(out):
+            out[j + 1] = k
+    return out
 
 
 def striped(scores: torch.Tensor, banks: torch.Tensor, k: int, bank_count: int) -> torch.Tensor:
@@ -161,7 +173,7 @@ class ConstraintTracker:
 
     def __init__(self, constraints: ConstraintBatch, beam_size: int):
         self.pieces, self.lengths, self.k = constraints.pieces, constraints.lengths, beam_size
-        self.continues_word = constraints.continues_word
+        self.borders, self.continues_word = constraints.borders, constraints.continues_word
         self.bank_count = int(constraints.total_pieces.max()) + 1
         # Per beam row, its sentence in `constraints` (the batch's numbering: rows leave as sentences finish).
         self.row_sentence = torch.arange(len(self.lengths), device=self.lengths.device).repeat_interleave(beam_size)
@@ -213,7 +225,8 @@ class ConstraintTracker:
         self.candidate_sentence = self.row_sentence[rows]
         sentence = self.candidate_sentence.reshape(-1)
         self.candidate_progress = self.progress.select(rows.reshape(-1)).advance(
-            token.reshape(-1), self.pieces[sentence], self.lengths[sentence], self.continues_word)
+            token.reshape(-1), self.pieces[sentence], self.lengths[sentence], self.borders[sentence],
+            self.continues_word)
         return alive, token, rows
 
     def choose(self, alive: torch.Tensor, running: torch.Tensor) -> torch.Tensor:

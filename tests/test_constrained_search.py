@@ -21,24 +21,47 @@ def progress_after(tokens, phrases):
     batch = constraints(phrases)
     progress = Progress.start(batch.lengths)
     for token in tokens:
-        progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths)
+        progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, batch.borders)
     return progress, batch
 
 
-@pytest.mark.parametrize("tokens,met,begun,matched,pieces_met", [
-    ([5, 6], 0b01, -1, 0, 2),  # the first phrase whole
-    ([7], 0b10, -1, 0, 1),  # a phrase of one piece is whole at once
-    ([5], 0b00, 0, 1, 1),  # under way
-    ([5, 9], 0b00, -1, 0, 0),  # broken off: begun again from nothing
-    ([5, 7], 0b10, -1, 0, 1),  # broken off by a piece that meets the other phrase
-    ([5, 5, 6], 0b01, -1, 0, 2),  # the piece that broke it begins it again
-    ([7, 5, 6, 7], 0b11, -1, 0, 3),  # each phrase counted once
+@pytest.mark.parametrize("tokens,met,matched,pieces_met", [
+    ([5, 6], 0b01, [0, 0], 2),  # the first phrase whole
+    ([7], 0b10, [0, 0], 1),  # a phrase of one piece is whole at once
+    ([5], 0b00, [1, 0], 1),  # under way
+    ([5, 9], 0b00, [0, 0], 0),  # broken off: nothing in place
+    ([5, 7], 0b10, [0, 0], 1),  # broken off by a piece that meets the other phrase
+    ([5, 5, 6], 0b01, [0, 0], 2),  # the piece that broke it begins it again
+    ([7, 5, 6, 7], 0b11, [0, 0], 3),  # each phrase counted once
 ])
-def test_progress_follows_the_pieces_taken(tokens, met, begun, matched, pieces_met):
+def test_progress_follows_the_pieces_taken(tokens, met, matched, pieces_met):
     progress, batch = progress_after(tokens, [[5, 6], [7]])
-    assert (progress.met.item(), progress.begun.item(), progress.matched.item()) == (met, begun, matched)
+    assert (progress.met.item(), progress.matched[0].tolist()) == (met, matched)
     assert progress.pieces_met(batch.lengths).item() == pieces_met
     assert progress.done(batch.lengths).item() == (met == 0b11)
+
+
+@pytest.mark.parametrize("phrases,tokens,met", [
+    ([[5, 5, 6]], [5, 5, 5, 6], 0b1),  # a phrase that overlaps itself, met after a false start
+    ([[5, 6, 5, 8]], [5, 6, 5, 6, 5, 8], 0b1),
+    ([[5, 6], [5, 8]], [5, 8], 0b10),  # phrases that start alike, in either order
+    ([[5, 6], [5, 8]], [5, 8, 9, 5, 6], 0b11),
+    ([[5, 6], [6, 7]], [5, 6, 7], 0b11),  # one's end is the other's start
+    ([[5, 6, 7]], [5, 6, 9, 7], 0b0),
+])
+def test_every_phrase_is_followed_at_once_and_from_every_start(phrases, tokens, met):
+    """Each phrase keeps its own longest start in place (Knuth-Morris-Pratt): one at a time, as fairseq's trie is not
+    and this search was at first, missed `5 5 6` in `5 5 5 6`, and `5 8` in `5 8` beside a phrase `5 6`."""
+    progress, _ = progress_after(tokens, phrases)
+    assert progress.met.item() == met
+
+
+def test_borders_are_knuth_morris_pratts_failure_function():
+    from nmt.constrained_search import borders_of
+
+    assert borders_of([1, 1, 2], 3) == [0, 0, 1]
+    assert borders_of([1, 2, 1, 2, 3], 6) == [0, 0, 0, 1, 2, 0]
+    assert borders_of([4], 3) == [0, 0, 0]
 
 
 def test_a_piece_that_glues_onto_a_phrase_just_met_takes_it_back():
@@ -51,7 +74,7 @@ def test_a_piece_that_glues_onto_a_phrase_just_met_takes_it_back():
     def after(tokens, mask=continues_word):
         progress = Progress.start(batch.lengths)
         for token in tokens:
-            progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, mask)
+            progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, batch.borders, mask)
         return progress.met.item()
 
     assert after([5, 6, 9]) == 0b00 and after([7, 9]) == 0b00
