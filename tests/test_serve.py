@@ -280,11 +280,19 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
         continued = translator.translate(["I have two cats."], beam_size=beam, prefixes=["Nous avons"])[0]
         assert driver.find_element(By.ID, "output").text == continued.text
         assert driver.find_element(By.ID, "prefix").get_attribute("lang") == "fr"
+        # Lexical constraints: words the translation must hold, typed in the target language.
+        driver.find_element(By.ID, "prefix").clear()
+        driver.find_element(By.ID, "constraints").send_keys("livres ; Elle")
+        driver.find_element(By.ID, "translate").click()
+        held = translator.translate(["I have two cats."], beam_size=beam, constraints=[["livres", "Elle"]])[0]
+        assert "livres" in held.text and "Elle" in held.text
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "output").text == held.text)
+        assert driver.find_element(By.ID, "constraints").get_attribute("lang") == "fr"
+        driver.find_element(By.ID, "constraints").clear()
         # A sentence past the model's input limit: the page says that only its start was translated.
         long = "I have two cats. " * 58  # under the server's 1,000 characters, over 255 pieces
         assert len(translator._encode(long)[0]) == translator.decode.max_input_tokens - 1 and len(long) < 1000
         assert driver.find_element(By.ID, "status").text == ""
-        driver.find_element(By.ID, "prefix").clear()
         box.clear()
         box.send_keys(long)
         driver.find_element(By.ID, "translate").click()
