@@ -89,7 +89,7 @@ def prefix_column(prefix: torch.Tensor | None, rows: torch.Tensor, t: int) -> to
 
 
 def step_log_probs(model: EncoderDecoder, tokens: torch.Tensor, state, attention: AttentionChoice | None,
-               force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int, forced: torch.Tensor | None = None):
+                   force_eos: torch.Tensor, history: torch.Tensor, no_repeat: int, forced: torch.Tensor | None = None):
     """One step's log-probabilities, n-gram repeats of `history` banned (`no_repeat`), rows with a `forced` piece
     (a target prefix) held to it; rows at their length limit may only end, at the price the model puts on EOS (a
     free EOS would favour hypotheses that run into the limit)."""
@@ -348,8 +348,8 @@ def beam_search(model: EncoderDecoder, src: torch.Tensor, beam_size: int, norm: 
         n = len(sent_ids)
         forced = prefix_column(prefix, sent_ids, t)
         log_probs, state, weights = step_log_probs(model, tokens, state, attention_choice, t + 1 >= row_limit,
-                                               history[:, :t], no_repeat,
-                                               None if forced is None else forced.repeat_interleave(k))
+                                                   history[:, :t], no_repeat,
+                                                   None if forced is None else forced.repeat_interleave(k))
         if tracker is not None:
             log_probs = tracker.forbid_early_end(log_probs)
         vocab = log_probs.shape[-1]
