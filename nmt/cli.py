@@ -228,7 +228,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
         check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
                                                sampling_topk=overrides["sampling_topk"]))
     engine = _check_run_first(engine, run, checkpoint, model)
-    from nmt.engines import n_best_lines, open_engine, translate_stream, with_tab_constraints
+    from nmt.engines import n_best_lines, open_engine, translate_stream, with_constraints
     from nmt.models.base import AttentionChoice
 
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn, ensemble=ensemble or [])
@@ -251,11 +251,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     languages = (translator.source_lang, translator.target_lang)
     if sentences:
         texts = list(_warn_of_the_other_language([_argument_text(s) for s in sentences], languages))
-        held = None
-        if tab_constraints:
-            texts, held = map(list, zip(*(with_tab_constraints(text, phrases) for text in texts)))
-        elif phrases:
-            held = [phrases] * len(texts)
+        texts, held = with_constraints(texts, phrases, tab_constraints)
         results: Iterable = translator.translate(texts, attention=choice if want_attention else None,
                                                  n_best=n_best or 1,
                                                  prefixes=[given_prefix] * len(texts) if given_prefix else None,

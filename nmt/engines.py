@@ -76,11 +76,20 @@ def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = 
     raise NMTError(f"unknown engine {engine!r}: use {' or '.join(ENGINES)}")
 
 
-def with_tab_constraints(line: str, constraints: Sequence[str] = ()) -> tuple[str, list[str]]:
-    """`source<TAB>phrase<TAB>phrase...` (fairseq-interactive's --constraints, Sockeye's input) as the source and
-    its phrases, after `constraints` (every sentence's); empty fields (a trailing tab) are no phrase."""
-    source, *phrases = line.split("\t")
-    return source, [*constraints, *(p for p in phrases if p.strip())]
+def tab_separated_phrases(text: str) -> list[str]:
+    """`phrase<TAB>phrase...` as constraint phrases; empty fields (a trailing tab) are no phrase."""
+    return [p for p in text.split("\t") if p.strip()]
+
+
+def with_constraints(lines: list[str], constraints: Sequence[str], tab_constraints: bool
+                     ) -> tuple[list[str], list[list[str]] | None]:
+    """The sources of `lines` and each one's phrases: `constraints` (every sentence's), and with `tab_constraints`
+    those after its tabs too (`source<TAB>phrase<TAB>...`, fairseq-interactive's --constraints, Sockeye's input);
+    None when no sentence has any."""
+    if not tab_constraints:
+        return lines, [list(constraints)] * len(lines) if constraints else None
+    split = [line.partition("\t") for line in lines]
+    return [source for source, _, _ in split], [[*constraints, *tab_separated_phrases(rest)] for _, _, rest in split]
 
 
 def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | None = None,
@@ -90,17 +99,13 @@ def translate_stream(engine: Engine, lines: Iterable[str], chunk_size: int | Non
     """Translate an unbounded stream in chunks (default: 4 decode batches), one result per input line, in order;
     with `prefix`, every translation starts with it; with `attention`, each carries that source attention; with
     `constraints`, every translation holds those phrases, and with `tab_constraints` the phrases after each line's
-    tabs too (`with_tab_constraints`).
+    tabs too (`with_constraints`).
 
     Only the final line feed (and a CR before it) ends a line; any other CR is text, as for `wc -l`.
     """
     texts = (line.removesuffix("\n").removesuffix("\r") for line in lines)
     for chunk in in_chunks(texts, chunk_size or engine.decode.batch_size * 4):
-        held = None
-        if tab_constraints:
-            chunk, held = map(list, zip(*(with_tab_constraints(line, constraints) for line in chunk)))
-        elif constraints:
-            held = [list(constraints)] * len(chunk)
+        chunk, held = with_constraints(chunk, constraints, tab_constraints)
         yield from engine.translate(chunk, attention=attention, n_best=n_best,
                                     prefixes=[prefix] * len(chunk) if prefix else None, constraints=held)
 

@@ -19,7 +19,7 @@ from nmt.data.tagged_text import READ_AS, tagged_sentences, tagging
 from nmt.data.text_files import piped_lines, text_lines
 from nmt.data.tmx import holds_tmx, tmx_pairs
 from nmt.data.writing_systems import SAMPLE, swapped_sides
-from nmt.engines import Engine
+from nmt.engines import Engine, tab_separated_phrases
 from nmt.errors import NMTError, counted, warn
 from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, paired_bootstrap, reference_streams
 from nmt.atomic import unwritable_reason, write_text_atomic
@@ -184,8 +184,8 @@ def with_constraints(test_set: EvaluationSet, path: Path) -> EvaluationSet:
     if len(lines) != len(test_set.sources):
         raise NMTError(f"--constraints {path} has {counted(len(lines), 'line')} but the test set "
                        f"{counted(len(test_set.sources), 'source sentence')}: one line per source (empty for none)")
-    phrases = [[p for p in line.split("\t") if p.strip()] for line in lines]
-    return dataclasses.replace(test_set, constraints=phrases, constraints_origin=str(path))
+    return dataclasses.replace(test_set, constraints=[tab_separated_phrases(line) for line in lines],
+                               constraints_origin=str(path))
 
 
 def phrases_held(hypotheses: list[str], constraints: list[list[str]], target_lang: str) -> dict:

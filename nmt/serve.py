@@ -38,15 +38,15 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Awaitable, Callable
 
-from nmt.config import DecodeConfig, check_constraints, check_n_best, sampling_overrides
+from nmt.config import DecodeConfig, check_n_best, sampling_overrides
 from nmt.constrained_search import MAX_PHRASES
 from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
 from nmt.errors import ConfigError, NMTError
 from nmt.models.base import AttentionChoice
 from nmt.search import SearchCancelled
-from nmt.translator import (check_constraint_room, check_target_room, encode_constraints, encode_prefixes,
-                            prefix_count, sum_of_lengths, with_overrides)
+from nmt.translator import (check_target_room, checked_constraints, encode_prefixes, prefix_count, sum_of_lengths,
+                            with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -254,26 +254,13 @@ def request_costs(engine: Engine, sentences: list[str], rows: int, budget: int,
     total passes `budget`: a refused request costs the server a few tokenizations, not one per sentence (a client
     looping on refusals must stay cheap)."""
     costs, total = [], 0
-    for i, (sentence, prefix) in enumerate(zip(sentences, prefixes or [None] * len(sentences))):
-        costs.append((engine.count_pieces(sentence, prefix) + (constraint_pieces[i] if constraint_pieces else 0))
-                     * rows)
+    for sentence, prefix, held in zip(sentences, prefixes or [None] * len(sentences),
+                                      constraint_pieces or [0] * len(sentences)):
+        costs.append((engine.count_pieces(sentence, prefix) + held) * rows)
         total += costs[-1]
         if total > budget:
             return None
     return costs
-
-
-def held_phrases(engine: Engine, constraints: list[list[str]] | None, forced: list[list[int]] | None,
-                 decode: DecodeConfig) -> list[list[list[int]]] | None:
-    """A request's constraint phrases as pieces, refused (NMTError) as `nmt translate` refuses them: by an engine
-    without constrained search, with greedy search or sampling, empty, unspellable, or past the positions."""
-    phrases = encode_constraints(engine.tokenizers, engine.normalizer, constraints, len(constraints or []))
-    if phrases:
-        if engine.name != "nmt":
-            raise NMTError("CTranslate2 has no lexically constrained search: this server cannot take constraints")
-        check_constraints(decode)
-        check_constraint_room(phrases, forced, decode, engine.max_target_positions)
-    return phrases
 
 
 def request_decode(server: DecodeConfig, request) -> DecodeConfig:
@@ -474,7 +461,9 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         check_target_room(forced, engine.max_target_positions, "prefix")
         decode = request_decode(engine.decode, request)  # ConfigError → 400
         check_n_best(request.n_best, decode)
-        phrases = held_phrases(engine, constraints, forced, decode)  # NMTError → 400, before the queue as above
+        if constraints and any(constraints) and engine.name != "nmt":
+            raise NMTError("CTranslate2 has no lexically constrained search: this server cannot take constraints")
+        phrases = checked_constraints(engine, constraints, len(sentences), forced, decode)  # NMTError → 400
         rows = request.n_best if decode.samples else decode.beam_size
         costs = request_costs(engine, sentences, rows, limits.max_request_cost, prefixes,
                               [sum_of_lengths(p) for p in phrases] if phrases else None)

@@ -193,10 +193,7 @@ class Translator:
                 self.model.check_attention_choice(attention)
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences))
         check_target_room(forced, self.max_target_positions, "prefix")
-        phrases = encode_constraints(self.tokenizers, self.normalizer, constraints, len(sentences))
-        if phrases:
-            check_constraints(decode)
-            check_constraint_room(phrases, forced, decode, self.max_target_positions)
+        phrases = checked_constraints(self, constraints, len(sentences), forced, decode)
         read = [self._encode(s) for s in sentences]  # (ids, whether cut) per sentence
         encoded, cut = [ids for ids, _ in read], [was_cut for _, was_cut in read]
         results: list[Translation | None] = [None] * len(sentences)
@@ -385,6 +382,18 @@ def encode_constraints(tokenizers: Tokenizers, normalizer: Normalizer,
                                "would be <unk>)")
         encoded.append(ids)
     return encoded
+
+
+def checked_constraints(engine, constraints: Sequence[Sequence[str]] | None, count: int,
+                        forced: list[list[int]] | None, decode: DecodeConfig) -> list[list[list[int]]] | None:
+    """`encode_constraints` for an engine (its tokenizers, normalizer and positions), refused where this search
+    cannot follow them (greedy search, sampling) or the positions cannot hold them with the longest output and
+    prefix (`forced`). The translator and the server, before its queue, check through here."""
+    phrases = encode_constraints(engine.tokenizers, engine.normalizer, constraints, count)
+    if phrases:
+        check_constraints(decode)
+        check_constraint_room(phrases, forced, decode, engine.max_target_positions)
+    return phrases
 
 
 def check_constraint_room(phrases: list[list[list[int]]], forced: list[list[int]] | None, decode: DecodeConfig,

@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nmt.data.dataset import load_references  # noqa: E402
-from nmt.evaluate import compare  # noqa: E402
+from nmt.evaluate import compare, phrases_held  # noqa: E402
 from nmt.translator import Translator  # noqa: E402
 from results_record import write_record  # noqa: E402
 
@@ -55,11 +54,10 @@ def timed(translator: Translator, sources: list[str], constraints=None) -> tuple
     return texts, time.perf_counter() - started
 
 
-def held(texts: list[str], constraints: list[list[str]]) -> float:
-    """The share of the constrained sentences whose translation holds its word (or words) as words."""
-    asked = [(text, c[0]) for text, c in zip(texts, constraints) if c]  # bois-toi holds bois
-    return round(sum(re.search(rf"(?<![\w]){re.escape(phrase)}(?![\w])", text) is not None
-                     for text, phrase in asked) / len(asked), 4)
+def held(texts: list[str], constraints: list[list[str]], target_lang: str) -> float:
+    """The share of the constrained sentences whose translation holds its word (or words) as words, counted as
+    `nmt evaluate --constraints` counts them (bois-toi holds bois)."""
+    return phrases_held(texts, constraints, target_lang)["held_share"]
 
 
 def main() -> None:
@@ -84,16 +82,16 @@ def main() -> None:
         outputs[name] = timed(translator, sources, constraints)
     table = compare([(name, texts) for name, (texts, _) in outputs.items()], references,
                     target_lang=translator.target_lang)
+    holding = {name: {"constrained_sentences": sum(map(bool, constraints)),
+                      "share_holding_the_word": held(outputs[name][0], constraints, translator.target_lang),
+                      "free_share_holding_it": held(free, constraints, translator.target_lang)}
+               for name, constraints in constraints_of.items()}
     figures = {
         "run": str(args.run), "checkpoint": str(translator.checkpoint), "split": args.split, "beam": args.beam,
         "sentences": len(sources), "threads": torch.get_num_threads(),
         "precision": translator.describe()["precision"], "seed": SEED, "bleu_signature": table.signature,
         "systems": [{**row, "sentences_per_s": round(len(sources) / outputs[row["system"]][1], 1),
-                     **({"constrained_sentences": sum(map(bool, constraints_of[row["system"]])),
-                         "share_holding_the_word": held(outputs[row["system"]][0], constraints_of[row["system"]]),
-                         "free_share_holding_it": held(free, constraints_of[row["system"]])}
-                        if row["system"] in constraints_of else {})}
-                    for row in table.rows],
+                     **holding.get(row["system"], {})} for row in table.rows],
         "examples": [{"source": sources[i], "reference": references[i][0], "free": free[i],
                       "constraint": missed_word[i], "constrained": outputs["missed_word"][0][i]}
                      for i in range(len(sources)) if missed_word[i]][:5],
