@@ -485,7 +485,7 @@ class Trainer:
                 setup_s = round(session_start - PROCESS_STARTED, 2)
                 parts = self.startup.parts(PROCESS_STARTED, session_start)
                 self.record({"type": "start", "step": p.step, "setup_s": setup_s,
-                                         "setup_parts_s": parts})
+                             "setup_parts_s": parts})
                 largest = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}"
                                     for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])[:3])
                 self.log(f"training from step {p.step}, {setup_s:.1f} s after the process started ({largest} s)")
@@ -544,8 +544,8 @@ class Trainer:
                     self.save_checkpoint()
                     if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
                         self.record({"type": "checkpoint", "step": p.step,
-                                                 "seconds": round(time.perf_counter() - saving, 3),
-                                                 "previous_write_s": previous_write_s and round(previous_write_s, 3)})
+                                     "seconds": round(time.perf_counter() - saving, 3),
+                                     "previous_write_s": previous_write_s and round(previous_write_s, 3)})
                 window.started += time.perf_counter() - pause
                 if interrupted:
                     self.writer.wait()
@@ -803,11 +803,11 @@ class Trainer:
             {"seconds": round(outcome.seconds, 3), "background": True, "taken_at_step": p.step,
              "taken_time_s": round(p.elapsed_s, 3), "waited_s": round(waited_s or 0.0, 3)}
         self.record({"type": "valid", "step": outcome.step, "epoch": outcome.epoch,
-                                 "time_s": round(outcome.time_s, 3), "dev_loss": scores["dev_loss"],
-                                 "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
-                                 "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
-                                 "best_metric": metric, "best_score": p.best_score, **timing,
-                                 **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
+                     "time_s": round(outcome.time_s, 3), "dev_loss": scores["dev_loss"],
+                     "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
+                     "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
+                     "best_metric": metric, "best_score": p.best_score, **timing,
+                     **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
         self.log(f"step {outcome.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
                  f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{p.chosen_best()}")
 
@@ -822,11 +822,11 @@ class Trainer:
             bar.refresh()
         if self.ctx.is_main:
             self.record({"type": "train", "step": p.step, "epoch": p.epoch,
-                                     "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
-                                     "tokens_per_s": round(figures["tokens_per_s"], 1),
-                                     "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1),
-                                     **self.timer.report(),
-                                     "mfu": round(figures["mfu"], 5)})
+                         "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
+                         "tokens_per_s": round(figures["tokens_per_s"], 1),
+                         "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1),
+                         **self.timer.report(),
+                         "mfu": round(figures["mfu"], 5)})
 
     def record(self, record: dict) -> None:
         """A metrics record: to metrics.jsonl, and as TensorBoard scalars under train.tensorboard."""
