@@ -221,6 +221,10 @@ class TrainConfig:
     save_every: int = field(default=1000, metadata=_check(ge=1))
     # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
     keep_last: int = field(default=0, metadata=_check(ge=0, le=100))
+    # Validate, save and translate with an exponential moving average of the weights (nmt/weight_average.py), the
+    # optimizer training its own beside it (last.pt keeps both): fairseq's --ema-decay, Marian's
+    # --exponential-smoothing. 0: off. The decay grows with the updates averaged, min(decay, (1 + n) / (10 + n)).
+    ema_decay: float = field(default=0.0, metadata=_check(ge=0.0, lt=1.0))
     log_every: int = field(default=50, metadata=_check(ge=1))
     # Also write the metrics (train and valid records) as TensorBoard scalars under RUN/tensorboard, as JoeyNMT does
     # (`tensorboard --logdir runs`); needs `pip install 'nmt[tensorboard]'`. metrics.jsonl stays the record of truth:

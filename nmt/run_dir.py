@@ -47,6 +47,7 @@ EXPORT_METADATA = "nmt_export.json"  # marks an `nmt export` directory (nmt.ct2_
 MODEL_KEY, MODEL_ARGS_KEY, CONFIG_KEY, VERSION_KEY = "model", "model_args", "config", "nmt_version"
 OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY = "optimizer", "scheduler", "scaler", "rng", "progress"
 STEP_KEY, DEV_BLEU_KEY, AVERAGED_FROM_KEY = "step", "dev_bleu", "averaged_from"
+TRAINED_MODEL_KEY = "trained_model"  # last.pt under train.ema_decay: the trained weights (MODEL_KEY: their average)
 TRAINING_KEYS = (MODEL_KEY, CONFIG_KEY, OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY)
 WEIGHTS_KEYS = (MODEL_KEY, CONFIG_KEY)
 _STEP_FILE = re.compile(r"step-(\d+)\.pt")
@@ -84,8 +85,11 @@ class Weights:
 
 @dataclass
 class TrainingState(Weights):
-    """`last.pt`: the weights plus optimizer, scheduler, scaler, every rank's RNG states and the progress counters."""
+    """`last.pt`: the weights plus optimizer, scheduler, scaler, every rank's RNG states and the progress counters.
+    Under train.ema_decay `model` is the average, which translates like any checkpoint's, and `trained_model` the
+    weights the optimizer trains, which a resume goes on from."""
 
+    trained_model: dict | None = None
     optimizer: dict | None = None
     scheduler: dict | None = None
     scaler: dict | None = None

@@ -55,6 +55,7 @@ from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
 from nmt.tensorboard_log import TensorBoardLog, check_available as check_tensorboard_available
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
 from nmt.translator import Translator
+from nmt.weight_average import WeightAverage
 
 
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "loss": "loss"}  # train.best_metric as the log says it
@@ -82,6 +83,7 @@ class Progress:
     # train.eval_in_background: this step's validation was handed over, its outcome not yet taken (a checkpoint
     # saved then is validated again when resumed: nmt.background_validation)
     validation_pending: bool = False
+    averaged_updates: int = 0  # train.ema_decay: the updates its average has taken in (it sets the decay)
 
     @property
     def validated(self) -> bool:
@@ -240,6 +242,9 @@ class Trainer:
             self.init_record = load_parent_weights(self.model, cfg)
             if self.ctx.is_main:
                 self.log(starting_from(self.init_record))
+        # train.ema_decay: the average of the weights, which rank 0 validates and saves (the ranks train alike).
+        self.average = WeightAverage(self.model, cfg.train.ema_decay) \
+            if cfg.train.ema_decay and self.ctx.is_main else None
         self.optimizer = make_optimizer(self.model, cfg.train)
         self.clock = TrainingClock()  # what a time-budgeted schedule reads; agreed by every rank
         self.scheduler = make_scheduler(self.optimizer, cfg.train, self.clock)
@@ -376,7 +381,7 @@ class Trainer:
                                                 batch_size=validation_batch_size(self.cfg, self.device))
         # What validation scores: the model itself, or (train.eval_in_background) a copy that a thread validates
         # while training goes on.
-        validated = self.model
+        validated = kept = self.kept_model  # the average of the weights under train.ema_decay
         if self.cfg.train.eval_in_background and self.ctx.is_main:
             if self.device.type == "cpu" and self.dtype == torch.bfloat16:
                 # Training switches SDPA's kernels at every update there (training_attention_kernels), a process-wide
@@ -391,7 +396,7 @@ class Trainer:
                 cuda = [self.device] if self.device.type == "cuda" else []
                 with torch.random.fork_rng(devices=cuda), self.device:
                     validated = build_model(self.cfg.model, *self.vocab).eval()
-                self.background = BackgroundValidation(self.model, validated, self.validate, self.device)
+                self.background = BackgroundValidation(kept, validated, self.validate, self.device)
                 self.log("train.eval_in_background: each validation scores a copy of the weights while training "
                          "goes on; its outcome counts at the next validation or checkpoint")
         self.translator = Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),
@@ -407,6 +412,9 @@ class Trainer:
                          f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod "
                          f"{len(self.epoch_data)}")
             self.log(f"MFU relative to {peak:.3g} TFLOP/s ({source})")  # 3 figures: an emulated bf16 peak is ~0.001
+            if self.average is not None:
+                self.log(f"train.ema_decay {self.average.decay:g}: validation, best.pt and the checkpoints hold an "
+                         f"exponential moving average of the weights (last.pt the trained ones too)")
         self.startup.mark("validation_and_flops")
 
     def keep_gradients_in_place(self) -> None:
@@ -428,8 +436,11 @@ class Trainer:
         state = self.run.load_training(path)
         for warning in self.run.check_resumable(state.config, self.cfg):
             say(f"warning: {warning}")
+        averaged = state.trained_model is not None  # saved under train.ema_decay: `model` is the average
         try:
-            self.model.load_state_dict(upgrade_state_dict(state.model))
+            self.model.load_state_dict(upgrade_state_dict(state.trained_model if averaged else state.model))
+            if self.average is not None and averaged:
+                self.average.model.load_state_dict(upgrade_state_dict(state.model))
             self.optimizer.load_state_dict(state.optimizer)
             for group in self.optimizer.param_groups:  # as a train.cuda_graph run saves them (see GraphedUpdate)
                 group["lr"], group["capturable"] = float(group["lr"]), False
@@ -448,6 +459,21 @@ class Trainer:
         self.progress = Progress(**{k: v for k, v in state.progress.items() if k in fields})
         say(f"resuming {self.run.directory} from step {self.progress.step}")
         self._carry_best_metric(say)
+        self._carry_average(averaged, say)
+
+    def _carry_average(self, saved: bool, say: Callable[[str], None]) -> None:
+        """The resumed average goes on with its update count; train.ema_decay set or unset since, it starts from the
+        trained weights, or ends (the trained weights are validated and saved from here on)."""
+        if self.average is not None:
+            if saved:
+                self.average.updates = self.progress.averaged_updates
+            else:
+                self.average.restart_from_trained()
+                say(f"train.ema_decay {self.average.decay:g}: the average of the weights starts from the "
+                    f"weights of step {self.progress.step}")
+        elif saved and self.ctx.is_main:
+            say("train.ema_decay is 0 now: training goes on from the trained weights and validates and saves them, "
+                "not their average")
 
     def _carry_best_metric(self, say: Callable[[str], None]) -> None:
         """A resumed run's best score and patience count stand for the metric they were kept in: a checkpoint from
@@ -656,6 +682,8 @@ class Trainer:
             self.scheduler.step()
         if self.graphed_update is None:  # a graphed update zeroes its gradient buffers itself, as it begins
             self.optimizer.zero_grad(set_to_none=not self.gradients_in_place)
+        if self.average is not None:
+            self.average.update()
         self.timer.phase(None)
         return StepResult(torch.where(skip, 0.0, loss_sum), sum(b.src_tokens for b in micro_batches),
                           sum(b.tgt_tokens for b in micro_batches), sum(b.sentences for b in micro_batches),
@@ -834,10 +862,15 @@ class Trainer:
         if self.tensorboard:
             self.tensorboard.add(record)
 
+    @property
+    def kept_model(self) -> nn.Module:
+        """The weights a run validates and saves for translation: the trained model's, or their average."""
+        return self.average.model if self.average is not None else self.model
+
     def _weights(self, model: nn.Module | None = None, **extra) -> Weights:
-        """The weights of `model` (the model's own by default) as they are now, copied (a background writer saves
+        """The weights of `model` (`kept_model` by default) as they are now, copied (a background writer saves
         them while training changes them)."""
-        return Weights(model=snapshot((model or self.model).state_dict()), config=to_dict(self.cfg),
+        return Weights(model=snapshot((model or self.kept_model).state_dict()), config=to_dict(self.cfg),
                        model_args=self.model_args, nmt_version=__version__, **extra)
 
     def save_checkpoint(self) -> None:
@@ -848,7 +881,12 @@ class Trainer:
             return
         step, keep = self.progress.step, self.cfg.train.keep_last
         weights = self._weights()
-        state = TrainingState(**weights.__dict__, optimizer=snapshot(self.optimizer.state_dict()),
+        trained = None
+        if self.average is not None:
+            self.progress.averaged_updates = self.average.updates
+            trained = snapshot(self.model.state_dict())
+        state = TrainingState(**weights.__dict__, trained_model=trained,
+                              optimizer=snapshot(self.optimizer.state_dict()),
                               scheduler=snapshot(self.scheduler.state_dict()),
                               scaler=snapshot(self.scaler.state_dict()), rng=rng,
                               progress=dataclasses.asdict(self.progress))
