@@ -381,6 +381,8 @@ _PEER_NAMES = {
     "report_every": "train.log_every", "log_interval": "train.log_every", "save_interval_updates": "train.save_every",
     "tensorboard_logdir": "train.tensorboard (true: the run's tensorboard/ folder)",
     "tensorboard_log_dir": "train.tensorboard (true: the run's tensorboard/ folder)",
+    "average_decay": "train.ema_decay (the decay: 1 minus this setting)",
+    "exponential_smoothing": "train.ema_decay (the decay: 1 minus this setting)",
     "save_checkpoint_steps": "train.save_every", "keep_last_ckpts": "train.keep_last",
     "keep_checkpoint": "train.keep_last", "keep_interval_updates": "train.keep_last",
     "clip_grad_norm": "train.clip_norm", "max_grad_norm": "train.clip_norm",

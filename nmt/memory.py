@@ -57,13 +57,15 @@ def count_parameters(build) -> int:
     return sum({id(p): p.numel() for p in model.parameters()}.values())
 
 
-def training_bytes(parameters: int, cfg: ModelConfig, max_tokens: int, target_vocab: int) -> int:
-    """Parameters with their gradients and AdamW state, plus the least the activations of one batch take: the
-    logits (and their gradient) of every target position, and one hidden vector per token per layer."""
+def training_bytes(parameters: int, cfg: ModelConfig, max_tokens: int, target_vocab: int, averaged: bool = False
+                   ) -> int:
+    """Parameters with their gradients and AdamW state (and their moving average, `averaged`: train.ema_decay),
+    plus the least the activations of one batch take: the logits (and their gradient) of every target position,
+    and one hidden vector per token per layer."""
     width = max(cfg.embed_dim, cfg.hidden_size if cfg.arch != "transformer" else cfg.embed_dim)
     logits = 2 * max_tokens * target_vocab * 4
     hidden = 2 * max_tokens * cfg.num_layers * 2 * width * 4
-    return parameters * BYTES_PER_TRAINED_PARAMETER + logits + hidden
+    return parameters * (BYTES_PER_TRAINED_PARAMETER + (4 if averaged else 0)) + logits + hidden
 
 
 def check_fits(what: str, needed: int, device: torch.device, hint: str) -> None:

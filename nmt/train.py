@@ -226,7 +226,8 @@ class Trainer:
         if context is not None:
             context.join()
         check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
-                   training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1]), self.device,
+                   training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1], bool(cfg.train.ema_decay)),
+                   self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
         self.startup.mark("device_context")
         model = build_model(cfg.model, *vocab)
