@@ -218,6 +218,10 @@ class TrainConfig:
     # the valid split: 1,024 on a GPU (H100: 7,481 sentences/s against 1,294 at 128, the same translations;
     # results/gpu-greedy-batch-sizes-transformer-h100.json), decode.batch_size elsewhere (chosen on a CPU).
     eval_batch_size: int = field(default=0, metadata=_check(ge=0, le=100_000))
+    # Dev BLEU by beam search of this width instead of greedy search (fairseq's --eval-bleu-args '{"beam": N}'):
+    # best.pt and patience then follow the search the run will be translated with, at about N times validation's
+    # decoding time. The run's decode settings (length penalty, max_len) apply; sampling never does.
+    eval_beam_size: int = field(default=1, metadata=_check(ge=1, le=256))
     save_every: int = field(default=1000, metadata=_check(ge=1))
     # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
     keep_last: int = field(default=0, metadata=_check(ge=0, le=100))
@@ -383,6 +387,7 @@ _PEER_NAMES = {
     "report_every": "train.log_every", "log_interval": "train.log_every", "save_interval_updates": "train.save_every",
     "tensorboard_logdir": "train.tensorboard (true: the run's tensorboard/ folder)",
     "tensorboard_log_dir": "train.tensorboard (true: the run's tensorboard/ folder)",
+    "eval_bleu_args": "train.eval_beam_size (the beam of fairseq's JSON)",
     "average_decay": "train.ema_decay (the decay: 1 minus this setting)",
     "exponential_smoothing": "train.ema_decay (the decay: 1 minus this setting)",
     "save_checkpoint_steps": "train.save_every", "keep_last_ckpts": "train.keep_last",

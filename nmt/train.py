@@ -376,8 +376,8 @@ class Trainer:
             # thousands of sentences (a 2M-pair TSV: 23,870, minutes on a CPU).
             self.log(f"validation decodes all {len(self.valid_sources):,} valid source sentences every "
                      f"{self.cfg.train.eval_every:,} updates: train.eval_max_sentences N reads the first N only")
-        # Validation decodes greedily (dev BLEU picks best.pt): a config that samples for back-translation must not
-        # make that choice a matter of chance.
+        # Validation decodes greedily, or by train.eval_beam_size's beam search (dev BLEU picks best.pt): a config
+        # that samples for back-translation must not make that choice a matter of chance.
         validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1,
                                                 batch_size=validation_batch_size(self.cfg, self.device))
         # What validation scores: the model itself, or (train.eval_in_background) a copy that a thread validates
@@ -739,8 +739,9 @@ class Trainer:
     # --- validation, logging, checkpoints -------------------------------------------------------------------------
     @torch.no_grad()
     def validate(self) -> dict:
-        """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding through the Translator, of the
-        translator's model: the model itself, or the copy train.eval_in_background validates on its own thread."""
+        """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding (train.eval_beam_size: beam
+        search) through the Translator, of the translator's model: the model itself (or its average, under
+        train.ema_decay), or the copy train.eval_in_background validates on its own thread."""
         model = self.translator.model
         model.eval()
         # The training thread's trimmer is not to be shared: on a thread of its own, validation trims with the
@@ -759,7 +760,8 @@ class Trainer:
             trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
         nll = float(nll)  # a host read: the loss's seconds end here on a GPU too
         loss_done = time.perf_counter()
-        hypotheses = [t.text for t in self.translator.translate(self.valid_sources, beam_size=1)]
+        hypotheses = [t.text for t in self.translator.translate(self.valid_sources,
+                                                                 beam_size=self.cfg.train.eval_beam_size)]
         decoded = time.perf_counter()
         scores = corpus_scores(hypotheses, self.valid_references, target_lang=self.translator.target_lang)
         # Where a validation's seconds go (on the 2026-11-26 H100 lease, 96 of a 164-s time-to-BLEU run).

@@ -46,6 +46,7 @@ def test_a_setting_in_the_wrong_section_is_named_where_it_lives(overrides, messa
     ("decode:\n  lenpen: 1.0\n", "did you mean decode.length_penalty?"),
     ("train:\n  beam: 5\n", "unknown key train.beam; did you mean decode.beam_size?"),
     ("data:\n  src_lang: de\n", "did you mean data.source_lang?"),
+    ("train:\n  eval_bleu_args: '{\"beam\": 4}'\n", "did you mean train.eval_beam_size (the beam of fairseq's JSON)?"),
     ("train:\n  average_decay: 0.0001\n", "did you mean train.ema_decay (the decay: 1 minus this setting)?"),
     ("train:\n  tensorboard_logdir: tb\n", "did you mean train.tensorboard (true: the run's tensorboard/ folder)?"),
     ("testing:\n  beam_size: 5\n", "unknown key testing; did you mean decode?"),  # JoeyNMT's section

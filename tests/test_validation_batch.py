@@ -1,4 +1,5 @@
-"""train.eval_batch_size: validation's greedy decoding batch, by device unless set (fairseq's --batch-size-valid)."""
+"""train.eval_batch_size: validation's greedy decoding batch, by device unless set (fairseq's --batch-size-valid);
+train.eval_beam_size: validation's search."""
 
 import pytest
 import torch
@@ -41,3 +42,26 @@ def test_validation_decodes_in_batches_of_eval_batch_size_and_translation_keeps_
 def test_a_negative_eval_batch_size_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="eval_batch_size"):
         load_config(write_config(tmp_path, base=TOY_RUN, train={"eval_batch_size": -1}))
+
+
+def test_validation_searches_with_eval_beam_size_and_scores_what_that_search_gives(tmp_path, toy_data_dir,
+                                                                                   toy_transformer_run, monkeypatch):
+    from nmt.metrics import corpus_scores
+
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, model={"num_layers": 2},  # toy_transformer_run's shape
+                                   train={"eval_beam_size": 3, "precision": "fp32"}))
+    trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
+    trainer.setup()
+    trained = Run(toy_transformer_run)
+    trainer.model.load_state_dict(trained.load(trained.checkpoint_path("best"))["model"])  # one that translates
+    beams, search = [], translator_module.search
+
+    def recorded(model, src, decode, *args, **kwargs):
+        beams.append(decode.beam_size)
+        return search(model, src, decode, *args, **kwargs)
+
+    monkeypatch.setattr(translator_module, "search", recorded)
+    scores = trainer.validate()
+    assert set(beams) == {3} and cfg.decode.beam_size == 2  # neither greedy nor the run's own beam
+    beam3 = [t.text for t in trainer.translator.translate(trainer.valid_sources, beam_size=3)]
+    assert scores["bleu"] == corpus_scores(beam3, trainer.valid_references, target_lang="fr")["bleu"] > 0
