@@ -4,8 +4,8 @@ with, while the optimizer goes on training its own (fairseq's `--ema-decay`, Mar
 After each update the average moves toward the trained weights by 1 - d, where d grows with the updates averaged
 so far, n, as TensorFlow's `ExponentialMovingAverage(num_updates=...)` lets it: d = min(decay, (1 + n) / (10 + n)).
 So an average started at step 0 follows the fast early changes closely (d 0.1 at n 0, 0.92 at n 90), and reaches
-its full memory only after ~10 / (1 - decay) updates: a run of a thousand updates averages roughly its last tenth,
-whatever the decay, rather than carrying its first weights into the end.
+its full memory only after ~10 / (1 - decay) updates: a run of a thousand updates averages roughly its last tenth
+at any decay of 0.99 or more, rather than carrying its first weights into the end.
 
 One foreach lerp over every floating-point tensor per update, on the device and without a host sync (the decay is
 a host float of the update count); integer buffers are copied.
