@@ -219,8 +219,9 @@ class TrainConfig:
     # results/gpu-greedy-batch-sizes-transformer-h100.json), decode.batch_size elsewhere (chosen on a CPU).
     eval_batch_size: int = field(default=0, metadata=_check(ge=0, le=100_000))
     # Dev BLEU by beam search of this width instead of greedy search (fairseq's --eval-bleu-args '{"beam": N}'):
-    # best.pt and patience then follow the search the run will be translated with, at about N times validation's
-    # decoding time. The run's decode settings (length penalty, max_len) apply; sampling never does.
+    # best.pt and patience then follow the search the run will be translated with, at beam search's cost (beam 5: a
+    # quarter of greedy's sentences/s on the demo model, results/sampling-demo-valid-cpu-bf16.json). The run's decode
+    # settings (length penalty, length limits) apply; sampling never does.
     eval_beam_size: int = field(default=1, metadata=_check(ge=1, le=256))
     save_every: int = field(default=1000, metadata=_check(ge=1))
     # Also keep the weights of the last N saves as checkpoints/step-<step>.pt, for `nmt average`; 0 keeps none.
