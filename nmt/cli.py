@@ -501,10 +501,9 @@ def evaluate(run: Optional[Path] = RunOption,
     if ref and src is None:  # argument checks first: importing the engines (torch) takes ~2 s
         raise NMTError("--ref needs --src (the source sentences the references translate)")
     _check_one_stdin(src, *(ref or []), constraints)
-    if constraints is not None:
-        if compare:
-            raise NMTError("--constraints holds one test set's phrases for one model: evaluate each run with it "
-                           "instead of --compare")
+    if constraints is not None and compare:
+        raise NMTError("--constraints holds one test set's phrases for one model: evaluate each run with it "
+                       "instead of --compare")
     if split is not None and src is not None:  # else the split was dropped without a word
         raise NMTError(f"--split {split} names a split of the run's data and --src a file of your own: give one")
     split = split or "test"

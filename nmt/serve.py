@@ -8,8 +8,7 @@
 
 What keeps it standing when a client misbehaves:
 - every request is priced before it is queued ((source + prefix + constraint pieces) × beam, or × draws when it
-  samples) and
-  refused with 413 past `max_request_cost`;
+  samples) and refused with 413 past `max_request_cost`;
 - a `Scheduler` cuts requests into chunks of at most `max_chunk_cost` and fills each decoding batch round-robin
   over the waiting requests, so a small request waits for at most one chunk of a big one, never for all of it;
 - a chunk that fails is retried alone, so one bad sentence fails its own request only (and, being text the

@@ -83,7 +83,7 @@ class Progress:
     # train.eval_in_background: this step's validation was handed over, its outcome not yet taken (a checkpoint
     # saved then is validated again when resumed: nmt.background_validation)
     validation_pending: bool = False
-    averaged_updates: int = 0  # train.ema_decay: the updates its average has taken in (it sets the decay)
+    averaged_since: int = 0  # train.ema_decay: the step its average started from (the updates since set the decay)
 
     @property
     def validated(self) -> bool:
@@ -466,10 +466,9 @@ class Trainer:
         """The resumed average goes on with its update count; train.ema_decay set or unset since, it starts from the
         trained weights, or ends (the trained weights are validated and saved from here on)."""
         if self.average is not None:
-            if saved:
-                self.average.updates = self.progress.averaged_updates
-            else:
+            if not saved:
                 self.average.restart_from_trained()
+                self.progress.averaged_since = self.progress.step
                 say(f"train.ema_decay {self.average.decay:g}: the average of the weights starts from the "
                     f"weights of step {self.progress.step}")
         elif saved and self.ctx.is_main:
@@ -683,8 +682,8 @@ class Trainer:
             self.scheduler.step()
         if self.graphed_update is None:  # a graphed update zeroes its gradient buffers itself, as it begins
             self.optimizer.zero_grad(set_to_none=not self.gradients_in_place)
-        if self.average is not None:
-            self.average.update()
+        if self.average is not None:  # before the step counter moves: the updates it has taken in so far
+            self.average.update(self.progress.step - self.progress.averaged_since)
         self.timer.phase(None)
         return StepResult(torch.where(skip, 0.0, loss_sum), sum(b.src_tokens for b in micro_batches),
                           sum(b.tgt_tokens for b in micro_batches), sum(b.sentences for b in micro_batches),
@@ -884,10 +883,7 @@ class Trainer:
             return
         step, keep = self.progress.step, self.cfg.train.keep_last
         weights = self._weights()
-        trained = None
-        if self.average is not None:
-            self.progress.averaged_updates = self.average.updates
-            trained = snapshot(self.model.state_dict())
+        trained = snapshot(self.model.state_dict()) if self.average is not None else None
         state = TrainingState(**weights.__dict__, trained_model=trained,
                               optimizer=snapshot(self.optimizer.state_dict()),
                               scheduler=snapshot(self.scheduler.state_dict()),

@@ -30,7 +30,7 @@ class WeightAverage:
     def __init__(self, trained: nn.Module, decay: float):
         if not 0.0 < decay < 1.0:
             raise ValueError(f"decay must lie in (0, 1), got {decay}")
-        self.trained, self.decay, self.updates = trained, decay, 0
+        self.trained, self.decay = trained, decay
         self.model = copy.deepcopy(trained).eval().requires_grad_(False)  # draws no random numbers
         self._pair_tensors()
 
@@ -44,13 +44,13 @@ class WeightAverage:
         self._copied = [(mine.data, theirs.data) for mine, theirs in pairs if not mine.is_floating_point()]
 
     @torch.no_grad()
-    def update(self) -> None:
-        """Move the average toward the trained weights as they are after this update."""
-        weight = 1.0 - decay_after(self.updates, self.decay)
+    def update(self, updates: int) -> None:
+        """Move the average toward the trained weights as they are after this update, the average having taken in
+        `updates` before it."""
+        weight = 1.0 - decay_after(updates, self.decay)
         torch._foreach_lerp_(self._averaged, self._trained, weight)
         for mine, theirs in self._copied:
             mine.copy_(theirs)
-        self.updates += 1
 
     @torch.no_grad()
     def restart_from_trained(self) -> None:
@@ -59,4 +59,3 @@ class WeightAverage:
             mine.copy_(theirs)
         for mine, theirs in self._copied:
             mine.copy_(theirs)
-        self.updates = 0
