@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 import typer
 
@@ -26,7 +27,31 @@ DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="
 ConfigHelp = "YAML config, e.g. configs/transformer.yaml, or a shipped one by name (transformer, demo, ...)."
 ConfigPath = typer.Option(None, "--config", "-c", help=ConfigHelp)
 Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
-LengthPenalty = typer.Option(None, "--length-penalty", min=0.0, max=10.0,
+
+
+def float_between(low: float, high: float) -> Callable[[str], float]:
+    """A float option's parser for [low, high]. Typer's own range check calls NaN "above the maximum" (every
+    comparison with NaN is false) and inf merely out of range; these say what the value is."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number, got {text!r}")
+        if not low <= value <= high:
+            raise typer.BadParameter(f"must be between {low:g} and {high:g}, got {text}")
+        return value
+    return parse
+
+
+def float_option(flag: str, low: float, high: float, help: str):
+    """An optional float option in [low, high], its range shown in the help as typer shows its own."""
+    return typer.Option(None, flag, parser=float_between(low, high), metavar=f"FLOAT [{low:g}<=x<={high:g}]",
+                        help=help)
+
+
+LengthPenalty = float_option("--length-penalty", 0.0, 10.0,
                              help="Length normalization alpha of beam search (the run's decode.length_normalization "
                                   "rule: |Y|^alpha by default); default: the run's config.")
 NoRepeat = typer.Option(None, "--no-repeat-ngram", min=0, max=64,
@@ -194,12 +219,12 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               sample_topk: Optional[int] = typer.Option(None, "--sample-topk", min=0, max=1_000_000,
                                                         help="Sample instead of search (back-translation): each piece "
                                                              "among the K most probable (0: all; 1: no sampling)."),
-              sample_topp: Optional[float] = typer.Option(None, "--sample-topp", min=0.0, max=1.0,
-                                                          help="Sample from the smallest set of pieces whose "
-                                                               "probability reaches P (implies sampling)."),
-              temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, max=100.0,
-                                                          help="Divide the logits by T before sampling (implies "
-                                                               "sampling)."),
+              sample_topp: Optional[float] = float_option("--sample-topp", 0.0, 1.0,
+                                                          "Sample from the smallest set of pieces whose "
+                                                          "probability reaches P (implies sampling)."),
+              temperature: Optional[float] = float_option("--temperature", 0.0, 100.0,
+                                                          "Divide the logits by T before sampling (implies "
+                                                          "sampling)."),
               seed: Optional[int] = typer.Option(None, "--seed", min=0,
                                                  help="Seed of the sampler (default: the run's decode.sampling_seed, "
                                                       "0).")) -> None:

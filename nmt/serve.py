@@ -387,11 +387,12 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         # Per sentence, target-language phrases its translation must hold, in any order ([]: none; beam search).
         constraints: list[list[str]] | None = Field(default=None, max_length=limits.max_sentences)
         # This request's decode settings beside the beam (null: the server's), named as `nmt translate`'s options.
-        length_penalty: float | None = Field(default=None, ge=0.0, le=10.0)
+        # JSON's reader takes NaN and Infinity: refused as what they are, not as "above the maximum".
+        length_penalty: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
         no_repeat_ngram: int | None = Field(default=None, ge=0, le=64)
         sample_topk: int | None = Field(default=None, ge=0, le=1_000_000)
-        sample_topp: float | None = Field(default=None, gt=0.0, le=1.0)
-        temperature: float | None = Field(default=None, gt=0.0, le=100.0)
+        sample_topp: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+        temperature: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
         seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
 
     layers, heads = engine.attention_layers_heads

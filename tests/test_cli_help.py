@@ -70,3 +70,26 @@ def test_run_dir_names_the_run_for_translate(tmp_path):
     by_run, by_run_dir = (nmt("translate", flag, run, "hi") for flag in ("--run", "--run-dir"))
     assert by_run_dir.returncode == by_run.returncode != 0 and by_run_dir.stderr == by_run.stderr
     assert f"{run} is not a run directory" in by_run_dir.stderr
+
+
+@pytest.mark.parametrize("option,value,said", [
+    ("--length-penalty", "nan", "must be a finite number, got 'nan'"),  # typer's range check: "<= 10"
+    ("--length-penalty", "-inf", "must be a finite number, got '-inf'"),
+    ("--temperature", "inf", "must be a finite number, got 'inf'"),
+    ("--sample-topp", "1.5", "must be between 0 and 1, got 1.5"),
+    ("--length-penalty", "11", "must be between 0 and 10, got 11"),
+    ("--temperature", "warm", "'warm' is not a number"),
+])
+def test_a_float_option_names_what_is_wrong_with_it(option, value, said, tmp_path):
+    result = CliRunner().invoke(app, ["translate", "--run", str(tmp_path), option, value, "hi"], terminal_width=200)
+    assert result.exit_code == 2
+    assert said in " ".join(result.output.replace("│", " ").split()), result.output
+
+
+def test_a_float_option_takes_its_bounds_and_shows_them():
+    from nmt.cli import float_between
+
+    parse = float_between(0.0, 10.0)
+    assert (parse("0"), parse("10"), parse("2.5e0")) == (0.0, 10.0, 2.5)
+    help_text = CliRunner().invoke(app, ["translate", "--help"], terminal_width=200).output
+    assert "FLOAT [0<=x<=10]" in help_text and "FLOAT [0<=x<=1]" in help_text

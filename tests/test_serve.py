@@ -185,6 +185,16 @@ def test_bad_requests_are_4xx_with_a_reason(client, payload, status, fragment):
     assert fragment in response.text
 
 
+@pytest.mark.parametrize("field", ["length_penalty", "sample_topp", "temperature"])
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_float_that_is_not_finite_is_named_so(client, field, value):
+    # Python's JSON reader takes these literals; a range check alone called NaN "above the maximum".
+    body = f'{{"sentences": ["hi"], "{field}": {value}}}'.encode()
+    response = client.post("/translate", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert "finite number" in response.text, response.text
+
+
 def test_not_json_is_a_4xx(client):
     response = client.post("/translate", content=b"\xff\xfe not json", headers={"Content-Type": "application/json"})
     assert 400 <= response.status_code < 500
