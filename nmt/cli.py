@@ -47,7 +47,7 @@ def float_between(low: float, high: float) -> Callable[[str], float]:
 
 def float_option(flag: str, low: float, high: float, help: str):
     """An optional float option in [low, high], its range shown in the help as typer shows its own."""
-    return typer.Option(None, flag, parser=float_between(low, high), metavar=f"FLOAT [{low:g}<=x<={high:g}]",
+    return typer.Option(None, flag, parser=float_between(low, high), metavar=f"<float range> [{low:g}<=x<={high:g}]",
                         help=help)
 
 

@@ -92,4 +92,4 @@ def test_a_float_option_takes_its_bounds_and_shows_them():
     parse = float_between(0.0, 10.0)
     assert (parse("0"), parse("10"), parse("2.5e0")) == (0.0, 10.0, 2.5)
     help_text = CliRunner().invoke(app, ["translate", "--help"], terminal_width=200).output
-    assert "FLOAT [0<=x<=10]" in help_text and "FLOAT [0<=x<=1]" in help_text
+    assert "<float range> [0<=x<=10]" in help_text and "<float range> [0<=x<=1]" in help_text
