@@ -6,7 +6,8 @@ the old files go, every train and valid record the log holds is written again, a
 they are made. A resumed run then shows what its metrics.jsonl holds (trimmed to the checkpoint it resumed from),
 never the steps of a session killed after its last checkpoint twice over, and turning the option on mid-run shows
 the run from its first step. Every number of a record is a scalar named `<type>/<key>` (train/loss, train/lr,
-train/tokens_per_s, train/mfu, valid/dev_bleu, valid/dev_loss, ...) at the record's step.
+train/tokens_per_s, train/mfu, valid/dev_bleu, valid/dev_loss, ...) at the record's step, and at the time the record
+was made (its `wall_time`), so that TensorBoard's wall and relative axes show a rewritten session as it ran.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Iterable
 from nmt.errors import NMTError
 
 MIRRORED_TYPES = ("train", "valid")  # start and checkpoint records hold seconds of set-up and waiting, not curves
+WALL_TIME_KEY = "wall_time"  # a record's Unix time: the event's wall time (an axis, not a curve)
 _EVENT_FILE_PREFIX = "events.out.tfevents."
 _FLUSH_SECONDS = 10  # a TensorBoard watching the run sees a window at most this late
 
@@ -34,7 +36,8 @@ def scalars(record: dict) -> list[tuple[str, float]]:
     if record.get("type") not in MIRRORED_TYPES:
         return []
     return [(f"{record['type']}/{key}", float(value)) for key, value in record.items()
-            if key not in ("type", "step") and isinstance(value, (int, float)) and not isinstance(value, bool)]
+            if key not in ("type", "step", WALL_TIME_KEY) and isinstance(value, (int, float))
+            and not isinstance(value, bool)]
 
 
 class TensorBoardLog:
@@ -55,8 +58,11 @@ class TensorBoardLog:
         self.writer.flush()
 
     def add(self, record: dict) -> None:
+        """A record's scalars at its step and at the time it was made (now for a log older than the key)."""
+        made = record.get(WALL_TIME_KEY)
         for tag, value in scalars(record):
-            self.writer.add_scalar(tag, value, global_step=record["step"])
+            self.writer.add_scalar(tag, value, global_step=record["step"],
+                                   walltime=made if isinstance(made, (int, float)) else None)
 
     def close(self) -> None:
         self.writer.close()  # flushes what is buffered

@@ -52,7 +52,8 @@ from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.memory import check_fits, count_parameters, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
-from nmt.tensorboard_log import TensorBoardLog, check_available as check_tensorboard_available
+from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
+                                 check_available as check_tensorboard_available)
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
 from nmt.translator import Translator
 from nmt.weight_average import WeightAverage
@@ -859,7 +860,11 @@ class Trainer:
                          "mfu": round(figures["mfu"], 5)})
 
     def record(self, record: dict) -> None:
-        """A metrics record: to metrics.jsonl, and as TensorBoard scalars under train.tensorboard."""
+        """A metrics record: to metrics.jsonl, and as TensorBoard scalars under train.tensorboard. Train and valid
+        records carry the Unix time they were made (TensorBoard's wall time, kept when a later session rewrites the
+        event files from this log)."""
+        if record["type"] in MIRRORED_TYPES:
+            record = {**record, WALL_TIME_KEY: round(time.time(), 3)}
         self.run.metrics.append(record)
         if self.tensorboard:
             self.tensorboard.add(record)

@@ -1,6 +1,7 @@
 """train.tensorboard: the metrics as TensorBoard scalars, rewritten from metrics.jsonl at every session's start."""
 
 import importlib.util
+import time
 
 import pytest
 import torch
@@ -76,6 +77,34 @@ def test_a_resume_rewrites_the_events_from_the_trimmed_metrics(tmp_path, toy_dat
     assert not stale.exists() and len(list(run.tensorboard_path.iterdir())) == 1
     assert [step for step, _ in event_scalars(run.tensorboard_path)["train/loss"]] == list(range(1, 11))
     assert_mirrors_the_metrics(run)
+
+
+def event_wall_times(directory, tag: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(directory), size_guidance={"scalars": 0})
+    events.Reload()
+    return [(e.step, e.wall_time) for e in events.Scalars(tag)]
+
+
+def test_replayed_records_keep_the_time_they_were_made(tmp_path, toy_data_dir):
+    """TensorBoard's wall and relative axes: a record rewritten at a later session's start is shown at the time
+    metrics.jsonl says it was made, not at the rewrite (which put a whole first session at one instant)."""
+    run = Run(tmp_path / "run")
+    train(toy_config(tmp_path, max_steps=6), run.directory, toy_data_dir, log=lambda *_: None)
+    first = [r for r in run.metrics.records() if r["type"] == "train"]
+    assert [r["step"] for r in first] == [1, 2, 3, 4, 5, 6] and all(isinstance(r["wall_time"], float) for r in first)
+    assert [r["wall_time"] for r in first] == sorted(r["wall_time"] for r in first)
+    time.sleep(1.5)
+    resumed_at = time.time()
+    train(toy_config(tmp_path, max_steps=10, tensorboard=True), run.directory, toy_data_dir, log=lambda *_: None)
+    shown = dict(event_wall_times(run.tensorboard_path, "train/loss"))
+    assert sorted(shown) == list(range(1, 11))
+    for record in first:
+        assert shown[record["step"]] == pytest.approx(record["wall_time"], abs=1e-3), record["step"]
+        assert shown[record["step"]] < resumed_at
+    assert all(resumed_at <= shown[step] <= time.time() for step in range(7, 11))
+    assert "train/wall_time" not in event_scalars(run.tensorboard_path)  # an axis, not a curve
 
 
 def test_a_missing_package_is_refused_before_the_corpus_is_prepared(tmp_path, monkeypatch):
