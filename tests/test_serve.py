@@ -1,5 +1,6 @@
 """`nmt serve`: the API through FastAPI's test client, and the page in a real headless Chromium."""
 
+import contextlib
 import dataclasses
 import shutil
 import socket
@@ -226,32 +227,37 @@ def _chromium() -> tuple[str, str] | None:
     return (browser, driver) if browser and driver else None
 
 
-@pytest.fixture
-def live_server(translator):
+@contextlib.contextmanager
+def serving(engine):
+    """The app on a free local port (uvicorn on a thread): its URL."""
     import uvicorn
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(translator), host="127.0.0.1", port=port, log_level="error"))
+    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 30
     while not server.started and time.time() < deadline:
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(_chromium() is None, reason="no chromium + chromedriver (apt-get install chromium chromium-driver)")
-def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translator):
-    pytest.importorskip("selenium", reason="selenium not installed")
+@pytest.fixture
+def live_server(translator):
+    with serving(translator) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def headless_chromium():
     from selenium.webdriver import Chrome, ChromeOptions
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     browser, driver_path = _chromium()
     options = ChromeOptions()
@@ -260,6 +266,19 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
         options.add_argument(flag)
     driver = Chrome(service=Service(driver_path), options=options)
     try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no chromium + chromedriver (apt-get install chromium chromium-driver)")
+def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translator):
+    pytest.importorskip("selenium", reason="selenium not installed")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with headless_chromium() as driver:
         driver.get(live_server + "/")
         WebDriverWait(driver, 20).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#layer option")) == 2)
         box = driver.find_element(By.ID, "source")
@@ -309,9 +328,40 @@ def test_page_translates_and_draws_the_heatmap_in_chromium(live_server, translat
         WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "status").text.startswith("only the start"))
         ARTIFACTS.mkdir(exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "serve-page.png"))
-    finally:
-        driver.quit()
+        assert driver.find_element(By.ID, "heatmap-hint").is_displayed()
     assert (ARTIFACTS / "serve-page.png").stat().st_size > 5000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no chromium + chromedriver (apt-get install chromium chromium-driver)")
+def test_the_page_of_a_ctranslate2_server_offers_only_what_it_can_do(translator, tmp_path):
+    """CTranslate2 has no constrained search and returns no attention here: no box for constraints, no heatmap and
+    no caption for one, no layer or head to pick; the translation is the export's own."""
+    pytest.importorskip("selenium", reason="selenium not installed")
+    pytest.importorskip("ctranslate2", reason="CTranslate2 not installed (pip install 'nmt[export]')")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from nmt.ct2_engine import CTranslate2Engine
+    from nmt.export import export_ctranslate2
+
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    engine = CTranslate2Engine(tmp_path / "ct2")
+    expected = engine.translate(["I have two cats."])[0].text
+    with serving(engine) as url, headless_chromium() as driver:
+        driver.get(url + "/")
+        WebDriverWait(driver, 20).until(lambda d: "→" in d.find_element(By.ID, "title").text)  # /health was read
+        hidden = [name for name in ("constraints", "heatmap", "heatmap-hint", "layer", "head")
+                  if not driver.find_element(By.ID, name).is_displayed()]
+        assert hidden == ["constraints", "heatmap", "heatmap-hint", "layer", "head"]
+        assert driver.find_element(By.ID, "prefix").is_displayed()  # a prefix it can continue
+        box = driver.find_element(By.ID, "source")
+        box.clear()
+        box.send_keys("I have two cats.")
+        driver.find_element(By.ID, "translate").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "output").text.strip() != "")
+        assert driver.find_element(By.ID, "output").text == expected
+        assert driver.find_element(By.ID, "error").text == ""
 
 
 def test_a_request_brings_decode_settings_of_its_own(client, translator):
