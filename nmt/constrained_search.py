@@ -17,7 +17,9 @@ Korean any piece may follow). Without that rule the demo model met 3% of its wor
 `entrés`) on its valid split. Every phrase not yet met is followed at once, each by its own longest start that the
 hypothesis ends with (Knuth-Morris-Pratt): a phrase that overlaps itself (`a a b` in `a a a b`) or phrases that
 start alike (`New York`, `New Jersey`) are met wherever they stand, as fairseq's trie of partial matches finds them.
-Tracking one phrase at a time, as this search first did, missed both.
+Tracking one phrase at a time, as this search first did, missed both. A phrase given twice must stand twice, as
+fairseq's and Sockeye's constraints count (one occurrence met every copy until 2026-11-29); occurrences that overlap
+count once.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ConstraintBatch:
     pieces: torch.Tensor
     lengths: torch.Tensor
     borders: torch.Tensor  # (B, C, L): each phrase's `borders_of`
+    twins: torch.Tensor  # (B, C, C): [c', c] True where phrase c' < c is the same phrase (given again)
     continues_word: torch.Tensor | None = None
 
     @classmethod
@@ -61,7 +64,9 @@ class ConstraintBatch:
                 pieces[i, c, :len(ids)] = torch.tensor(ids)
                 lengths[i, c] = len(ids)
                 borders[i, c] = torch.tensor(borders_of(ids, pieces.shape[2]))
-        return cls(pieces.to(device), lengths.to(device), borders.to(device),
+        same = pieces.unsqueeze(2).eq(pieces.unsqueeze(1)).all(-1) & lengths.unsqueeze(2).eq(lengths.unsqueeze(1))
+        twins = same & lengths.gt(0).unsqueeze(2) & torch.ones(same.shape[1:], dtype=torch.bool).triu(1)
+        return cls(pieces.to(device), lengths.to(device), borders.to(device), twins.to(device),
                    None if continues_word is None else continues_word.to(device))
 
     @property
@@ -120,11 +125,13 @@ class Progress:
         return following.masked_fill(_bits(self.met, lengths.shape[1]) | lengths.eq(0), -1)
 
     def advance(self, token: torch.Tensor, pieces: torch.Tensor, lengths: torch.Tensor, borders: torch.Tensor,
-                continues_word: torch.Tensor | None = None) -> "Progress":
-        """After each row takes `token` (R,); `pieces` (R, C, L), `lengths` (R, C) and `borders` (R, C, L) are the
-        rows' sentences'; `continues_word` (V,) the pieces that take back a phrase they follow (None: none does).
-        Every phrase not yet met follows the hypothesis as Knuth-Morris-Pratt matching does: its start in place
-        grows by the piece, or falls back to the longest start that the hypothesis still ends with."""
+                continues_word: torch.Tensor | None = None, twins: torch.Tensor | None = None) -> "Progress":
+        """After each row takes `token` (R,); `pieces` (R, C, L), `lengths` (R, C), `borders` (R, C, L) and `twins`
+        (R, C, C; None: no phrase given twice) are the rows' sentences'; `continues_word` (V,) the pieces that take
+        back a phrase they follow (None: none does). Every phrase not yet met follows the hypothesis as
+        Knuth-Morris-Pratt matching does: its start in place grows by the piece, or falls back to the longest start
+        that the hypothesis still ends with. A phrase given n times must stand n times, as fairseq's and Sockeye's
+        constraints count: an occurrence meets the first of its open twins, and the others start again after it."""
         met = self.met
         if continues_word is not None:  # glued onto a phrase just made whole: a longer word, not the phrase
             met = torch.where(continues_word[token], met & ~self.just_met, met)
@@ -138,7 +145,8 @@ class Progress:
             at = torch.where(settled, at, borders.gather(2, at.clamp(max=last).unsqueeze(2)).squeeze(2))
         open_ = ~_bits(met, lengths.shape[1]) & lengths.gt(0)
         whole = open_ & matched.eq(lengths)
-        just_met = (whole.long() * _weights(lengths.shape[1], lengths.device)).sum(1)
+        counted = whole if twins is None else whole & ~(twins & whole.unsqueeze(2)).any(1)  # no earlier twin whole
+        just_met = (counted.long() * _weights(lengths.shape[1], lengths.device)).sum(1)
         return Progress(met | just_met, matched.masked_fill(~open_ | whole, 0), just_met)
 
 
@@ -174,6 +182,7 @@ class ConstraintTracker:
     def __init__(self, constraints: ConstraintBatch, beam_size: int):
         self.pieces, self.lengths, self.k = constraints.pieces, constraints.lengths, beam_size
         self.borders, self.continues_word = constraints.borders, constraints.continues_word
+        self.twins = constraints.twins if constraints.twins.any() else None  # most requests repeat no phrase
         self.bank_count = int(constraints.total_pieces.max()) + 1
         # Per beam row, its sentence in `constraints` (the batch's numbering: rows leave as sentences finish).
         self.row_sentence = torch.arange(len(self.lengths), device=self.lengths.device).repeat_interleave(beam_size)
@@ -226,7 +235,7 @@ class ConstraintTracker:
         sentence = self.candidate_sentence.reshape(-1)
         self.candidate_progress = self.progress.select(rows.reshape(-1)).advance(
             token.reshape(-1), self.pieces[sentence], self.lengths[sentence], self.borders[sentence],
-            self.continues_word)
+            self.continues_word, None if self.twins is None else self.twins[sentence])
         return alive, token, rows
 
     def choose(self, alive: torch.Tensor, running: torch.Tensor) -> torch.Tensor:

@@ -190,12 +190,19 @@ def with_constraints(test_set: EvaluationSet, path: Path) -> EvaluationSet:
 
 def phrases_held(hypotheses: list[str], constraints: list[list[str]], target_lang: str) -> dict:
     """How many of the phrases the translations hold, each as words of its own (not inside a longer word; in a
-    language written without spaces, anywhere): WMT's terminology task's exact-match term use."""
+    language written without spaces, anywhere): WMT's terminology task's exact-match term use. A phrase given n
+    times for a sentence is held as many times as it stands there, up to n (the search asks for n)."""
     unspaced = base_language(target_lang) in UNSPACED
-    asked = [(h, p) for h, phrases in zip(hypotheses, constraints) for p in phrases]
-    held = sum(p in h if unspaced else re.search(rf"(?<!\w){re.escape(p)}(?!\w)", h) is not None for h, p in asked)
-    return {"sentences": sum(map(bool, constraints)), "phrases": len(asked), "held": held,
-            "held_share": round(held / len(asked), 4) if asked else None}
+
+    def standing(phrase: str, hypothesis: str) -> int:
+        return (hypothesis.count(phrase) if unspaced
+                else len(re.findall(rf"(?<!\w){re.escape(phrase)}(?!\w)", hypothesis)))
+
+    asked = sum(map(len, constraints))
+    held = sum(min(phrases.count(p), standing(p, h)) for h, phrases in zip(hypotheses, constraints)
+               for p in set(phrases))
+    return {"sentences": sum(map(bool, constraints)), "phrases": asked, "held": held,
+            "held_share": round(held / asked, 4) if asked else None}
 
 
 def refuse_swapped_files(test_set: EvaluationSet, source_lang: str, target_lang: str) -> None:

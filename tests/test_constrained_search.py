@@ -21,7 +21,8 @@ def progress_after(tokens, phrases):
     batch = constraints(phrases)
     progress = Progress.start(batch.lengths)
     for token in tokens:
-        progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, batch.borders)
+        progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, batch.borders,
+                                    twins=batch.twins)
     return progress, batch
 
 
@@ -52,6 +53,22 @@ def test_progress_follows_the_pieces_taken(tokens, met, matched, pieces_met):
 def test_every_phrase_is_followed_at_once_and_from_every_start(phrases, tokens, met):
     """Each phrase keeps its own longest start in place (Knuth-Morris-Pratt): one at a time, as fairseq's trie is not
     and this search was at first, missed `5 5 6` in `5 5 5 6`, and `5 8` in `5 8` beside a phrase `5 6`."""
+    progress, _ = progress_after(tokens, phrases)
+    assert progress.met.item() == met
+
+
+@pytest.mark.parametrize("phrases,tokens,met", [
+    ([[5, 6], [5, 6]], [5, 6], 0b01),  # given twice, met once: the first of the two
+    ([[5, 6], [5, 6]], [5, 6, 9, 5, 6], 0b11),
+    ([[5, 6], [5, 6]], [5, 6, 5, 6], 0b11),  # back to back
+    ([[5, 5], [5, 5]], [5, 5, 5], 0b01),  # occurrences that overlap count once, as fairseq's and Sockeye's
+    ([[5, 5], [5, 5]], [5, 5, 5, 5], 0b11),
+    ([[7], [8], [7], [7]], [7, 8, 7], 0b0111),
+    ([[5, 6], [6]], [5, 6], 0b11),  # a phrase inside another (not the same): one occurrence meets both
+])
+def test_a_phrase_given_twice_must_be_met_twice(phrases, tokens, met):
+    """As fairseq's --constraints and Sockeye's count a repeated constraint: before, one `chat` met `chat` given
+    sixteen times."""
     progress, _ = progress_after(tokens, phrases)
     assert progress.met.item() == met
 
@@ -158,6 +175,30 @@ def test_every_hypothesis_of_every_sentence_holds_its_phrases(arch):
             assert all(holds(tokens, phrase) for phrase in sentence), (tokens, sentence)
             assert all(t < VOCAB for t in tokens)
     assert not all(holds(plain.tokens[0], p) for p in phrases[0])  # the phrases changed what was found
+
+
+def occurrences(tokens, phrase) -> int:
+    """Non-overlapping occurrences, counted from the left."""
+    count, i = 0, 0
+    while i <= len(tokens) - len(phrase):
+        if tokens[i:i + len(phrase)] == phrase:
+            count, i = count + 1, i + len(phrase)
+        else:
+            i += 1
+    return count
+
+
+def test_every_hypothesis_holds_a_repeated_phrase_as_often_as_it_is_given():
+    torch.manual_seed(0)
+    model = make_model("transformer").eval()
+    phrases = [[[11, 12], [11, 12]], [[20], [20], [20]], [[30]], [[15], [16], [15]]]
+    found = beam_search(model, random_sources(), beam_size=4, norm=LengthNormalization(1.0, "fairseq", True),
+                        max_len_a=1.0, max_len_b=3, n_best=2, constraints=constraints(*phrases))
+    for sentence, ranked in zip(phrases, found.ranked()):
+        assert len(ranked) == 2
+        for tokens, _ in ranked:
+            for phrase in sentence:
+                assert occurrences(tokens, phrase) >= sentence.count(phrase), (tokens, sentence)
 
 
 @pytest.mark.parametrize("arch", ["transformer", "luong"])

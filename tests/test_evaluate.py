@@ -99,6 +99,17 @@ def test_length_buckets_count_characters_for_an_unspaced_source():
     assert ev.length_unit("zh-Hant") == "characters" and ev.length_unit("de") == "words"
 
 
+def test_phrases_held_count_words_of_their_own_and_a_repeated_phrase_as_often_as_it_stands():
+    hypotheses = ["Le chat voit le chat.", "Les chatons dorment.", "猫が猫を見る", ""]
+    constraints = [["chat", "chat", "voit"], ["chat"], [], []]
+    assert ev.phrases_held(hypotheses[:2], constraints[:2], "fr") == {
+        "sentences": 2, "phrases": 4, "held": 3, "held_share": 0.75}  # not inside `chatons`
+    once = ev.phrases_held(["Le chat dort."], [["chat", "chat"]], "fr")
+    assert (once["held"], once["phrases"]) == (1, 2)  # asked twice, held once
+    assert ev.phrases_held(hypotheses[2:3], [["猫", "猫", "犬"]], "ja")["held"] == 2  # unspaced: anywhere
+    assert ev.phrases_held(hypotheses[3:], [[]], "fr")["held_share"] is None
+
+
 def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
     """As on stdin and in corpora: a U+2028, U+0085 or lone CR inside a sentence does not end it (splitlines would
     shift every reference after it), CRLF endings and a Windows editor's BOM are not part of the text."""
