@@ -100,6 +100,22 @@ def test_a_piece_that_glues_onto_a_phrase_just_met_takes_it_back():
     assert after([5, 6, 9], None) == 0b01
 
 
+def test_a_glued_occurrence_of_a_repeated_phrase_counts_for_neither_copy():
+    batch = constraints([[7], [7]])
+    continues_word = torch.zeros(VOCAB, dtype=torch.bool)
+    continues_word[9] = True
+
+    def after(tokens):
+        progress = Progress.start(batch.lengths)
+        for token in tokens:
+            progress = progress.advance(torch.tensor([token]), batch.pieces, batch.lengths, batch.borders,
+                                        continues_word, batch.twins)
+        return progress.met.item()
+
+    assert after([7, 9]) == 0b00 and after([7, 9, 7]) == 0b01 and after([7, 9, 7, 7]) == 0b11
+    assert after([7, 7, 9]) == 0b01  # the second occurrence glued: the first still stands
+
+
 def test_word_continuations_are_pieces_without_the_word_marker_that_start_with_a_letter():
     from nmt.constrained_search import word_continuations
 
