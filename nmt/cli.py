@@ -208,7 +208,8 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                    "(target language) and let the model continue it."),
               constraint: Optional[List[str]] = typer.Option(None, "--constraint",
                                                              help="A phrase (target language) every translation must "
-                                                                  "hold; repeatable, met in any order (beam search)."),
+                                                                  "hold; repeatable (given twice: held twice), met in "
+                                                                  "any order (beam search)."),
               tab_constraints: bool = typer.Option(False, "--tab-constraints",
                                                    help="Each input is source<TAB>phrase<TAB>...: that sentence's "
                                                         "constraints (fairseq-interactive's --constraints)."),
