@@ -828,12 +828,18 @@ def _local_configs(path: Path) -> list[Path]:
 
 
 def _shipped_config(path: Path) -> Path | None:
-    """The shipped config a bare name (`demo`) stands for, else None: a path (with a folder or a suffix) is a file,
-    and a file of that name here other than the shipped one makes the name ambiguous (the error suggests it)."""
-    shipped = shipped_configs().get(path.name) if not path.suffix and len(path.parts) == 1 else None
-    if shipped is None or any(not local.samefile(shipped) for local in _local_configs(path)):
-        return None
-    return shipped
+    """The shipped config a bare name (`demo`) stands for, else None: a path (with a folder or a suffix) is a file."""
+    return shipped_configs().get(path.name) if not path.suffix and len(path.parts) == 1 else None
+
+
+def _refuse_ambiguous_name(path: Path) -> None:
+    """A bare name (`demo`) that is a shipped config and also, with its suffix, another file here (`demo.yaml`,
+    `configs/demo.yaml` in a copy of the checkout's folder): the user may mean either, so neither is guessed."""
+    shipped = _shipped_config(path)
+    local = [candidate for candidate in _local_configs(path) if shipped and not candidate.samefile(shipped)]
+    if local:
+        raise ConfigError(f"--config {path} may mean {local[0]} here or the shipped config {path} ({shipped}): "
+                          f"name the file, --config {local[0]} or --config {shipped}")
 
 
 def _config_suggestion(path: Path) -> str:
@@ -855,6 +861,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None, war
     if path is not None:
         path = Path(path)
         if not path.exists():
+            _refuse_ambiguous_name(path)
             path = _shipped_config(path) or path
         # Not `is_file()`: a pipe (`--config <(...)`) or /dev/stdin is a config too; read_yaml reports the rest.
         if not path.exists():

@@ -263,9 +263,10 @@ def test_a_config_named_without_its_folder_or_suffix_is_suggested(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "demo.yaml").write_text("model: {arch: transformer}\n")
-    for typed in ("demo", "configs/demo"):
-        with pytest.raises(ConfigError, match=r"^config file not found: .*demo \(did you mean configs/demo.yaml\?\)$"):
-            load_config(typed)
+    with pytest.raises(ConfigError, match=r"^config file not found: configs/demo \(did you mean configs/demo.yaml\?\)"):
+        load_config("configs/demo")
+    with pytest.raises(ConfigError, match=r"^--config demo may mean configs/demo.yaml here or the shipped config demo"):
+        load_config("demo")  # a copy of the shipped config's folder here: either may be meant
     with pytest.raises(ConfigError, match=r"^config file not found: other \(shipped configs, by name: .*transformer"):
         load_config("other")
 
@@ -286,6 +287,20 @@ def test_a_shipped_config_is_named_by_its_name_anywhere(tmp_path, monkeypatch):
         load_config("demo.yml")
     monkeypatch.chdir(repo_configs.parent)  # in the checkout configs/demo.yaml is the shipped file itself
     assert load_config("demo") == load_config(repo_configs / "demo.yaml")
+
+
+def test_a_name_that_is_both_a_file_here_and_a_shipped_config_is_refused_naming_both(tmp_path, monkeypatch):
+    """`--config demo` beside a copy `demo.yaml` said "config file not found: demo" while both exist."""
+    from pathlib import Path
+
+    shipped = Path(__file__).parents[1] / "configs" / "demo.yaml"
+    monkeypatch.chdir(tmp_path)
+    Path("demo.yaml").write_text("model: {arch: luong}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config("demo")
+    assert str(refused.value) == (f"--config demo may mean demo.yaml here or the shipped config demo ({shipped}): "
+                                  f"name the file, --config demo.yaml or --config {shipped}")
+    assert load_config("demo.yaml").model.arch == "luong"
 
 
 @pytest.mark.slow
