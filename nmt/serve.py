@@ -541,7 +541,13 @@ def exposure_notice(host: str, port: int) -> str | None:
     if not everywhere:
         return None
     return (f"listening on every interface: any machine that reaches this one can use the server (it has no "
-            f"authentication); open http://127.0.0.1:{port}/ here")
+            f"authentication); open {server_url('127.0.0.1', port)} here")
+
+
+def server_url(host: str, port: int) -> str:
+    """The address to open: an IPv6 literal in brackets (http://[::1]:8000/), as URLs write it (RFC 3986), its zone's
+    `%` written %25 (RFC 6874)."""
+    return f"http://[{host.replace('%', '%25')}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def run_server(engine: Engine, listener: socket.socket, host: str, port: int, allow_host: list[str],
@@ -553,7 +559,7 @@ def run_server(engine: Engine, listener: socket.socket, host: str, port: int, al
     app = create_app(engine, hosts=allowed_hosts(host, allow_host))
     described = engine.describe()
     log(f"serving {described.get('checkpoint') or described.get('model')} ({engine.name} engine) on "
-        f"http://{host}:{port}/ (Ctrl-C stops)")
+        f"{server_url(host, port)} (Ctrl-C stops)")
     notice = exposure_notice(host, port)
     if notice:
         log(notice)

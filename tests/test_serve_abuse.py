@@ -16,7 +16,8 @@ from tests_helpers import nmt
 pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.serve import Limits, allowed_hosts, chunk_sentences, create_app, exposure_notice, host_of  # noqa: E402
+from nmt.serve import (Limits, allowed_hosts, chunk_sentences, create_app, exposure_notice, host_of,  # noqa: E402
+                       server_url)
 
 GOOD = {"sentences": ["I have two cats."], "beam": 2}
 
@@ -245,6 +246,13 @@ def test_chunks_respect_the_cost_and_keep_every_sentence():
     chunks = chunk_sentences(sentences, [5, 5, 5, 50, 1, 1, 1], max_chunk_cost=10)
     assert [c[1] for c in chunks] == [["s0", "s1"], ["s2"], ["s3"], ["s4", "s5", "s6"]]
     assert [c[0] for c in chunks] == [0, 2, 3, 4]
+
+
+def test_the_url_a_server_prints_can_be_opened():
+    assert server_url("127.0.0.1", 8000) == "http://127.0.0.1:8000/"
+    assert server_url("localhost", 8000) == "http://localhost:8000/"
+    assert server_url("::1", 8799) == "http://[::1]:8799/"  # printed as http://::1:8799/, which no browser opens
+    assert server_url("fe80::1%eth0", 80) == "http://[fe80::1%25eth0]:80/"
 
 
 def test_binding_every_interface_says_so():
