@@ -49,17 +49,22 @@ def test_export_ranks_n_best_lists_and_scores_them_as_nmt_does(toy_transformer_r
     sources = toy_sources(40)
     ours = translator.translate(sources, beam_size=4, n_best=3)
     theirs = exported.translate(sources, beam_size=4, n_best=3)
-    agree = 0
-    for a, b in zip(ours, theirs):
+    for source, a, b in zip(sources, ours, theirs):
         assert len(b.hypotheses) == 3 and b.hypotheses[0].text == b.text
         assert [h.score for h in b.hypotheses] == sorted((h.score for h in b.hypotheses), reverse=True)
-        if [h.text for h in a.hypotheses] == [h.text for h in b.hypotheses]:
-            agree += 1  # the same hypotheses: the same normalized scores and log-probabilities
-            for x, y in zip(a.hypotheses, b.hypotheses):
-                # Two engines' fp32 sums over ~20 pieces: the same to a few parts in 10,000.
-                assert x.score == pytest.approx(y.score, rel=1e-3) and x.log_prob == pytest.approx(y.log_prob,
-                                                                                                     rel=1e-3)
-    assert agree >= 0.8 * len(sources), f"{agree} of {len(sources)} lists identical"
+        # Every hypothesis of either engine has the score and log-probability nmt's own scorer gives its text (two
+        # engines' fp32 sums over ~20 pieces: the same to a few parts in 10,000).
+        for hypothesis in (*a.hypotheses, *b.hypotheses):
+            [rescored] = translator.score([source], [hypothesis.text])
+            assert hypothesis.pieces == rescored.pieces
+            assert hypothesis.score == pytest.approx(rescored.score, rel=1e-3)
+            assert hypothesis.log_prob == pytest.approx(rescored.log_prob, rel=1e-3)
+    # The searches differ past the best: nmt stops a sentence once K hypotheses ended (fairseq's rule), CTranslate2
+    # by its own, so a list's third entry may differ (a toy model trained beside sentencepiece 0.1.99: 31 of 40
+    # lists the same, 39 of 40 best; beside 0.2.3, 40 and 40).
+    best = sum(a.text == b.text for a, b in zip(ours, theirs))
+    lists = sum([h.text for h in a.hypotheses] == [h.text for h in b.hypotheses] for a, b in zip(ours, theirs))
+    assert best >= 0.9 * len(sources) and lists >= 0.5 * len(sources), (best, lists)
 
 
 def test_export_scores_given_pairs_as_nmt_does(toy_transformer_run, tmp_path):

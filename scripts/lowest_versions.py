@@ -1,0 +1,40 @@
+"""The lowest versions pyproject.toml allows, as pins: `name==X` for every `name>=X` it declares (torch left out).
+
+    python scripts/lowest_versions.py            # one pin a line: the dependencies, then every extra's
+
+scripts/test_lowest_versions.sh installs them together and runs the suite: a floor that was never installed is a
+promise nobody checked (typer>=0.9 let pip keep a typer 0.12 beside click 8.5, under which every command printed
+nmt's version and exited 0). torch's floor has its own check, scripts/test_torch_version.sh 2.4.1.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+FLOOR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*$")
+SKIPPED = {"torch"}  # its floor is checked by scripts/test_torch_version.sh
+
+
+def lowest_pins(pyproject: dict) -> list[str]:
+    """`name==floor` for each requirement, in order, each name once; a requirement without a floor is an error."""
+    project = pyproject["project"]
+    requirements = [*project["dependencies"], *(r for extra in project.get("optional-dependencies", {}).values()
+                                                for r in extra)]
+    pins: dict[str, str] = {}
+    for requirement in requirements:
+        match = FLOOR.match(requirement)
+        if not match:
+            raise SystemExit(f"{requirement!r}: no `>=` floor to install (give one, or read it here by hand)")
+        name, floor = match.group(1).lower(), match.group(3)
+        if name not in SKIPPED and pins.setdefault(name, floor) != floor:
+            raise SystemExit(f"{name}: two floors, {pins[name]} and {floor}")
+    return [f"{name}=={floor}" for name, floor in pins.items()]
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1] if len(sys.argv) > 1 else PYPROJECT, "rb") as f:
+        print("\n".join(lowest_pins(tomllib.load(f))))
