@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: nmt runs there, this script reads pyproject.toml with 3.11's reader
+    raise SystemExit("scripts/lowest_versions.py needs Python 3.11 or later (tomllib): BASE_PYTHON=python3.11")
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 FLOOR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*$")
