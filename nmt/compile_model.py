@@ -70,10 +70,13 @@ def dynamic_shapes_traced_once() -> None:
     - with Python floats as constants (the layer norms' eps, label smoothing): left symbolic, as torch >= 2.6 does
       under dynamic shapes, the first trace fails where layer_norm needs a real eps and dynamo traces the whole
       model through AOT autograd again (the tiny test Transformer's first compiled update: 30 s, 15 s with them
-      constant). They never change within a run, so nothing is compiled again for them."""
+      constant). They never change within a run, so nothing is compiled again for them.
+    torch 2.4 (pyproject's floor) has no duck-sizing knob and keeps duck sizing: setting the knob there stopped
+    `train.compile` with an internal error before the first update."""
     from torch.fx.experimental import _config as symbolic_shapes  # dynamo's own knob; its guard message names it
 
-    symbolic_shapes.use_duck_shape = False
+    if hasattr(symbolic_shapes, "use_duck_shape"):
+        symbolic_shapes.use_duck_shape = False
     torch._dynamo.config.specialize_float = True
 
 
