@@ -34,7 +34,8 @@ status=${PIPESTATUS[0]}
 set -e
 seconds=$(( $(date +%s) - start ))
 
-"$venv/bin/python" - "$record" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "${pins[*]}" <<'EOF'
+invocation="${TORCH:+TORCH=$TORCH }${RECORD:+RECORD=$RECORD }MACHINE=$machine scripts/test_lowest_versions.sh"
+"$venv/bin/python" - "$record" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "${pins[*]}" "$invocation" <<'EOF'
 import re
 import sys
 from importlib.metadata import distributions
@@ -43,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, "scripts")
 from results_record import write_record  # noqa: E402
 
-record, status, seconds, log, args, pins = sys.argv[1:]
+record, status, seconds, log, args, pins, invocation = sys.argv[1:]
 text = Path(log).read_text()
 summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
 # What pip installed beside the pins matters as much (click beside typer, pydantic and starlette beside fastapi).
@@ -53,7 +54,6 @@ write_record(Path(record), python=sys.version.split()[0], pins=pins.split(), pyt
              installed={name: installed.get(name) for name in (*(p.split("==")[0] for p in pins.split()), *beside)},
              exit_status=int(status), seconds=int(seconds), summary=summary[-1] if summary else None,
              failed=re.findall(r"^FAILED (\S+)", text, flags=re.M),
-             command=f"MACHINE={Path(record).stem.split('tests-lowest-versions-')[-1]} scripts/test_lowest_versions.sh"
-             + (f' (PYTEST_ARGS="{args}")' if args else ""))
+             command=invocation + (f' (PYTEST_ARGS="{args}")' if args else ""))
 EOF
 exit "$status"
