@@ -836,7 +836,9 @@ def _refuse_ambiguous_name(path: Path) -> None:
     """A bare name (`demo`) that is a shipped config and also, with its suffix, another file here (`demo.yaml`,
     `configs/demo.yaml` in a copy of the checkout's folder): the user may mean either, so neither is guessed."""
     shipped = _shipped_config(path)
-    local = [candidate for candidate in _local_configs(path) if shipped and not candidate.samefile(shipped)]
+    if shipped is None:
+        return
+    local = [candidate for candidate in _local_configs(path) if not candidate.samefile(shipped)]
     if local:
         raise ConfigError(f"--config {path} may mean {local[0]} here or the shipped config {path} ({shipped}): "
                           f"name the file, --config {local[0]} or --config {shipped}")
