@@ -19,12 +19,13 @@ except ModuleNotFoundError:  # Python 3.10: nmt runs there, this script reads py
     raise SystemExit("scripts/lowest_versions.py needs Python 3.11 or later (tomllib): BASE_PYTHON=python3.11")
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
-FLOOR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*$")
+# name, [extras], >= floor, and an optional environment marker that the pin keeps (httpx2 is for Python 3.11+ only).
+FLOOR = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*>=\s*([^,;\s]+)\s*(?:;\s*(\S.*?))?\s*$")
 SKIPPED = {"torch"}  # its floor is checked by scripts/test_torch_version.sh
 
 
 def lowest_pins(pyproject: dict) -> list[str]:
-    """`name==floor` for each requirement, in order, each name once; a requirement without a floor is an error."""
+    """`name==floor` (its `; marker` kept) for each requirement, in order, each name once; floorless is refused."""
     project = pyproject["project"]
     requirements = [*project["dependencies"], *(r for extra in project.get("optional-dependencies", {}).values()
                                                 for r in extra)]
@@ -33,10 +34,11 @@ def lowest_pins(pyproject: dict) -> list[str]:
         match = FLOOR.match(requirement)
         if not match:
             raise SystemExit(f"{requirement!r}: no `>=` floor to install (give one, or read it here by hand)")
-        name, floor = match.group(1).lower(), match.group(3)
-        if name not in SKIPPED and pins.setdefault(name, floor) != floor:
-            raise SystemExit(f"{name}: two floors, {pins[name]} and {floor}")
-    return [f"{name}=={floor}" for name, floor in pins.items()]
+        name, floor, marker = match.group(1).lower(), match.group(3), match.group(4)
+        pin = f"{floor}; {marker}" if marker else floor
+        if name not in SKIPPED and pins.setdefault(name, pin) != pin:
+            raise SystemExit(f"{name}: two floors, {pins[name]} and {pin}")
+    return [f"{name}=={pin}" for name, pin in pins.items()]
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ set -e
 seconds=$(( $(date +%s) - start ))
 
 invocation="${TORCH:+TORCH=$TORCH }${RECORD:+RECORD=$RECORD }MACHINE=$machine scripts/test_lowest_versions.sh"
-"$venv/bin/python" - "$record" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "${pins[*]}" "$invocation" <<'EOF'
+"$venv/bin/python" - "$record" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "$(printf '%s\n' "${pins[@]}")" "$invocation" <<'EOF'
 import re
 import sys
 from importlib.metadata import distributions
@@ -47,14 +47,14 @@ from pathlib import Path
 sys.path.insert(0, "scripts")
 from results_record import write_record  # noqa: E402
 
-record, status, seconds, log, args, pins, invocation = sys.argv[1:]
+record, status, seconds, log, args, pins, invocation = sys.argv[1:]  # pins: one a line (a marker holds spaces)
 text = Path(log).read_text()
 summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
 # What pip installed beside the pins matters as much (click beside typer, pydantic and starlette beside fastapi).
 installed = {d.metadata["Name"].lower(): d.version for d in distributions()}
 beside = ("torch", "click", "rich", "pydantic", "starlette", "contourpy", "protobuf")
-write_record(Path(record), python=sys.version.split()[0], pins=pins.split(), pytest_args=args,
-             installed={name: installed.get(name) for name in (*(p.split("==")[0] for p in pins.split()), *beside)},
+write_record(Path(record), python=sys.version.split()[0], pins=pins.splitlines(), pytest_args=args,
+             installed={name: installed.get(name) for name in (*(p.split("==")[0] for p in pins.splitlines()), *beside)},
              exit_status=int(status), seconds=int(seconds), summary=summary[-1] if summary else None,
              failed=re.findall(r"^FAILED (\S+)", text, flags=re.M),
              command=invocation + (f' (PYTEST_ARGS="{args}")' if args else ""))

@@ -24,6 +24,13 @@ def test_each_floor_becomes_a_pin_once_torch_left_to_its_own_check():
     assert pins == ["typer==0.16", "pyyaml==6", "fastapi==0.100", "pydantic==2.0.2", "nmt==0.1"]
 
 
+def test_an_environment_marker_stays_on_its_pin():
+    # httpx2 (starlette's test client since 1.x) installs on Python 3.11+ only: the pin must keep that condition.
+    pins = lowest_versions.lowest_pins(pyproject([], dev=["httpx>=0.24", "httpx2>=2.0; python_version >= '3.11'",
+                                                          "tomli >= 1.1 ;python_version<'3.11'"]))
+    assert pins == ["httpx==0.24", "httpx2==2.0; python_version >= '3.11'", "tomli==1.1; python_version<'3.11'"]
+
+
 @pytest.mark.parametrize("requirement", ["numpy", "numpy<2", "numpy>=1.24,<2", "numpy~=1.24"])
 def test_a_requirement_without_a_plain_floor_is_named(requirement):
     with pytest.raises(SystemExit, match="no `>=` floor"):
