@@ -16,7 +16,7 @@ from pathlib import Path
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: nmt runs there, this script reads pyproject.toml with 3.11's reader
-    raise SystemExit("scripts/lowest_versions.py needs Python 3.11 or later (tomllib): BASE_PYTHON=python3.11")
+    raise SystemExit("scripts/lowest_versions.py needs Python 3.11 or later (tomllib): run it with python3.11")
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 # name, [extras], >= floor, and an optional environment marker that the pin keeps (httpx2 is for Python 3.11+ only).

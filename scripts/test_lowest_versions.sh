@@ -6,19 +6,24 @@
 #
 #   scripts/test_lowest_versions.sh                  # → results/tests-lowest-versions-<machine>.json
 #   PYTEST_ARGS="tests/test_serve.py" scripts/test_lowest_versions.sh
+#   BASE_PYTHON=python3.10 scripts/test_lowest_versions.sh  # requires-python's floor too (→ ...-py3.10-<machine>.json)
 #
 # torch is the Makefile's (TORCH=torch==2.4.1 for both floors at once; scripts/test_torch_version.sh checks torch's
 # alone). MACHINE names the record's suffix (cpu-avx2, cpu-bf16, cpu-amx: docs/results.md); RECORD overrides the path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base_python=${BASE_PYTHON:-python3}
-venv=${VENV:-/tmp/nmt-lowest-versions}
+py=$("$base_python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+suffix=$([ "$base_python" = python3 ] && echo "" || echo "-py$py")
+venv=${VENV:-/tmp/nmt-lowest-versions$suffix}
 torch_requirement=${TORCH:-$(sed -n 's/^TORCH_FALLBACK ?= //p' Makefile)}
 machine=${MACHINE:-cpu}
-record=${RECORD:-results/tests-lowest-versions-$machine.json}
+record=${RECORD:-results/tests-lowest-versions$suffix-$machine.json}
 log=$venv.log
 
-mapfile -t pins < <("$base_python" scripts/lowest_versions.py)
+# The pins are read from pyproject.toml with tomllib (Python 3.11+): by python3 when the venv's Python is 3.10.
+reader=$("$base_python" -c "import tomllib" 2>/dev/null && echo "$base_python" || echo python3)
+mapfile -t pins < <("$reader" scripts/lowest_versions.py)
 rm -rf "$venv"
 "$base_python" -m venv "$venv"
 "$venv/bin/pip" install -q "$torch_requirement"
@@ -37,7 +42,8 @@ status=${PIPESTATUS[0]}
 set -e
 seconds=$(( $(date +%s) - start ))
 
-invocation="${TORCH:+TORCH=$TORCH }${RECORD:+RECORD=$RECORD }MACHINE=$machine scripts/test_lowest_versions.sh"
+invocation="${TORCH:+TORCH=$TORCH }${RECORD:+RECORD=$RECORD }${suffix:+BASE_PYTHON=$base_python }MACHINE=$machine\
+ scripts/test_lowest_versions.sh"
 "$venv/bin/python" - "$record" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "$(printf '%s\n' "${pins[@]}")" "$invocation" <<'EOF'
 import re
 import sys
