@@ -25,7 +25,7 @@ def test_each_floor_becomes_a_pin_once_torch_left_to_its_own_check():
 
 
 def test_an_environment_marker_stays_on_its_pin():
-    # httpx2 (starlette's test client since 1.x) installs on Python 3.11+ only: the pin must keep that condition.
+    # httpx2 (which starlette's test client prefers) installs on Python 3.11+ only: the pin must keep that condition.
     pins = lowest_versions.lowest_pins(pyproject([], dev=["httpx>=0.24", "httpx2>=2.0; python_version >= '3.11'",
                                                           "tomli >= 1.1 ;python_version<'3.11'"]))
     assert pins == ["httpx==0.24", "httpx2==2.0; python_version >= '3.11'", "tomli==1.1; python_version<'3.11'"]
