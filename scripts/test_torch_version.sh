@@ -7,6 +7,7 @@
 #   scripts/test_torch_version.sh 2.11.0            # → results/tests-torch-2.11.0-<machine>.json
 #   VENV=/tmp/nmt-torch-2.11.0 PYTEST_ARGS="tests/models" scripts/test_torch_version.sh 2.11.0
 #   BASE_PYTHON=python3.12 scripts/test_torch_version.sh 2.11.0   # the GPU image's Python too (dynamo reads bytecode)
+#   PIP_CONFIG_FILE=/dev/null scripts/test_torch_version.sh 2.15.0  # past a pip config's cap (e.g. a constraints file)
 #
 # MACHINE names the record's suffix (cpu-amx, cpu-bf16, cpu-avx2: docs/results.md); RECORD overrides the path.
 set -euo pipefail
@@ -36,7 +37,8 @@ status=${PIPESTATUS[0]}
 set -e
 seconds=$(( $(date +%s) - start ))
 
-"$venv/bin/python" - "$record" "$version" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "$base_python" <<'EOF'
+"$venv/bin/python" - "$record" "$version" "$status" "$seconds" "$log" "${PYTEST_ARGS:-}" "$base_python" \
+  "${PIP_CONFIG_FILE:-}" <<'EOF'
 import re
 import sys
 from pathlib import Path
@@ -46,14 +48,15 @@ import torch  # noqa: E402
 
 from results_record import write_record  # noqa: E402
 
-record, version, status, seconds, log, args, base_python = sys.argv[1:]
+record, version, status, seconds, log, args, base_python, pip_config = sys.argv[1:]
 text = Path(log).read_text()
 summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
 write_record(Path(record), torch=torch.__version__, python=sys.version.split()[0], requested=version,
              pytest_args=args, exit_status=int(status),
              seconds=int(seconds), summary=summary[-1] if summary else None,
              failed=re.findall(r"^FAILED (\S+)", text, flags=re.M),
-             command=("" if base_python == "python3" else f"BASE_PYTHON={base_python} ")
+             command=(f"PIP_CONFIG_FILE={pip_config} " if pip_config else "")
+             + ("" if base_python == "python3" else f"BASE_PYTHON={base_python} ")
              + f"scripts/test_torch_version.sh {version}")
 EOF
 exit "$status"
