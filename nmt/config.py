@@ -25,6 +25,9 @@ D2L_CORPUS_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 FRA_TXT_SHA256 = "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104"
 
 
+INT64_MAX = 2**63 - 1
+
+
 def _check(**rules: Any) -> dict:
     """Field metadata read by `validate`: gt/ge/le bounds and `choices`."""
     return rules
@@ -148,7 +151,7 @@ class ModelConfig:
     dropout: float = _model(0.1, shape=False, ge=0.0, lt=1.0)
     # Luong only: score function, local-p window half-width D, input feeding.
     attention: str = _model("general", shape=True, choices=("dot", "general", "concat", "local-p"))
-    local_window: int = _model(5, shape=False, ge=1)
+    local_window: int = _model(5, shape=False, ge=1, le=4096)  # D; data.max_pieces' cap: wider covers any source
     input_feeding: bool = _model(False, shape=True)
     # Transformer only.
     num_heads: int = _model(4, shape=True, ge=1, le=256)
@@ -272,7 +275,9 @@ class TrainConfig:
     # graphs of its own) the graph replays inductor's fused kernels.
     cuda_graph: bool = False
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
-    threads: int = field(default=0, metadata=_check(ge=0))  # CPU intra-op threads; 0 leaves torch's default
+    # CPU intra-op threads; 0 leaves torch's default. At most 1,024, above any CPU's count: tens of thousands crash
+    # OpenMP (libgomp cannot create them and the process dies).
+    threads: int = field(default=0, metadata=_check(ge=0, le=1024))
     # How many kernels oneDNN (bf16 matmuls on a CPU) keeps, one per matmul shape, as ONEDNN_PRIMITIVE_CACHE_CAPACITY
     # (which, set by the user, wins). Small keeps a bf16 run's memory flat; large saves remaking kernels, which on a
     # CPU with AMX costs small batches 40% of their tokens/s (nmt/cpu_memory.py). No effect on fp32 or a GPU.
@@ -694,6 +699,10 @@ def _validate_range(value: Any, rules: Any, path: str) -> None:
         return
     if "choices" in rules and value not in rules["choices"]:
         raise ConfigError(f"{path} must be one of {', '.join(rules['choices'])}; got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool):
+        # Every integer setting reaches torch, numpy or C code as 64 bits (a seed, a slice's end): past them, an
+        # internal error far from the setting's name.
+        rules = {"ge": -INT64_MAX - 1, "le": INT64_MAX, **rules}
     checks = {"gt": (lambda v, b: v > b, ">"), "ge": (lambda v, b: v >= b, ">="),
               "lt": (lambda v, b: v < b, "<"), "le": (lambda v, b: v <= b, "<=")}
     for rule, (ok, symbol) in checks.items():

@@ -192,6 +192,12 @@ CASES = [
      "yaml:" + BASE, "divisible by model.num_heads 3"),
     ("train-negative-seed", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.seed=-1"],
      "yaml:" + BASE, "train.seed must be >= 0"),
+    # Past 64 bits torch's generators overflow (an internal error); tens of thousands of threads crash libgomp.
+    ("train-huge-seed", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                         "train.seed=99999999999999999999"], "yaml:" + BASE,
+     "train.seed must be <= 9223372036854775807; got 99999999999999999999"),
+    ("train-huge-threads", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.threads=100000"],
+     "yaml:" + BASE, "train.threads must be <= 1024"),
     ("train-absurd-size", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
                            "model.embed_dim=1000000"], "yaml:" + BASE, "model.embed_dim must be <= 16384"),
     ("train-absurd-vocab", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",

@@ -140,6 +140,31 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
+def _int_settings() -> list[str]:
+    import dataclasses
+
+    from nmt.config import _SECTIONS
+
+    return [f"{name}.{f.name}" for name, section in _SECTIONS.items() for f in dataclasses.fields(section)
+            if f.type in (int, "int")]
+
+
+@pytest.mark.parametrize("key", _int_settings())
+def test_no_integer_setting_takes_more_than_64_bits(key):
+    """torch's seeds, numpy and islice take 64 bits: past them a setting was an internal error, far from its name."""
+    for value, bound in (("9223372036854775808", "<= "), ("1e20", "<= "), ("-9223372036854775809", ">= ")):
+        with pytest.raises(ConfigError, match=rf"^{key} must be {bound}"):
+            load_config(None, [f"{key}={value}"])
+
+
+def test_integer_settings_are_found_and_a_settings_own_bound_is_the_one_named():
+    assert {"train.seed", "train.threads", "model.local_window", "decode.beam_size"} <= set(_int_settings())
+    with pytest.raises(ConfigError, match=r"^train.seed must be <= 9223372036854775807; got 100000000000000000000$"):
+        load_config(None, ["train.seed=1e20"])
+    with pytest.raises(ConfigError, match=r"^decode.beam_size must be <= 256; got 100000000000000000000$"):
+        load_config(None, ["decode.beam_size=1e20"])
+
+
 def test_every_model_and_data_field_declares_what_it_fixes():
     """A new field cannot escape the resume check or the data fingerprint by being forgotten."""
     import dataclasses
