@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -27,6 +27,23 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
     device = torch.device(requested) if requested.startswith("cuda:") else torch.device("cuda", local_rank)
     avoid_cudnn_attention()
     return device
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity where the OS says (a container's or `taskset`'s share), else
+    the machine's count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def oversubscribed_threads_warning(threads: int, cpus: int) -> str:
+    """A warning for train.threads past the CPUs ("" where it is not): the extra threads wait on each other at every
+    kernel. On a 2-core CPU, 8 threads trained the demo's Transformer at 0.69-0.77x the tokens/s of 2
+    (results/bench-train-threads-oversubscribed-cpu-avx2.json)."""
+    if threads <= cpus:
+        return ""
+    return (f"train.threads {threads} is more than the {counted(cpus, 'CPU')} this process may use: the extra "
+            f"threads wait on each other at every kernel and slow training (train.threads: {cpus}, or 0 for torch's "
+            f"default)")
 
 
 def context_in_background(device: torch.device) -> threading.Thread | None:

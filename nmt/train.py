@@ -39,8 +39,8 @@ from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.tokenizer import Tokenizers, same_vocabulary
-from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, context_in_background, emulated_bf16, pick_device,
-                        training_attention_kernels)
+from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, context_in_background, emulated_bf16,
+                        oversubscribed_threads_warning, pick_device, training_attention_kernels, usable_cpus)
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
 from nmt.finetune import check_parent_shape, load_parent_weights, starting_from, with_borrowed_tokenizer
@@ -206,6 +206,9 @@ class Trainer:
         if self.device.type == "cpu":
             limit_onednn_cache(cfg.train.onednn_cache)  # before the first matmul (nmt.cpu_memory)
         if cfg.train.threads:
+            oversubscribed = oversubscribed_threads_warning(cfg.train.threads, usable_cpus())
+            if oversubscribed and self.ctx.is_main:
+                self.log(f"warning: {oversubscribed}")
             torch.set_num_threads(cfg.train.threads)
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)

@@ -3,7 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from nmt import device
-from nmt.device import autocast, autocast_dtype, cpu_has_bf16, pick_device, training_attention_kernels
+from nmt.device import (autocast, autocast_dtype, cpu_has_bf16, oversubscribed_threads_warning, pick_device,
+                        training_attention_kernels, usable_cpus)
 from nmt.errors import NMTError
 
 
@@ -122,3 +123,13 @@ def test_only_bf16_on_a_cpu_without_native_bf16_counts_as_emulated(monkeypatch):
     assert not emulated_bf16(cpu, None) and not emulated_bf16(cuda, torch.bfloat16)
     monkeypatch.setattr(device, "cpu_has_bf16", lambda: True)
     assert not emulated_bf16(cpu, torch.bfloat16)
+
+
+def test_threads_past_the_usable_cpus_are_warned_of_and_the_affinity_counts(monkeypatch):
+    assert oversubscribed_threads_warning(2, 2) == "" and oversubscribed_threads_warning(1, 4) == ""
+    said = oversubscribed_threads_warning(8, 2)
+    assert said.startswith("train.threads 8 is more than the 2 CPUs this process may use")
+    assert "(train.threads: 2, or 0" in said
+    assert "the 1 CPU this" in oversubscribed_threads_warning(2, 1)
+    monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert usable_cpus() == 1  # a container's or taskset's share, not the machine's count

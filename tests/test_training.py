@@ -369,6 +369,25 @@ def test_layers_compiled_one_graph_per_kind_train_as_eager(tmp_path, monkeypatch
     assert counters["stats"]["unique_graphs"] == graphs
 
 
+def test_train_threads_past_the_usable_cpus_are_warned_of_once(tmp_path, toy_data_dir, monkeypatch):
+    import nmt.train as train_module
+
+    monkeypatch.setattr(train_module, "usable_cpus", lambda: 1)
+    threads = torch.get_num_threads()
+    said = {}
+    try:
+        for asked in (1, 2):
+            cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"threads": asked}))
+            said[asked] = []
+            Trainer(cfg, Run(tmp_path / f"run-{asked}"), toy_data_dir, log=said[asked].append)
+    finally:
+        torch.set_num_threads(threads)
+    assert not any(line.startswith("warning: ") for line in said[1])
+    assert [line for line in said[2] if line.startswith("warning: ")] == [
+        "warning: train.threads 2 is more than the 1 CPU this process may use: the extra threads wait on each other "
+        "at every kernel and slow training (train.threads: 1, or 0 for torch's default)"]
+
+
 def test_gradients_kept_in_place_train_exactly_as_gradients_dropped(tmp_path, toy_data_dir):
     """What CUDA graphs with gradient accumulation use (`keep_gradients_in_place`: .grad buffers of their own,
     zeroed after each update; pytorch#169545) trains bit for bit as the default (.grad dropped, the first
