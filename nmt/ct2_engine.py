@@ -85,10 +85,16 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
     return decode, []
 
 
+# CTranslate2 divides float32 logits by the temperature as they are: below ~1e-37 they overflow to +-inf and the
+# sampler draws NaN (at 1e-40 every piece came out <blank>). At 1e-30 a gap over 1e-28 between the two most
+# probable pieces already makes the draw the arg-max, as a colder temperature would.
+COLDEST_TEMPERATURE = 1e-30
+
+
 def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
     """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch)."""
     sampling = {"sampling_topk": decode.sampling_topk, "sampling_topp": decode.sampling_topp,
-                "sampling_temperature": decode.sampling_temperature} if decode.samples else {}
+                "sampling_temperature": max(decode.sampling_temperature, COLDEST_TEMPERATURE)} if decode.samples else {}
     return {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty, "patience": 1.0,
             "no_repeat_ngram_size": decode.no_repeat_ngram_size,
             "max_batch_size": decode.batch_size, "batch_type": "examples",

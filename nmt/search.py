@@ -132,7 +132,7 @@ class Sampler:
         return cls(decode.sampling_topk, decode.sampling_topp, decode.sampling_temperature, generator)
 
     def __call__(self, log_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = log_probs if self.temperature == 1.0 else log_probs / self.temperature
+        logits = log_probs if self.temperature == 1.0 else self._tempered(log_probs)
         nucleus = self.top_p < 1.0
         if 0 < self.top_k < logits.shape[-1]:  # draw among k columns, not the whole vocabulary
             values, ids = logits.topk(self.top_k, dim=-1)
@@ -142,6 +142,15 @@ class Sampler:
         else:
             tokens = self._draw(logits, None, None)
         return log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1), tokens
+
+    def _tempered(self, log_probs: torch.Tensor) -> torch.Tensor:
+        """The logits over the temperature, each row shifted to its maximum first (softmax is the same): the most
+        probable piece stays at 0, so that a temperature near 0 is the arg-max. Unshifted, log-probabilities over
+        1e-40 overflowed float32 to -inf in every column, and softmax's NaN drew the vocabulary's last piece. A
+        temperature below the dtype's smallest normal number (1e-308 rounds to 0 in float32: 0/0) divides as that
+        number, which already sends every other piece to -inf or past exp's underflow."""
+        temperature = max(self.temperature, torch.finfo(log_probs.dtype).tiny)
+        return (log_probs - log_probs.amax(-1, keepdim=True)) / temperature
 
     def _draw(self, logits: torch.Tensor, ids: torch.Tensor | None, total: torch.Tensor | None) -> torch.Tensor:
         """One piece per row from softmax(logits), whose columns are vocabulary `ids` (None: all, in order). With

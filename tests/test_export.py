@@ -126,6 +126,20 @@ def test_export_refuses_a_prefix_its_positions_cannot_hold_as_nmt_does(toy_trans
         CTranslate2Engine(tmp_path / "ct2")
 
 
+def test_the_export_sampling_near_zero_temperature_is_its_greedy_search(toy_transformer_run, tmp_path):
+    """CTranslate2 divides its float32 logits by the temperature as they are: at 1e-40 they overflowed and every
+    piece drawn was <blank>. A temperature that cold is the arg-max, as nmt's own sampler makes it."""
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    sources = toy_sources(10)
+    greedy = [t.text for t in CTranslate2Engine(tmp_path / "ct2", decode_overrides={"beam_size": 1})
+              .translate(sources)]
+    for temperature in (1e-40, 1e-300):
+        cold = CTranslate2Engine(tmp_path / "ct2", decode_overrides={
+            "beam_size": 1, "sampling_topk": 0, "sampling_temperature": temperature})
+        assert [t.text for t in cold.translate(sources)] == greedy
+
+
 def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp_path):
     sampling = {"precision": "fp32", "beam_size": 1, "sampling_topk": 0, "sampling_temperature": 1.5}
     translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides=sampling)

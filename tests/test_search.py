@@ -287,6 +287,14 @@ def test_sampling_draws_in_proportion_and_top_k_and_top_p_cut_the_tail():
     assert set(_first_pieces(_sampler(temperature=0.01))) == {A}  # a cold sampler is the arg-max
 
 
+@pytest.mark.parametrize("top_k,top_p", [(0, 1.0), (2, 1.0), (0, 0.95), (2, 0.95)])
+def test_a_temperature_near_zero_is_the_arg_max_not_a_division_overflowed(top_k, top_p):
+    """Logits over 1e-40 overflowed float32 to -inf in every column: softmax gave NaN and every row drew the
+    vocabulary's last piece. Shifted to the row's maximum first, the most probable piece stays at 0."""
+    assert set(_first_pieces(_sampler(top_k=top_k, top_p=top_p, temperature=1e-40), rows=200)) == {A}
+    assert set(_first_pieces(_sampler(top_k=top_k, top_p=top_p, temperature=1e-300), rows=200)) == {A}
+
+
 def test_sampling_is_reproducible_by_its_seed_and_scores_the_models_own_log_probability():
     model, src = make_model("transformer").eval().double(), random_sources(lengths=(3, 6, 4, 5), seed=3)
     hot = _sampler(top_k=5, temperature=2.0, seed=1)
