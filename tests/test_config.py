@@ -103,6 +103,7 @@ def test_config_from_a_pipe_and_a_directory_refused(tmp_path):
     ("train:\n  max_steps: 1.255e2\n", r"train\.max_steps must be int, got '1\.255e2'"),
     ("train:\n  max_tokens: 1.5\n", r"train\.max_tokens must be int"),
     ("train:\n  max_steps: .inf\n", r"train\.max_steps must be int"),
+    ("data:\n  character_coverage: 0.5\n", r"data\.character_coverage must be >= 0\.98; got 0\.5"),
 ])
 def test_bad_values(tmp_path, text, pattern):
     with pytest.raises(ConfigError, match=pattern):
