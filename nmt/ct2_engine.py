@@ -85,9 +85,9 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
     return decode, []
 
 
-# CTranslate2 divides float32 logits by the temperature as they are: below ~1e-37 they overflow to +-inf and the
-# sampler draws NaN (at 1e-40 every piece came out <blank>). At 1e-30 a gap over 1e-28 between the two most
-# probable pieces already makes the draw the arg-max, as a colder temperature would.
+# CTranslate2 divides float32 logits by the temperature as they are: near float32's smallest numbers they overflow
+# to +-inf and the sampler draws from NaN (at 1e-40 every piece came out <blank>; 1e-37 still decoded). At 1e-30 a
+# gap over 1e-28 between the two most probable pieces already makes the draw the arg-max, as colder would.
 COLDEST_TEMPERATURE = 1e-30
 
 
