@@ -319,7 +319,7 @@ class DecodeConfig:
     sampling_topk: int = field(default=1, metadata=_check(ge=0, le=1_000_000))
     sampling_topp: float = field(default=1.0, metadata=_check(gt=0.0, le=1.0))
     sampling_temperature: float = field(default=1.0, metadata=_check(gt=0.0, le=100.0))
-    sampling_seed: int = field(default=0, metadata=_check(ge=0, le=2**63 - 1))
+    sampling_seed: int = field(default=0, metadata=_check(ge=0))  # at most INT64_MAX, as every int setting
     # Never repeat an n-gram of pieces within an output (fairseq's and CTranslate2's no_repeat_ngram_size): 0 = off.
     no_repeat_ngram_size: int = field(default=0, metadata=_check(ge=0, le=64))
 

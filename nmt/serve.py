@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Awaitable, Callable
 
-from nmt.config import DecodeConfig, check_n_best, sampling_overrides
+from nmt.config import INT64_MAX, DecodeConfig, check_n_best, sampling_overrides
 from nmt.constrained_search import MAX_PHRASES
 from nmt.data.normalizer import replace_lone_surrogates
 from nmt.engines import Engine
@@ -393,7 +393,7 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         sample_topk: int | None = Field(default=None, ge=0, le=1_000_000)
         sample_topp: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
         temperature: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
-        seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+        seed: int | None = Field(default=None, ge=0, le=INT64_MAX)
 
     layers, heads = engine.attention_layers_heads
     scheduler = Scheduler(engine, limits)
