@@ -26,6 +26,8 @@ FRA_TXT_SHA256 = "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae1
 
 
 INT64_MAX = 2**63 - 1
+# A megaflop per second: no device trains slower (a 2-core CPU's emulated bf16 matmuls measured ~0.001 TFLOP/s).
+MIN_PEAK_TFLOPS = 1e-6
 
 
 def _check(**rules: Any) -> dict:
@@ -285,7 +287,8 @@ class TrainConfig:
     # CPU with AMX costs small batches 40% of their tokens/s (nmt/cpu_memory.py). No effect on fp32 or a GPU.
     onednn_cache: int = field(default=16, metadata=_check(ge=0, le=65536))
     # Peak FLOP/s for the MFU figure in the log; 0: the GPU's bf16 peak from a table, or a matmul measured on CPU.
-    peak_tflops: float = field(default=0.0, metadata=_check(ge=0.0))
+    # Else from MIN_PEAK_TFLOPS (below it the MFU overflowed to Infinity, which is no JSON) to an exaflop.
+    peak_tflops: float = field(default=0.0, metadata=_check(ge=0.0, le=1e6))
     # Fine-tuning: a new run starts from this run's weights (a run directory: its averaged, best or last checkpoint,
     # as `nmt translate` picks; or a checkpoint file in one) and tokenizer; optimizer, schedule and step start
     # afresh. The model's shape must be the parent's. A run that has a last.pt resumes from it instead.
@@ -509,6 +512,9 @@ def check_consistency(cfg: Config) -> list[str]:
         if code and not _LANGUAGE_CODE.fullmatch(code):
             raise ConfigError(f"data.{key} {code!r} is not a language code (ISO 639, e.g. en, fr, de, pt-BR)")
     t = cfg.train
+    if 0 < t.peak_tflops < MIN_PEAK_TFLOPS:
+        raise ConfigError(f"train.peak_tflops {t.peak_tflops!r} is below any device's: set 0 (the GPU's peak from a "
+                          f"table, or a matmul measured on CPU) or the device's peak, from {MIN_PEAK_TFLOPS:g}")
     if t.schedule in ("linear", "cosine") and t.warmup_steps >= t.max_steps:
         raise ConfigError(f"train.schedule {t.schedule} decays from train.warmup_steps {t.warmup_steps} to "
                           f"train.max_steps {t.max_steps}: warmup_steps must be smaller")

@@ -198,6 +198,10 @@ CASES = [
      "train.seed must be <= 9223372036854775807; got 99999999999999999999"),
     ("train-huge-threads", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.threads=100000"],
      "yaml:" + BASE, "train.threads must be <= 1024"),
+    # Its MFU overflowed to Infinity in metrics.jsonl, which no strict JSON reader takes.
+    ("train-tiny-peak", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                         "train.peak_tflops=5e-324"],
+     "yaml:" + BASE, "train.peak_tflops 5e-324 is below any device's"),
     ("train-absurd-size", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
                            "model.embed_dim=1000000"], "yaml:" + BASE, "model.embed_dim must be <= 16384"),
     ("train-absurd-vocab", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
