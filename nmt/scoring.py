@@ -34,8 +34,11 @@ class Totals:
         if not self.pairs:
             return "no pairs scored"
         pairs = f"{self.pairs:,} pair" + ("s" if self.pairs > 1 else "")
+        nats = -self.log_prob / self.pieces
+        # Past ~709 nats a piece (a diverged model's) math.exp overflows: the perplexity is infinite to a float.
+        perplexity = math.inf if nats >= math.log(2) * 1024 else math.exp(nats)  # NaN stays NaN
         return (f"scored {pairs}: {self.pieces:,} target pieces (EOS included), log-probability {self.log_prob:,.2f}, "
-                f"perplexity {math.exp(-self.log_prob / self.pieces):,.2f} per piece")
+                f"perplexity {perplexity:,.2f} per piece")
 
 
 def pairs_of_lines(lines: Iterable[str]) -> Iterator[tuple[str, str]]:

@@ -103,6 +103,15 @@ def test_totals_give_the_perplexity_per_piece():
                                  f"perplexity {math.exp(1):,.2f} per piece")
 
 
+def test_a_perplexity_past_floats_is_infinite_not_an_overflow():
+    """A diverged model's targets can average below -709 nats a piece, where math.exp overflows (a traceback)."""
+    from nmt.translator import Hypothesis
+
+    totals = Totals()
+    totals.add(Hypothesis("a", -800.0, -1600.0, 2))
+    assert totals.describe().endswith("log-probability -1,600.00, perplexity inf per piece")
+
+
 @pytest.mark.slow
 def test_cli_scores_stdin_pairs_and_files_alike(toy_transformer_run, tmp_path):
     pairs = toy_pairs(5)
