@@ -328,12 +328,13 @@ def _check_run_first(engine: Optional[str], run: Optional[Path], checkpoint: Opt
 
 def _stdin_lines() -> Iterable[str]:
     """stdin's lines as text, each with its line feed; only \n ends a line (a lone \r is text, as in `cut` or
-    `wc -l`). A line that is not UTF-8 is read with U+FFFD for its bad bytes rather than ending the stream (one
-    output line per input line, always), and a warning names it: garbled input is not translated in silence."""
-    from nmt.data.text_files import compression
+    `wc -l`), unless none comes and CRs end the lines (classic Mac OS text: nmt/data/text_files.py). A line that is
+    not UTF-8 is read with U+FFFD for its bad bytes rather than ending the stream (one output line per input line,
+    always), and a warning names it: garbled input is not translated in silence."""
+    from nmt.data.text_files import compression, line_feed_lines
 
     not_utf8 = RepeatedWarning(warn, "non-UTF-8 line")
-    for number, raw in enumerate(sys.stdin.buffer, 1):
+    for number, raw in enumerate(line_feed_lines(sys.stdin.buffer), 1):
         if number == 1 and (compressed := compression(raw[:4])):
             # Its bytes were translated line by line as text, a warning per line.
             raise NMTError(f"stdin is {compressed[0]}-compressed data, not text: decompress it first "

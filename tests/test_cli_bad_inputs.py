@@ -356,6 +356,9 @@ def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
 
     result = nmt("translate", "--run", toy_run_dir, input="i am home .\rwe have two cats .\n", text=True)
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 1, (result.stdout, result.stderr)
+    # Unless no line feed comes and CRs end the lines (classic Mac OS text): then it is two lines, not one sentence.
+    mac = nmt("translate", "--run", toy_run_dir, input="i am home .\rwe have two cats .\r", text=True)
+    assert mac.returncode == 0 and mac.stdout.count("\n") == 2, (mac.stdout, mac.stderr)
     rng = random.Random(0)
     binary = bytes(rng.randrange(256) for _ in range(4000)).replace(b"\n", b"\r")  # CR, VT, FF, NEL... stay text
     binary = b"\n".join(binary[i:i + 250] for i in range(0, 4000, 250)) + b"\n"  # 16 lines of noise

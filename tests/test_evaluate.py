@@ -128,6 +128,22 @@ def test_src_and_ref_files_split_at_line_feeds_only_and_drop_a_bom(tmp_path):
         ev.read_lines(path)
 
 
+def test_src_and_ref_files_with_lines_ending_in_cr_alone_are_read_line_by_line(tmp_path, monkeypatch):
+    """A classic Mac OS text (no line feed, lines ended by CR) was one line: one sentence of the whole file, translated
+    and scored against one reference of the whole reference file, with no word of why."""
+    import io
+
+    path = tmp_path / "refs.txt"
+    for data in (b"Je suis l\xc3\xa0.\rUn deux.\r", b"Je suis l\xc3\xa0.\rUn deux.",
+                 "Je suis là.\rUn deux.\r".encode("utf-16")):
+        path.write_bytes(data)
+        assert ev.read_lines(path) == ["Je suis là.", "Un deux."], data
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+        assert ev.read_lines(Path("-")) == ["Je suis là.", "Un deux."], data
+    path.write_bytes(b"une\r")  # one line, its CR the ending
+    assert ev.read_lines(path) == ["une"]
+
+
 def test_src_and_ref_files_are_read_compressed_or_zipped_as_corpora_are(tmp_path, monkeypatch):
     """`--src newstest.en.gz` was "not UTF-8 text (byte 1)": the corpus reader read gzip, bzip2, xz and zip, the
     test set's did not. A pipe or stdin, read whole, is decompressed too; an archive there names no one file."""

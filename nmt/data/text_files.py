@@ -20,7 +20,7 @@ import re
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import IO, Iterator
+from typing import IO, AnyStr, Iterable, Iterator
 
 from nmt.data.bad_lines import RAISE, BadLines
 from nmt.data.languages import base_language
@@ -150,7 +150,7 @@ def text_lines(path: Path, language: str = "", partner: str = "", bad: BadLines 
     (Excel's and Notepad's "UTF-8" exports start with one) is no part of the first line: left on, it hid a TSV's
     header, which then trained as a pair."""
     with _read_errors(path), _open_bytes(path, language, partner) as (_, handle):
-        for number, raw in enumerate(handle, 1):
+        for number, raw in enumerate(line_feed_lines(handle), 1):
             try:
                 text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
@@ -160,10 +160,39 @@ def text_lines(path: Path, language: str = "", partner: str = "", bad: BadLines 
             yield number, text.removesuffix("\n").removesuffix("\r")
 
 
+def ends_lines_in_cr_alone(text: AnyStr) -> bool:
+    """Whether text read up to its first line feed is all of a text whose lines end in CR alone: it holds a CR before
+    its end and no line feed. Classic Mac OS wrote such text, and Excel for Mac still does as "Tab Delimited Text
+    (Mac)" and "CSV (Macintosh)"; read at line feeds only, a whole corpus was one line. Where a line feed ends a line,
+    a lone CR inside one stays text (`cut` and `wc -l` read it so)."""
+    cr, lf = ("\r", "\n") if isinstance(text, str) else (b"\r", b"\n")
+    return lf not in text and cr in text.rstrip(cr)
+
+
+def line_feed_lines(lines: Iterable[AnyStr]) -> Iterator[AnyStr]:
+    """`lines` (a file or stream read line by line: each ends in a line feed, the last perhaps not) as they are, or,
+    where the first is a whole text of lines ended by CR alone (`ends_lines_in_cr_alone`), its lines, each ending in
+    a line feed instead."""
+    lines = iter(lines)
+    first = next(lines, None)
+    if first is None:
+        return
+    if not ends_lines_in_cr_alone(first):
+        yield first
+        yield from lines
+        return
+    cr, lf = ("\r", "\n") if isinstance(first, str) else (b"\r", b"\n")
+    *ended, last = first.split(cr)
+    yield from (line + lf for line in ended)
+    if last:
+        yield last
+
+
 def piped_lines(data: bytes, name: str) -> list[str]:
     """The lines of bytes read whole from stdin or a pipe (`--ref <(cut -f2 test.tsv)`), which cannot be opened again
     as `text_lines` opens a file: gzip, bzip2 or xz data decompressed, UTF-16 told by its BOM, UTF-8's BOM dropped;
-    only a line feed ends a line (str.splitlines would also break at U+2028, U+0085 or a lone CR inside a sentence).
+    only a line feed ends a line (str.splitlines would also break at U+2028, U+0085 or a lone CR inside a sentence),
+    unless none does and CRs end them (`ends_lines_in_cr_alone`).
     An archive (zip, tar) is refused: it names no one file."""
     with _read_errors(Path(name)):
         opener = _decompressor(data[:4])
@@ -177,6 +206,8 @@ def piped_lines(data: bytes, name: str) -> list[str]:
         text = data.decode("utf-16" if utf16 else "utf-8-sig")
     except UnicodeDecodeError as err:
         raise NMTError(f"{name}: not {'UTF-16' if utf16 else 'UTF-8'} text (byte {err.start})") from None
+    if ends_lines_in_cr_alone(text):
+        text = text.replace("\r", "\n")
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     return lines[:-1] if lines[-1] == "" else lines
 

@@ -151,6 +151,26 @@ def test_excels_unicode_text_is_read(tmp_path, encoding):
         list(read_pairs(corpus_spec(cfg, tmp_path)))
 
 
+@pytest.mark.parametrize("name,text,encoding", [
+    ("pairs.tsv", "de\ten\rHallo.\tHello.\rTsch\u00fcss.\tBye.\r", "utf-8"),
+    ("pairs.csv", "de,en\r\"Hallo, du.\",Hello.\rTsch\u00fcss.,Bye.", "utf-8"),  # Excel for Mac's "CSV (Macintosh)"
+    ("pairs.tsv", "de\ten\rHallo.\tHello.\rTsch\u00fcss.\tBye.\r", "utf-16"),
+])
+def test_lines_ending_in_cr_alone_are_lines(tmp_path, name, text, encoding):
+    """Classic Mac OS ends lines in CR alone, as Excel for Mac's "Tab Delimited Text (Mac)" and "CSV (Macintosh)" still
+    do: read at line feeds only, the whole file was one line, one garbled pair ("the train and test split would be
+    empty (1 usable pair)"). A file with no line feed and CRs inside has CR-ended lines; with a line feed, a lone CR
+    stays text (below)."""
+    corpus = tmp_path / name
+    corpus.write_bytes(text.encode(encoding))
+    cfg = DataConfig(corpus=str(corpus), source_lang="de", target_lang="en")
+    assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hallo, du." if "," in text else "Hallo.", "Hello."),
+                                                            ("Tschüss.", "Bye.")]
+    if name.endswith(".tsv"):
+        corpus.write_text("de\ten\nHal\rlo.\tHello.\n", encoding=encoding)
+        assert list(read_pairs(corpus_spec(cfg, tmp_path))) == [("Hal\rlo.", "Hello.")]
+
+
 def test_hugging_face_translation_json_lines_are_a_corpus(tmp_path):
     """`dataset.to_json("pairs.jsonl")` of a Hugging Face translation dataset writes {"translation": {"de": ..., "en":
     ...}} a line: it was "line 1: expected tab-separated source and target columns, got 1 column". The languages name
