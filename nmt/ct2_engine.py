@@ -26,8 +26,8 @@ from nmt.errors import NMTError, RepeatedWarning
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
-from nmt.translator import (Hypothesis, Translation, check_target_room, count_pieces, encode_prefixes,
-                            encode_source, with_overrides)
+from nmt.translator import (Hypothesis, Translation, check_overrides_fit_positions, check_target_room, count_pieces,
+                            encode_prefixes, encode_source, with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).
@@ -137,6 +137,7 @@ class CTranslate2Engine:
         self.quantization = metadata.get("quantization")
         # None in exports made before nmt recorded it: CTranslate2's own error then says what is too long.
         self.max_target_positions = metadata.get("max_target_positions")
+        check_overrides_fit_positions(self.decode, decode_overrides, self.max_target_positions)
         try:
             self.tokenizers = Tokenizers.from_dir(self.model_dir)
             self.normalizer = Normalizer(**json.loads((self.model_dir / "normalizer.json").read_text("utf-8")))

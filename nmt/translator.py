@@ -11,8 +11,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from nmt.config import (Config, DecodeConfig, ModelConfig, check_constraints, check_n_best, from_dict,
-                        sampler_settings_unused)
+from nmt.config import (Config, DecodeConfig, ModelConfig, check_constraints, check_decode_fits_positions,
+                        check_n_best, from_dict, sampler_settings_unused)
 from nmt.constrained_search import MAX_PHRASES, ConstraintBatch, word_continuations
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
@@ -88,6 +88,7 @@ class Translator:
         model = first.model if len(members) == 1 else Ensemble([m.model for m in members])
         model.to(torch_device).eval()
         decode = with_overrides(first.config.decode, decode_overrides)
+        check_overrides_fit_positions(decode, decode_overrides, model.max_target_positions)
         dtype = autocast_dtype(decode.precision, torch_device)
         if emulated_bf16(torch_device, dtype):
             warn(f"decode.precision bf16 is {EMULATED_BF16_NOTE}")
@@ -461,6 +462,17 @@ def with_overrides(decode: DecodeConfig, overrides: dict | None) -> DecodeConfig
                           f"decode.sampling_topk {replaced.sampling_topk} turns off: set it to 0 (the whole "
                           "vocabulary) or K > 1 (a top-p or temperature option alone samples with 0)")
     return replaced
+
+
+LENGTH_SETTINGS = ("max_input_tokens", "max_len_a", "max_len_b")
+
+
+def check_overrides_fit_positions(decode: DecodeConfig, overrides: dict | None, positions: int | None) -> None:
+    """Decode settings given for this engine that would read or write past the model's position table (`positions`),
+    refused at once. Only given ones: an ensemble decodes with its first run's own settings, which a member with a
+    shorter table bounds only for sentences that long."""
+    if any((overrides or {}).get(name) is not None for name in LENGTH_SETTINGS):
+        check_decode_fits_positions(decode, positions, f"lower it: the model was trained with {positions} positions")
 
 
 @dataclass

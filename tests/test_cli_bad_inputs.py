@@ -292,6 +292,13 @@ CASES = [
      None, "--set decode.beam_size=3 and a named option (4) disagree"),
     ("serve-set-sampling-beam", ["serve", "--run", "{R}", "--set", "decode.sampling_topk=5",
                                  "--set", "decode.beam_size=4"], None, "it takes beam 1, not 4"),
+    # Past the Transformer's position table: refused at once, as in a config, not at the first long sentence with an
+    # error that named no setting ("sequence of 5001 positions exceeds model.max_positions 1024").
+    ("translate-set-past-positions", ["translate", "--run", "{R}", "--set", "decode.max_input_tokens=65536", "hi"],
+     None, "decode.max_input_tokens = 65536 exceeds model.max_positions 1024 (the Transformer's position table); "
+           "lower it: the model was trained with 1024 positions"),
+    ("evaluate-set-past-positions", ["evaluate", "--run", "{R}", "--set", "decode.max_len_b=65536"], None,
+     "decode.max_len_a * max_input_tokens + max_len_b + 1 = 65921 exceeds model.max_positions 1024"),
 ]
 
 

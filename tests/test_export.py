@@ -110,6 +110,13 @@ def test_export_refuses_a_prefix_its_positions_cannot_hold_as_nmt_does(toy_trans
     with pytest.raises(NMTError) as scored:  # and a target to score: its message names it as a target
         exported.score(["Hi.", "Go."], ["Salut !", too_long])
     assert str(scored.value) == str(ours.value).replace("prefix 0", "target 1")
+    # Decode settings given past the table are refused by both engines alike, before any sentence.
+    past = {"max_len_b": 2000}
+    with pytest.raises(NMTError) as ours:
+        Translator.from_run(toy_transformer_run, device="cpu", decode_overrides=past)
+    with pytest.raises(NMTError) as theirs:
+        CTranslate2Engine(tmp_path / "ct2", decode_overrides=past)
+    assert str(theirs.value) == str(ours.value) and "+ max_len_b + 1 = 2385 exceeds" in str(ours.value)
     # An export from before nmt recorded the limit: CTranslate2's own refusal, as one line of the user's error.
     metadata_path = tmp_path / "ct2" / "nmt_export.json"
     metadata = json.loads(metadata_path.read_text())
