@@ -681,6 +681,20 @@ class _PipeWatch:
         return getattr(self._stream, name)
 
 
+def _out_of_memory(err: Exception) -> str | None:
+    """What an allocation that failed for want of memory says of itself, or None for any other error: torch's CUDA
+    OutOfMemoryError (its first sentences), its CPU allocator's RuntimeError (the size it asked for) or Python's
+    MemoryError. nmt/memory.py refuses what is certain not to fit before it starts; this is what it did not foresee."""
+    text = str(err)
+    if type(err).__name__ == "OutOfMemoryError":  # torch's, a RuntimeError; named so the CLI need not import torch
+        return "out of memory: " + ". ".join(text.split(". ")[:2]).strip()
+    if "can't allocate memory" in text:  # "[enforce fail at alloc_cpu.cpp:127] ... you tried to allocate N bytes"
+        asked = text.split("tried to allocate ")[-1].split(" bytes")[0]
+        return (f"out of memory: tried to allocate {int(asked) / 2**30:,.1f} GiB" if asked.isdigit()
+                else "out of memory (torch's CPU allocator)")
+    return "out of memory (MemoryError)" if isinstance(err, MemoryError) else None
+
+
 def _is_usage_error(err: Exception) -> bool:
     """click's UsageError (typer re-exports or vendors click, depending on its version): exit code 2 and a message."""
     return getattr(err, "exit_code", None) == 2 and callable(getattr(err, "format_message", None))
@@ -729,6 +743,10 @@ def main() -> None:
         print(f"error: {err.strerror or err}{where}", file=sys.stderr)
         sys.exit(2)
     except Exception as err:  # noqa: BLE001 - the CLI boundary: no traceback for users unless --debug
+        if not debug and (memory := _out_of_memory(err)):  # the machine's limit, as a full disk is: not a bug
+            print(f"error: {memory}: lower train.max_tokens or the model's size to train; decode.batch_size or the "
+                  "beam to translate", file=sys.stderr)
+            sys.exit(2)
         if _is_usage_error(err):
             if not err.format_message().strip():  # `nmt` alone: the help was the answer
                 sys.exit(0)

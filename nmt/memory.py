@@ -68,6 +68,15 @@ def training_bytes(parameters: int, cfg: ModelConfig, max_tokens: int, target_vo
     return parameters * (BYTES_PER_TRAINED_PARAMETER + (4 if averaged else 0)) + logits + hidden
 
 
+def packed_mask_bytes(pack_length: int, max_tokens: int) -> int:
+    """The least the SDPA masks of one batch of packed rows take (nmt.models.transformer.PackedMasks): the encoder's,
+    decoder's and cross-attention's booleans, a row's square each, and the decoder's causal square; SDPA then takes a
+    mask as one of floats, 2 bytes an entry at the least. A row of 65,536 positions needed tens of GiB: an OOM kill."""
+    rows = max(max_tokens // pack_length, 1)
+    square = pack_length * pack_length
+    return rows * square * (3 + 2) + square
+
+
 def check_fits(what: str, needed: int, device: torch.device, hint: str) -> None:
     free = available_bytes(device)
     if needed > free:

@@ -50,7 +50,7 @@ from nmt.models.base import set_loss_block_rows
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
-from nmt.memory import check_fits, count_parameters, training_bytes
+from nmt.memory import check_fits, count_parameters, packed_mask_bytes, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
                                  check_available as check_tensorboard_available)
@@ -233,6 +233,11 @@ class Trainer:
                    training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1], bool(cfg.train.ema_decay)),
                    self.device,
                    "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
+        if cfg.train.pack_length and cfg.train.packed_attention == "sdpa":  # flex's block masks grow as the row does
+            check_fits(f"attention masks of packed rows (train.pack_length {cfg.train.pack_length}, train.max_tokens "
+                       f"{cfg.train.max_tokens})", packed_mask_bytes(cfg.train.pack_length, cfg.train.max_tokens),
+                       self.device, "lower train.pack_length (rows of 128 to 1,024 positions pack sentences as well) "
+                       "or use train.packed_attention: flex")
         self.startup.mark("device_context")
         model = build_model(cfg.model, *vocab)
         self.startup.mark("model_init")

@@ -248,6 +248,11 @@ CASES = [
     ("train-huge-model", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "model.embed_dim=16384",
                           "--set", "model.ff_dim=65536", "--set", "model.num_layers=64", "--set",
                           "model.num_heads=256"], "yaml:" + BASE + TOY_DATA_YAML, "GiB available"),
+    # Packed rows' attention masks grow as the row's square: a row of 65,536 positions was an OOM kill (exit 137).
+    ("train-huge-packed-rows", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set",
+                                "train.pack_length=65536", "--set", "train.max_tokens=1048576"],
+     "yaml:" + BASE + TOY_DATA_YAML, "attention masks of packed rows (train.pack_length 65536, train.max_tokens "
+                                     "1048576) needs at least 324.0 GiB"),
     ("train-lr-inf", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.lr=inf"],
      "yaml:" + BASE, "train.lr must be a finite number"),
     ("train-lr-nan", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.lr=.nan"],
@@ -438,6 +443,36 @@ from nmt.cli import main
 sys.argv = ["nmt", *sys.argv[1:]]
 main()
 """
+
+
+_FAILING_ALLOCATION = """
+import sys
+import nmt.cli as cli
+def allocate(**_):
+    {allocation}
+cli.app = allocate
+sys.argv = ["nmt", "train"]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("allocation,said", [
+    ("import torch; torch.empty(2**50, dtype=torch.uint8)", "out of memory: tried to allocate 1,048,576.0 GiB"),
+    ("bytearray(2**62)", "out of memory (MemoryError)"),
+    ("import torch; raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total "
+     "capacity of 79.1 GiB of which 3.2 GiB is free.')",
+     "out of memory: CUDA out of memory. Tried to allocate 20.00 GiB"),
+], ids=["cpu-allocator", "python", "cuda"])
+def test_running_out_of_memory_is_named_not_an_internal_error(allocation, said, tmp_path):
+    """What no estimate caught (nmt/memory.py checks the main terms first) was "internal error RuntimeError: [enforce
+    fail at alloc_cpu.cpp:127] ..." with exit 1, a bug's code: it is the machine's limit, and says what to lower."""
+    done = subprocess.run([sys.executable, "-c", _FAILING_ALLOCATION.format(allocation=allocation)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {said}"), lines
+    assert lines[0].endswith("lower train.max_tokens or the model's size to train; decode.batch_size or the beam "
+                             "to translate")
 
 
 @pytest.mark.parametrize("command", [["translate", "hi"], ["evaluate"], ["plot"], ["average"], ["export", "-o", "x"],
