@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
+import re
 import shutil
 import time
 import urllib.error
@@ -112,10 +114,26 @@ def _has_pairs(path: Path) -> bool:
         return any(line.strip() for line in handle)
 
 
+def parse_url(text: str) -> urllib.parse.ParseResult:
+    """`text` (a URL or a path) as urllib reads it; what it cannot read (`https://[::1/x`: "Invalid IPv6 URL"), an
+    http(s) URL's port that is no port, or a space in one is a one-line error naming it, not an internal error."""
+    try:
+        parsed = urllib.parse.urlparse(text)
+        if parsed.scheme.lower() in ("http", "https"):
+            parsed.port  # noqa: B018 - raises on a port that is no number from 0 to 65535
+    except ValueError as err:
+        raise NMTError(f"{text} is not a valid URL ({err})") from None
+    if parsed.scheme.lower() in ("http", "https") and re.search(r"[\x00-\x20\x7f]", text):
+        # http.client refused it mid-download, an internal error ("URL can't contain control characters").
+        raise NMTError(f"{text!r} is not a valid URL (it holds a space or a control character: percent-encode it, "
+                       "a space as %20)")
+    return parsed
+
+
 def file_url_path(url: str) -> Path:
     """The path a file:// URL names on this machine (file:///p or file://localhost/p); a URL naming another host
     is refused rather than read as a local path."""
-    parsed = urllib.parse.urlparse(url)
+    parsed = parse_url(url)
     if parsed.netloc not in ("", "localhost"):
         raise NMTError(f"{url} names a file on host {parsed.netloc!r}: file:// URLs name this machine's files "
                        "(file:///path)")
@@ -124,7 +142,7 @@ def file_url_path(url: str) -> Path:
 
 def _local_source(url: str) -> Path | None:
     """The local zip a file:// URL or a path names (checked), or None for an http(s) URL."""
-    parsed = urllib.parse.urlparse(url)
+    parsed = parse_url(url)
     if parsed.scheme in ("http", "https"):
         return None
     if parsed.scheme == "file":
@@ -161,7 +179,7 @@ def _complete_after_416(err: urllib.error.HTTPError, offset: int) -> bool:
 
 
 def _file_name(url: str, default: str) -> str:
-    return Path(urllib.parse.urlparse(url).path).name or default
+    return Path(parse_url(url).path).name or default
 
 
 def _http_download(url: str, final: Path, progress: bool, revalidate: dict | None = None) -> dict | None:
@@ -205,8 +223,10 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
                            "re-run to download again") from None
         else:
             raise DownloadFailed(f"download failed: HTTP {err.code} for {url}", f"HTTP {err.code}") from None
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+        # http.client's own errors are no OSError: a port that speaks no HTTP (BadStatusLine), a broken answer.
+        reason = (f"no HTTP answer ({type(err).__name__} {str(err).strip()!r})"
+                  if isinstance(err, http.client.HTTPException) else getattr(err, "reason", err))
         kept = part.stat().st_size if part.is_file() else 0
         then = (f"{kept:,} bytes kept: re-run to resume" if kept else
                 "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")

@@ -12,15 +12,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.bad_lines import RAISE, BadLines
-from nmt.data.download import corpus_path, file_url_path, sha256_file
+from nmt.data.download import corpus_path, file_url_path, parse_url, sha256_file
 from nmt.data.function_words import swapped_by_words
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
@@ -112,7 +110,7 @@ def languages(cfg: DataConfig) -> tuple[str, str]:
 
 
 def _is_url(text: str) -> bool:
-    return urllib.parse.urlparse(text).scheme in ("http", "https")
+    return parse_url(text).scheme in ("http", "https")
 
 
 def _fetched(text: str, what: str, data_dir: Path) -> Path:
@@ -126,7 +124,7 @@ def _fetched(text: str, what: str, data_dir: Path) -> Path:
 
 
 def _local(text: str, what: str) -> Path:
-    parsed = urllib.parse.urlparse(text)
+    parsed = parse_url(text)
     path = file_url_path(text) if parsed.scheme == "file" else Path(text).expanduser()
     if not path.exists():
         where = "" if path.is_absolute() else \

@@ -333,3 +333,29 @@ def test_a_stalled_check_for_a_newer_copy_goes_on_with_the_one_on_disk(range_ser
     monkeypatch.setattr(download, "STALL_MIN_BYTES", 1000)
     assert download.fetch_file(url, cache, progress=False, warn=warned.append) == first
     assert first.read_bytes() == handler.blob and len(warned) == 1 and "whether it changed (stalled)" in warned[0]
+
+
+@pytest.mark.parametrize("answer,said", [
+    (b"SSH-2.0-OpenSSH_9.6\r\n",  # a port that speaks no HTTP
+     "download failed for {url}: no HTTP answer \\(BadStatusLine 'SSH-2.0-OpenSSH_9.6'\\) \\(nothing "),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10,
+     "download of {url} incomplete: 10 of 1000 bytes \\(re-run to resume\\)"),
+], ids=["not-http", "cut-short"])
+def test_a_server_that_answers_no_http_or_hangs_up_mid_body_is_a_download_failure(answer, said, tmp_path):
+    """A port that speaks no HTTP raised http.client's BadStatusLine, no OSError: an internal error (exit 1)."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def answer_once():
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(answer)
+
+        threading.Thread(target=answer_once, daemon=True).start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/fra-eng.zip"
+        with pytest.raises(NMTError, match="^" + said.format(url=url)):
+            download_corpus(url, tmp_path / "data", None, progress=False)
