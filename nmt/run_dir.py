@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 import os
 import platform
 import re
@@ -106,6 +107,18 @@ def _git_commit() -> str | None:
         return None
 
 
+def finite_or_null(value):
+    """`value` with every NaN or infinite number in it (in dicts and lists too) as None: JSON has no such numbers,
+    and Python's NaN and Infinity in a metrics line broke every strict reader (jq, JSON.parse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(item) for item in value]
+    return value
+
+
 RECORD_TYPES = ("train", "valid", "checkpoint", "start")  # log windows, validations, checkpoint waits, sessions
 
 
@@ -120,7 +133,7 @@ class MetricsLog:
         if self.path.is_symlink():
             raise NMTError(f"{self.path} is a symbolic link; refusing to write through it")
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(json.dumps(finite_or_null(record), allow_nan=False) + "\n")
 
     def records(self) -> list[dict]:
         """Every complete record, of every type; a torn last line (a kill mid-write) is skipped, as is a line that
@@ -150,7 +163,7 @@ class MetricsLog:
         kept = [r for r in records if r["step"] <= step]
         lines = self.path.read_text(encoding="utf-8", errors="replace").count("\n")
         if len(kept) != len(records) or lines != len(records):
-            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+            write_text_atomic(self.path, "".join(json.dumps(finite_or_null(r), allow_nan=False) + "\n" for r in kept))
         return len(records) - len(kept)
 
 

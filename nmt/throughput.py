@@ -185,23 +185,36 @@ class ThroughputWindow:
     padded_tokens: int = 0  # positions computed, padding included (source and target)
     flops: float = 0.0
     started: float = field(default_factory=time.perf_counter)
+    # Per update, whether it was applied (a device bool: False, skipped as non-finite under train.nonfinite_loss
+    # skip) and its target tokens: kept as they come, read once at `report` (no device work per update).
+    applied: list[torch.Tensor | bool] = field(default_factory=list)
+    update_tgt_tokens: list[int] = field(default_factory=list)
 
     def add(self, loss_sum: float | torch.Tensor, src_tokens: int, tgt_tokens: int, flops: float,
-            padded_tokens: int = 0) -> None:
+            padded_tokens: int = 0, applied: torch.Tensor | bool = True) -> None:
         self.loss_sum += loss_sum
         self.src_tokens += src_tokens
         self.tgt_tokens += tgt_tokens
         self.padded_tokens += padded_tokens
         self.flops += flops
+        self.applied.append(applied)
+        self.update_tgt_tokens.append(tgt_tokens)
 
     def report(self, world_size: int) -> dict:
+        """The window's figures: its loss per target token of the updates applied (None if it skipped them all: a
+        skipped update adds no loss, and its tokens made the loss look lower, 0 for a window of them alone), how
+        many updates it made and skipped, tokens/s and MFU."""
         elapsed = max(time.perf_counter() - self.started, 1e-9)
+        applied = torch.stack([torch.as_tensor(a) for a in self.applied]).cpu().tolist() if self.applied else []
+        applied_tokens = sum(tokens for tokens, kept in zip(self.update_tgt_tokens, applied) if kept)
         # Every rank processed about as many tokens as this one.
-        figures = {"loss": float(self.loss_sum) / max(self.tgt_tokens, 1),  # a device tensor in training: one sync
+        figures = {"loss": float(self.loss_sum) / applied_tokens if applied_tokens else None,  # one sync
+                   "updates": len(applied), "skipped_updates": applied.count(False),
                    "tokens_per_s": (self.src_tokens + self.tgt_tokens) * world_size / elapsed,
                    "padded_tokens_per_s": self.padded_tokens * world_size / elapsed,
                    "mfu": self.flops / elapsed / self.peak_flops if self.peak_flops else 0.0,
                    "window_s": elapsed}
         self.loss_sum, self.src_tokens, self.tgt_tokens, self.padded_tokens, self.flops = 0.0, 0, 0, 0, 0.0
+        self.applied, self.update_tgt_tokens = [], []
         self.started = time.perf_counter()
         return figures

@@ -550,7 +550,7 @@ class Trainer:
                 p.elapsed_s = elapsed_before + time.perf_counter() - session_start
                 window.add(result.loss_sum, result.src_tokens, result.tgt_tokens,
                            self.update_flops(result.src_tokens, result.tgt_tokens, result.sentences),
-                           result.padded_tokens)
+                           result.padded_tokens, result.applied)
                 bar.update(1)
                 self.timer.phase("sync")
                 interrupted, out_of_time = self._agreed_flags(stop.requested, agree_now=log_line)
@@ -854,14 +854,20 @@ class Trainer:
         with self.timer.blocked():  # reads the window's loss sum
             figures, p = window.report(self.ctx.world_size), self.progress
         lr = float(self.optimizer.param_groups[0]["lr"])  # a device tensor under train.cuda_graph
-        bar.set_postfix(loss=f"{figures['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{figures['tokens_per_s']:,.0f}",
-                        mfu=f"{figures['mfu']:.1%}")
+        loss = figures["loss"]
+        bar.set_postfix(loss="-" if loss is None else f"{loss:.3f}", lr=f"{lr:.2e}",
+                        tok_s=f"{figures['tokens_per_s']:,.0f}", mfu=f"{figures['mfu']:.1%}")
+        if figures["skipped_updates"] and self.ctx.is_main:  # train.nonfinite_loss: skip (stop raised before this)
+            self.log(f"warning: updates skipped: {figures['skipped_updates']} of the {figures['updates']} up to step "
+                     f"{p.step} had a non-finite loss or gradient (train.nonfinite_loss: skip); if it goes on, lower "
+                     "train.lr or set train.clip_norm")
         if self.cfg.train.time_budget_s:  # the bar ends where the budget will, not at a max_steps never reached
             bar.total = steps_within_budget(p.step, p.elapsed_s, self.cfg.train.time_budget_s, self.planned_steps)
             bar.refresh()
         if self.ctx.is_main:
             self.record({"type": "train", "step": p.step, "epoch": p.epoch,
-                         "time_s": round(p.elapsed_s, 3), "loss": round(figures["loss"], 4), "lr": lr,
+                         "time_s": round(p.elapsed_s, 3), "loss": None if loss is None else round(loss, 4),
+                         "lr": lr, "updates": figures["updates"], "skipped_updates": figures["skipped_updates"],
                          "tokens_per_s": round(figures["tokens_per_s"], 1),
                          "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1),
                          **self.timer.report(),

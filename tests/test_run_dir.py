@@ -141,6 +141,19 @@ def test_metrics_log_skips_torn_lines_and_trims(tmp_path):
         ("train", 1), ("checkpoint", 1), ("train", 2), ("checkpoint", 2)]
 
 
+def test_metrics_log_is_strict_json_a_non_finite_number_null(tmp_path):
+    """A NaN dev loss (weights that overflow) or an infinite figure was written as NaN or Infinity, which Python
+    reads but no strict JSON reader does (jq, JavaScript's JSON.parse, pandas' read_json with lines=True)."""
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log.append({"type": "valid", "step": 3, "dev_loss": float("nan"), "dev_ppl": float("inf"), "dev_bleu": 0.0,
+                "timing": {"decode_s": float("-inf"), "spans": [1.5, float("nan")]}})
+    line = log.path.read_text()
+    assert "NaN" not in line and "Infinity" not in line
+    assert json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}")) == {
+        "type": "valid", "step": 3, "dev_loss": None, "dev_ppl": None, "dev_bleu": 0.0,
+        "timing": {"decode_s": None, "spans": [1.5, None]}}
+
+
 def test_metrics_log_refuses_a_planted_link(tmp_path):
     target = tmp_path / "elsewhere.txt"
     target.write_text("precious\n")

@@ -44,6 +44,21 @@ def test_window_reports_and_resets():
     assert GPU_PEAK_TFLOPS["H100"] == 989.0
 
 
+def test_a_window_counts_its_skipped_updates_and_averages_the_loss_over_the_others():
+    """Under train.nonfinite_loss: skip a skipped update adds no loss but its tokens: the window's loss came out too
+    low, and 0.000 for a window of skipped updates alone, with no word that any was skipped."""
+    window = ThroughputWindow(peak_flops=1e12)
+    window.add(loss_sum=torch.tensor(20.0), src_tokens=100, tgt_tokens=10, flops=1e9, applied=torch.tensor(True))
+    window.add(loss_sum=torch.tensor(0.0), src_tokens=100, tgt_tokens=30, flops=1e9, applied=torch.tensor(False))
+    figures = window.report(world_size=1)
+    assert figures["loss"] == 2.0 and figures["skipped_updates"] == 1 and figures["updates"] == 2
+    window.add(loss_sum=torch.tensor(0.0), src_tokens=100, tgt_tokens=30, flops=1e9, applied=torch.tensor(False))
+    figures = window.report(world_size=1)
+    assert figures["loss"] is None and figures["skipped_updates"] == 1
+    window.add(loss_sum=4.0, src_tokens=1, tgt_tokens=2, flops=1.0)  # applied unless said otherwise
+    assert window.report(world_size=1)["skipped_updates"] == 0
+
+
 @pytest.mark.parametrize("arch", ["seq2seq", "bahdanau", "luong", "transformer"])
 def test_update_flops_counted_once_matches_the_model_count(arch):
     model = make_model(arch)
