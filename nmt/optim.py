@@ -16,9 +16,15 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     see Trainer.train_step); no weight decay on biases, norms and embeddings' 1-D cousins."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": params, "weight_decay": weight_decay}
+              for params, weight_decay in zip((decay, no_decay), group_weight_decays(cfg))]
     # eps 1e-9 and betas (0.9, 0.98) as in Vaswani et al. (2017), on every device.
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
+
+
+def group_weight_decays(cfg: TrainConfig) -> tuple[float, float]:
+    """The weight decay of `make_optimizer`'s two parameter groups: the matrices', and the vectors' (none)."""
+    return cfg.weight_decay, 0.0
 
 
 def inverse_sqrt(warmup_steps: int):
@@ -73,7 +79,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, clock: Tr
     `clock`."""
     if cfg.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min" if cfg.best_metric == "loss" else "max",
-                                                          factor=cfg.plateau_factor, patience=max(1, cfg.patience // 3))
+                                                          factor=cfg.plateau_factor, patience=plateau_patience(cfg))
     if cfg.schedule == "constant":
         warmup = max(1, cfg.warmup_steps)
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -82,6 +88,72 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, clock: Tr
         return torch.optim.lr_scheduler.LambdaLR(optimizer, decay(cfg.warmup_steps, cfg.max_steps, cfg.time_budget_s,
                                                                   clock))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(cfg.warmup_steps))
+
+
+def plateau_patience(cfg: TrainConfig) -> int:
+    """Validations without gain before the plateau schedule lowers the lr: a third of early stopping's."""
+    return max(1, cfg.patience // 3)
+
+
+def resume_schedule(optimizer: torch.optim.Optimizer, scheduler, scheduler_state: dict, saved: TrainConfig,
+                    cfg: TrainConfig, step: int) -> list[str]:
+    """After a resume loaded the optimizer's state: the schedule's, with the config's (`cfg`) hyperparameters where
+    they changed since the run saved them (`saved`). The two states hold what they were made with: a resumed run went
+    on at its old train.lr, weight_decay and plateau settings in silence, while its config.yaml said the new, and a
+    schedule of another kind was an error ("does not fit this model: 'lr_lambdas'") or a state mixed of two. A new lr
+    scales the schedule where it stands; a new kind of schedule takes over where it stands after `step` updates.
+    Returns what changed, to be said; with nothing changed every value is as loaded, bit for bit."""
+    if cfg.schedule != saved.schedule:
+        changed = [_take_over(optimizer, scheduler, saved, cfg, step)]
+    else:
+        scheduler.load_state_dict(scheduler_state)
+        changed = _rescaled(optimizer, scheduler, saved, cfg)
+        if not scheduler_steps_per_update(scheduler):
+            if cfg.plateau_factor != saved.plateau_factor:
+                changed.append(f"train.plateau_factor changed from {saved.plateau_factor:g} to "
+                               f"{cfg.plateau_factor:g}")
+            if plateau_patience(cfg) != plateau_patience(saved):
+                changed.append(f"train.patience changed from {saved.patience} to {cfg.patience}: the plateau "
+                               f"schedule waits {plateau_patience(cfg)} validations without gain, not "
+                               f"{plateau_patience(saved)}")
+            scheduler.factor, scheduler.patience = cfg.plateau_factor, plateau_patience(cfg)
+    if cfg.weight_decay != saved.weight_decay:
+        changed.append(f"train.weight_decay changed from {saved.weight_decay:g} to {cfg.weight_decay:g}")
+    for group, weight_decay in zip(optimizer.param_groups, group_weight_decays(cfg)):
+        group["weight_decay"] = weight_decay
+    return changed
+
+
+def _rescaled(optimizer: torch.optim.Optimizer, scheduler, saved: TrainConfig, cfg: TrainConfig) -> list[str]:
+    """A loaded schedule scaled to the config's lr where it changed: the next factor (or a plateau's reductions so
+    far) kept, at the new peak."""
+    if cfg.lr == saved.lr:
+        return []
+    scale = cfg.lr / saved.lr
+    for group in optimizer.param_groups:
+        group["lr"] = group["lr"] * scale
+        if "initial_lr" in group:
+            group["initial_lr"] = group["initial_lr"] * scale
+    if scheduler_steps_per_update(scheduler):
+        scheduler.base_lrs = [lr * scale for lr in scheduler.base_lrs]
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]  # what get_last_lr() reports
+    return [f"train.lr changed from {saved.lr:g} to {cfg.lr:g}: the schedule goes on from where it was, at the new "
+            f"scale (lr {optimizer.param_groups[0]['lr']:.3g} now)"]
+
+
+def _take_over(optimizer: torch.optim.Optimizer, scheduler, saved: TrainConfig, cfg: TrainConfig, step: int) -> str:
+    """The config's new kind of schedule (made afresh, its base the config's lr) put where it stands after `step`
+    updates: a step-based one at its factor for that step, a plateau at train.lr (it starts there)."""
+    if scheduler_steps_per_update(scheduler):
+        scheduler.last_epoch = step
+        lrs = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    else:
+        lrs = [cfg.lr] * len(optimizer.param_groups)
+    for group, lr in zip(optimizer.param_groups, lrs):
+        group["lr"], group["initial_lr"] = lr, cfg.lr
+    scheduler._last_lr = lrs
+    return (f"train.schedule changed from {saved.schedule} to {cfg.schedule}: the new schedule takes over at step "
+            f"{step} (lr {lrs[0]:.3g} now)")
 
 
 def scheduler_steps_per_update(scheduler) -> bool:

@@ -30,7 +30,7 @@ from nmt.background_validation import BackgroundValidation, Validated
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
 from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
-from nmt.config import Config, TrainConfig, to_dict
+from nmt.config import Config, TrainConfig, from_dict, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
                                token_batches)
@@ -49,7 +49,8 @@ from nmt.models import build_model
 from nmt.models.base import set_loss_block_rows
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.models.rnn_encoder import capture_recurrences
-from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
+from nmt.optim import (TrainingClock, make_optimizer, make_scheduler, resume_schedule,
+                       scheduler_steps_per_update)
 from nmt.memory import check_fits, count_parameters, packed_mask_bytes, training_bytes
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
@@ -454,10 +455,13 @@ class Trainer:
             self.optimizer.load_state_dict(state.optimizer)
             for group in self.optimizer.param_groups:  # as a train.cuda_graph run saves them (see GraphedUpdate)
                 group["lr"], group["capturable"] = float(group["lr"]), False
-            self.scheduler.load_state_dict(state.scheduler)
+            changed = resume_schedule(self.optimizer, self.scheduler, state.scheduler, from_dict(state.config).train,
+                                      self.cfg.train, state.progress["step"])
             self.scaler.load_state_dict(state.scaler)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             raise NMTError(f"{path} does not fit this model: {str(err).splitlines()[0]}") from None
+        for line in changed:
+            say(line)
         rng = state.rng
         if isinstance(rng, list):  # one state per rank (newer checkpoints)
             if len(rng) != self.ctx.world_size:

@@ -5,7 +5,7 @@ import torch
 
 from nmt.config import ConfigError, TrainConfig, load_config
 from nmt.optim import (TrainingClock, cosine_decay, inverse_sqrt, linear_decay, make_optimizer, make_scheduler,
-                       scheduler_steps_per_update)
+                       resume_schedule, scheduler_steps_per_update)
 
 
 def test_inverse_sqrt_warms_up_linearly_then_decays():
@@ -92,3 +92,70 @@ def test_found_inf_skips_the_update_on_the_device():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(torch.equal(m, optimizer.state[p]["exp_avg"]) for m, p in zip(moments, model.parameters()))
     assert all(int(optimizer.state[p]["step"]) == 1 for p in model.parameters())
+
+
+def _trained_states(cfg: TrainConfig, steps: int = 6):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+    optimizer = make_optimizer(model, cfg)
+    scheduler = make_scheduler(optimizer, cfg)
+    for _ in range(steps):
+        model(torch.randn(2, 3)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if scheduler_steps_per_update(scheduler):
+            scheduler.step()
+    return model, optimizer.state_dict(), scheduler.state_dict()
+
+
+@pytest.mark.parametrize("schedule", ["inverse_sqrt", "cosine", "constant", "plateau"])
+def test_a_resume_takes_the_configs_lr_weight_decay_and_plateau_settings(schedule):
+    """The optimizer's and the schedule's saved states hold the hyperparameters they were made with: a resumed run
+    went on at its old train.lr and weight_decay (and plateau factor) in silence, while its config.yaml said the new."""
+    saved = TrainConfig(lr=2e-3, weight_decay=0.1, schedule=schedule, warmup_steps=4, max_steps=20)
+    model, optimizer_state, scheduler_state = _trained_states(saved)
+    same_lr = [g["lr"] for g in optimizer_state["param_groups"]]
+    for cfg, said in ((saved, []), (TrainConfig(lr=1e-3, weight_decay=0.3, schedule=schedule, warmup_steps=4,
+                                                max_steps=20, plateau_factor=0.25, patience=9),
+                                    ["train.lr changed from 0.002 to 0.001: the schedule goes on from where it was, "
+                                     "at the new scale",
+                                     *(["train.plateau_factor changed from 0.5 to 0.25"] if schedule == "plateau"
+                                       else []), "train.weight_decay changed from 0.1 to 0.3"])):
+        optimizer = make_optimizer(model, cfg)
+        scheduler = make_scheduler(optimizer, cfg)
+        optimizer.load_state_dict(optimizer_state)
+        changed = resume_schedule(optimizer, scheduler, scheduler_state, saved, cfg, step=6)
+        assert [message.split(" (")[0] for message in changed] == said
+        scale = cfg.lr / saved.lr
+        assert [g["lr"] for g in optimizer.param_groups] == [lr * scale for lr in same_lr]  # bitwise when unchanged
+        assert [g["weight_decay"] for g in optimizer.param_groups] == [cfg.weight_decay, 0.0]
+        if scheduler_steps_per_update(scheduler):
+            assert scheduler.base_lrs == [cfg.lr, cfg.lr] and scheduler.get_last_lr() == [g["lr"] for g in
+                                                                                         optimizer.param_groups]
+            optimizer.step()  # no gradients: nothing moves, but the schedule steps after it, as in training
+            scheduler.step()  # the schedule's next factor, at the config's scale
+            assert scheduler.get_last_lr() == pytest.approx([cfg.lr * scheduler.lr_lambdas[0](7)] * 2, rel=1e-12)
+        else:
+            assert (scheduler.factor, scheduler.patience) == (cfg.plateau_factor, max(1, cfg.patience // 3))
+
+
+@pytest.mark.parametrize("before,after", [("inverse_sqrt", "cosine"), ("plateau", "linear"), ("cosine", "plateau")])
+def test_a_resume_with_another_kind_of_schedule_takes_it_up_where_it_stands(before, after):
+    """A plateau's saved state loaded into a step schedule was "does not fit this model: 'lr_lambdas'"; a step
+    schedule's into a plateau, a state mixed of two kinds. The new one is made afresh and put at the step."""
+    saved = TrainConfig(lr=2e-3, schedule=before, warmup_steps=4, max_steps=20)
+    cfg = TrainConfig(lr=1e-3, schedule=after, warmup_steps=4, max_steps=20)
+    model, optimizer_state, scheduler_state = _trained_states(saved)
+    optimizer = make_optimizer(model, cfg)
+    scheduler = make_scheduler(optimizer, cfg)
+    optimizer.load_state_dict(optimizer_state)
+    changed = resume_schedule(optimizer, scheduler, scheduler_state, saved, cfg, step=6)
+    assert changed[0].startswith(f"train.schedule changed from {before} to {after}: the new schedule takes over at "
+                                 "step 6 (lr ")
+    if after == "plateau":
+        assert [g["lr"] for g in optimizer.param_groups] == [1e-3, 1e-3]  # a plateau starts at train.lr
+    else:
+        factor = (cosine_decay if after == "cosine" else linear_decay)(4, 20)
+        assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([1e-3 * factor(6)] * 2)
+        optimizer.step()
+        scheduler.step()
+        assert scheduler.get_last_lr() == pytest.approx([1e-3 * factor(7)] * 2)

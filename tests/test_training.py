@@ -514,6 +514,22 @@ def test_a_resumed_run_with_another_best_metric_counts_afresh(tmp_path, toy_data
               tmp_path / "plateau", toy_data_dir, log=said.append)
 
 
+def test_a_resumed_run_trains_at_the_lr_its_config_now_says(tmp_path, toy_data_dir):
+    """The optimizer's and the schedule's saved states held the lr: `--set train.lr=...` on a resume was ignored in
+    silence (and written to config.yaml as if it held). It scales the schedule where it stands, and is said."""
+    from nmt.optim import inverse_sqrt
+
+    said, first = [], {"max_steps": 10, "log_every": 1}
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train=first)), tmp_path / "run", toy_data_dir,
+          log=said.append)
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train={**first, "max_steps": 14, "lr": 1e-3})),
+          tmp_path / "run", toy_data_dir, log=said.append)
+    assert any(line.startswith("train.lr changed from 0.005 to 0.001: the schedule goes on") for line in said), said
+    lrs = {r["step"]: r["lr"] for r in Run(tmp_path / "run").metrics.records() if r["type"] == "train"}
+    factor = inverse_sqrt(TOY_RUN["train"]["warmup_steps"])
+    assert lrs[10] == pytest.approx(5e-3 * factor(10)) and lrs[14] == pytest.approx(1e-3 * factor(14))
+
+
 def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
     """torch's compiler failing at the first compiled update (torch 2.4's inductor on a CPU builds C++ that does not
     compile) is an NMTError naming the way out, not an internal error; here a backend that fails as that one did."""
