@@ -515,6 +515,9 @@ def _number(value: float | None) -> float | None:
 
 def check_bind_address(host: str, port: int) -> socket.socket:
     """A listening socket on host:port, or one clear error (a bad address, a busy port) before any model loads."""
+    if not host.strip():
+        raise NMTError(f"--host {host!r} names no address: 0.0.0.0 serves on every interface (:: with IPv6), "
+                       "127.0.0.1 on this machine only")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as err:
