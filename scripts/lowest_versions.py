@@ -9,8 +9,8 @@ nmt's version and exited 0). torch's floor has its own check, scripts/test_torch
 
 from __future__ import annotations
 
+import argparse
 import re
-import sys
 from pathlib import Path
 
 try:
@@ -42,5 +42,7 @@ def lowest_pins(pyproject: dict) -> list[str]:
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1] if len(sys.argv) > 1 else PYPROJECT, "rb") as f:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pyproject", nargs="?", type=Path, default=PYPROJECT, help="default: this repository's")
+    with open(parser.parse_args().pyproject, "rb") as f:
         print("\n".join(lowest_pins(tomllib.load(f))))
