@@ -628,7 +628,10 @@ class Trainer:
                                 length_multiple=cfg.length_multiple, pack_length=cfg.pack_length)
             usable = len(batches) // group * group
             if usable == 0:
-                raise NMTError(f"train.max_tokens={cfg.max_tokens} gives fewer batches than one update needs")
+                raise NMTError(f"the training split ({counted(len(data), 'pair')}) makes {len(batches):,} batch"
+                               f"{'' if len(batches) == 1 else 'es'} "
+                               f"of train.max_tokens {cfg.max_tokens} an epoch, fewer than one update takes ({group}: "
+                               f"train.accum_steps × ranks): lower them, or train on more pairs")
             while batch_in_epoch + group <= usable and updates > 0:
                 start = batch_in_epoch + ctx.rank * cfg.accum_steps
                 micro_batches = [batches[i] for i in range(start, min(start + cfg.accum_steps, len(batches)))]

@@ -514,6 +514,14 @@ def test_a_resumed_run_with_another_best_metric_counts_afresh(tmp_path, toy_data
               tmp_path / "plateau", toy_data_dir, log=said.append)
 
 
+def test_an_update_larger_than_the_epoch_names_the_counts(tmp_path, toy_data_dir):
+    """It was "train.max_tokens=400 gives fewer batches than one update needs", naming neither count."""
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"accum_steps": 1000}))
+    with pytest.raises(NMTError, match=r"^the training split \(\d+ pairs\) makes \d+ batches of train.max_tokens 400 "
+                                       r"an epoch, fewer than one update takes \(1000: train.accum_steps × ranks\)"):
+        train(cfg, tmp_path / "run", toy_data_dir, log=lambda *_: None)
+
+
 def test_a_resumed_run_trains_at_the_lr_its_config_now_says(tmp_path, toy_data_dir):
     """The optimizer's and the schedule's saved states held the lr: `--set train.lr=...` on a resume was ignored in
     silence (and written to config.yaml as if it held). It scales the schedule where it stands, and is said."""

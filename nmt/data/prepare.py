@@ -194,6 +194,15 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
         if ratio:
             dropped["length_ratio"] = encoded[name].unlike
         split_counts[name] = {"pairs": encoded[name].kept, "sources": encoded[name].sources}
+    emptied = [name for name in SPLITS if not split_counts[name]["pairs"]]
+    if emptied:
+        filters = " and ".join(f"data.{key} {getattr(cfg, key):g}" for key in ("max_pieces", "max_length_ratio")
+                               if getattr(cfg, key))
+        lost = dropped["too_many_pieces"] + dropped.get("length_ratio", 0)
+        names = " and ".join([", ".join(emptied[:-1]), emptied[-1]] if len(emptied) > 1 else emptied)
+        raise NMTError(f"the {names} split{'s' if len(emptied) > 1 else ''} would be empty after "
+                       f"{filters} dropped {lost:,} pairs (longer than that many pieces, or sides that far apart in "
+                       "length): raise it")
     for files in text.values():
         for path in files:
             path.unlink()

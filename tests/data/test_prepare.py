@@ -30,6 +30,19 @@ def test_a_corpus_too_small_for_the_splits_is_refused_at_prepare(tmp_path):
     assert not list((data / "prepared").glob("*")), "nothing half-prepared is left"
 
 
+@pytest.mark.parametrize("setting,named", [({"max_pieces": 4}, "data.max_pieces 4"),
+                                            ({"max_pieces": 5, "max_length_ratio": 3.0},
+                                             "data.max_pieces 5 and data.max_length_ratio 3")])
+def test_a_piece_filter_that_leaves_a_split_empty_is_refused_at_prepare(tmp_path, setting, named):
+    """data.max_pieces 4 dropped all 400 pairs after the tokenizer was trained: preparation went on to "train 0,
+    valid 0, test 0", and training failed with "train.max_tokens=400 gives fewer batches than one update needs"."""
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+    with pytest.raises(NMTError, match=rf"^the (train|valid|test)[a-z ,]* splits? would be empty after {named} "
+                                       r"dropped \d+ pairs"):
+        prepare(DataConfig(**{**TOY_DATA, **setting}), data, log=lambda *_: None)
+    assert not list((data / "prepared").glob("*")), "nothing half-prepared is left"
+
+
 def test_one_enormous_word_is_dropped_by_pieces_not_words(tmp_path):
     huge = "a" * 20000  # one whitespace word: max_words lets it through, max_pieces must not
     data = corpus_dir(tmp_path, toy_parallel_corpus() + f"I have {huge}.\tJ'ai {huge}.\n")
