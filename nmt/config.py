@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import math
 import re
+import reprlib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -672,6 +673,21 @@ def _unknown_key_message(full: str, key: str, fields: dict, path: str, value: An
     return f"unknown key {full}; valid keys: {', '.join(fields)}{anchors}"
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 80
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 4
+_SHOWN.maxlevel = 2
+
+
+def _shown(value: Any) -> str:
+    """A value as an error shows it: its repr, cut short. An alias bomb's list (nine of the one before, eight deep,
+    read at once as shared references) made a message of 254 MB; a setting of 5 MB of text, one of 5 MB."""
+    try:
+        return _SHOWN.repr(value)
+    except ValueError:  # an int past Python's 4,300 digits (from code: YAML's are refused as read)
+        return f"an integer of {value.bit_length():,} bits"
+
+
 def _as_number(value: Any) -> float | None:
     """The number a YAML value spells, or None; PyYAML reads "3e-4" as a string (YAML 1.1), so numeric strings count."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -706,19 +722,19 @@ def _coerce(value: Any, typ: Any, path: str) -> Any:
         number = _as_number(value)
         if number is not None:
             if not math.isfinite(number):  # YAML's .inf/.nan, or "inf": no setting means infinity
-                raise ConfigError(f"{path} must be a finite number, got {value!r}")
+                raise ConfigError(f"{path} must be a finite number, got {_shown(value)}")
             return number
     elif typ is str:
         if isinstance(value, str):
             return value
-    raise ConfigError(f"{path} must be {typ.__name__}, got {value!r} ({type(value).__name__})")
+    raise ConfigError(f"{path} must be {typ.__name__}, got {_shown(value)} ({type(value).__name__})")
 
 
 def _validate_range(value: Any, rules: Any, path: str) -> None:
     if value is None:  # an unset optional setting: nothing to check
         return
     if "choices" in rules and value not in rules["choices"]:
-        raise ConfigError(f"{path} must be one of {', '.join(rules['choices'])}; got {value!r}")
+        raise ConfigError(f"{path} must be one of {', '.join(rules['choices'])}; got {_shown(value)}")
     if isinstance(value, int) and not isinstance(value, bool):
         # Every integer setting reaches torch, numpy or C code as 64 bits (a seed, a slice's end): past them, an
         # internal error far from the setting's name.
@@ -727,7 +743,7 @@ def _validate_range(value: Any, rules: Any, path: str) -> None:
               "lt": (lambda v, b: v < b, "<"), "le": (lambda v, b: v <= b, "<=")}
     for rule, (ok, symbol) in checks.items():
         if rule in rules and not ok(value, rules[rule]):
-            raise ConfigError(f"{path} must be {symbol} {rules[rule]}; got {value!r}")
+            raise ConfigError(f"{path} must be {symbol} {rules[rule]}; got {_shown(value)}")
 
 
 def sampling_overrides(topk: int | None, topp: float | None, temperature: float | None,
@@ -781,7 +797,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not all(parts):
             raise ConfigError(f"bad override {item!r}: empty key segment")
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
+            value = yaml.load(text, Loader=_UniqueKeyLoader) if text.strip() else ""  # noqa: S506 - a SafeLoader
+        except ConfigError as err:
+            raise ConfigError(f"--set {key.strip()}: {str(err).split(': ', 1)[-1]}") from None
         except yaml.YAMLError:
             value = text
         node = raw
@@ -808,6 +826,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise ConfigError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+    def construct_yaml_int(self, node):
+        """A plain integer, or a one-line error for one of more digits than Python reads as an int (4,300: its
+        ValueError was an internal error)."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise ConfigError(f"line {node.start_mark.line + 1}: a number of {len(node.value):,} digits, past any "
+                              "setting's (64 bits at most)") from None
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
 def read_yaml(path: Path) -> Any:

@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -392,3 +393,33 @@ def test_yaml_anchors_and_merge_keys_share_settings_and_x_keys_hold_them(tmp_pat
     with pytest.raises(ConfigError, match=r"unknown key small; valid keys: .* \(a key that holds YAML anchors: "
                                           r"name it x-small\)"):  # only x- keys name no section
         load_config(write(tmp_path, "small: &small\n  embed_dim: 64\nmodel:\n  <<: *small\n"))
+
+
+@pytest.mark.parametrize("text,said", [
+    ("train:\n  seed: " + "9" * 5000 + "\n", "line 2: a number of 5,000 digits, past any setting's (64 bits at most)"),
+    ("train:\n  lr: " + "9" * 5000 + "\n", "line 2: a number of 5,000 digits"),
+])
+def test_a_number_past_pythons_digit_limit_is_named_not_an_internal_error(tmp_path, text, said):
+    """PyYAML reads a plain number through int(), which refuses more than 4,300 digits with a ValueError: it was
+    "internal error ValueError: Exceeds the limit (4300 digits) for integer string conversion"."""
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{tmp_path / 'c.yaml'}: {said}")):
+        load_config(write(tmp_path, text))
+    with pytest.raises(ConfigError, match="^--set train.seed: a number of 5,000 digits"):
+        load_config(write(tmp_path, "{}\n"), overrides=["train.seed=" + "9" * 5000])
+
+
+def test_a_value_in_an_error_is_cut_short(tmp_path):
+    """A value is shown as it was given, to a length: an alias bomb (each list nine of the one before, eight deep:
+    43 million strings, read in no time as shared references) made a message of 254 MB in 8 s and 815 MB of memory;
+    a setting of 5 MB of text, a message of 5 MB."""
+    levels = ['  - &a ["x","x","x","x","x","x","x","x","x"]']
+    for previous, name in zip("abcdefg", "bcdefgh"):
+        levels.append(f"  - &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+    bomb = write(tmp_path, "train:\n  lr:\n  " + "\n  ".join(levels) + "\n")
+    shown = r"^train.lr must be float, got \[\['x', 'x', 'x', 'x', \.\.\.\], .*\(list\)$"
+    with pytest.raises(ConfigError, match=shown) as refused:
+        load_config(bomb)
+    assert len(str(refused.value)) < 300
+    with pytest.raises(ConfigError, match=r"^model.arch must be one of .*; got 'xxx.*\.\.\..*xxx'$") as refused:
+        load_config(write(tmp_path, "model:\n  arch: " + "x" * 5_000_000 + "\n"))
+    assert len(str(refused.value)) < 300
