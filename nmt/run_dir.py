@@ -326,6 +326,14 @@ class Run:
         if reason:
             raise NMTError(f"cannot create the run directory {self.directory}: {reason}")
 
+    def check_apart_from(self, data_dir: Path) -> None:
+        """The run's directory is not the data directory: a run written there put its checkpoints, config.yaml and
+        logs among the corpus and its preparations, and `nmt runs` listed the data as a run. (A folder of its own
+        inside the data directory, or a data directory inside the run's, keeps the two apart.)"""
+        if self.directory.resolve() == Path(data_dir).resolve():
+            raise NMTError(f"the run directory {self.directory} is the data directory: give the run a directory of its "
+                           "own (runs/NAME by default)")
+
     def _make_dirs(self) -> None:
         for directory in (self.directory, self.checkpoint_dir):
             if directory.exists() and not directory.is_dir():

@@ -266,6 +266,12 @@ CASES = [
                                 "train.pack_length=65536", "--set", "train.max_tokens=1048576"],
      "yaml:" + BASE + TOY_DATA_YAML, "attention masks of packed rows (train.pack_length 65536, train.max_tokens "
                                      "1048576) needs at least 324.0 GiB"),
+    # A run written into the data directory mixed its checkpoints with the corpus and its preparations.
+    ("train-run-in-data-dir", ["train", "--config", "{T}/c.yaml", "--run-dir", "{D}", "--data-dir", "{D}"],
+     "yaml:" + BASE + TOY_DATA_YAML, "is the data directory"),
+    ("train-run-in-data-dir-by-another-name", ["train", "--config", "{T}/c.yaml", "--run-dir", "{D}/../{D.name}/",
+                                               "--data-dir", "{D}"], "yaml:" + BASE + TOY_DATA_YAML,
+     "is the data directory"),
     ("train-lr-inf", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.lr=inf"],
      "yaml:" + BASE, "train.lr must be a finite number"),
     ("train-lr-nan", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--set", "train.lr=.nan"],
