@@ -443,12 +443,13 @@ def serve(run: Optional[Path] = RunOption,
     """
     engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
-    from nmt.serve import check_bind_address, run_server
+    from nmt.serve import allowed_host_name, check_bind_address, run_server
 
+    allow_host = [allowed_host_name(name) for name in allow_host or []]
     listener = check_bind_address(host, port)  # a busy port or a bad address: one line, before loading a model
     translator = open_engine(engine, run, checkpoint, model, device, _decode_settings(sets, {}), warn=warn,
                              ensemble=ensemble or [])
-    run_server(translator, listener, host, port, allow_host or [], log=_log)
+    run_server(translator, listener, host, port, allow_host, log=_log)
 
 
 @app.command()

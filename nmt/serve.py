@@ -29,6 +29,7 @@ import dataclasses
 import ipaddress
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -281,6 +282,22 @@ def host_of(header: str) -> str:
     if header.startswith("["):
         return header[1:header.find("]")] if "]" in header else header
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+_HOST_NAME = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")  # a DNS name or IPv4 address, or an IPv6 address
+
+
+def allowed_host_name(text: str) -> str:
+    """An --allow-host value as a Host header's host compares with it (`host_of`: lower case, no port or brackets):
+    `mt.example:8000` and `[::1]` never matched, and every request was refused. A URL or what is no name is an
+    error."""
+    if "://" in text:
+        host = host_of(text.split("://", 1)[1].split("/", 1)[0])
+        raise NMTError(f"--allow-host {text!r} is a URL: name its host alone ({host})")
+    host = host_of(text)
+    if not _HOST_NAME.fullmatch(host):
+        raise NMTError(f"--allow-host {text!r} is no host name (e.g. mt.example, 10.0.0.5 or [::1], a port or not)")
+    return host
 
 
 def allowed_hosts(bind_host: str, extra: list[str]) -> set[str] | None:

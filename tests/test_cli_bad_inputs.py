@@ -290,6 +290,8 @@ CASES = [
      "is a run, not a CTranslate2 export: use it with --run"),
     ("serve-run-is-export", ["serve", "--run", "{T}/ct2"], "an-export-dir", "take it as --engine ctranslate2 --model"),
     # Many servers read an empty host as every interface; getaddrinfo names no address ("cannot serve on : ...").
+    ("serve-allow-a-url", ["serve", "--run", "{R}", "--allow-host", "https://mt.example/"], None,
+     "--allow-host 'https://mt.example/' is a URL: name its host alone (mt.example)"),
     ("serve-empty-host", ["serve", "--run", "{R}", "--host", ""], None,
      "--host '' names no address: 0.0.0.0 serves on every interface (:: with IPv6), 127.0.0.1 on this machine only"),
     # --allow-fewer forgives only the count of checkpoints (make demo relies on it to stop on anything else)

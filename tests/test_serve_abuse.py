@@ -3,6 +3,7 @@ and the body's shape, that `/health` still answers afterwards, and that good req
 Then: fairness (a small request overtakes a big one), Host checks, and the CLI's refusals (busy port, bad address)."""
 
 import json
+import re
 import socket
 import threading
 import time
@@ -16,8 +17,9 @@ from tests_helpers import nmt
 pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[serve]')")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.serve import (Limits, allowed_hosts, chunk_sentences, create_app, exposure_notice, host_of,  # noqa: E402
-                       server_url)
+from nmt.errors import NMTError  # noqa: E402
+from nmt.serve import (Limits, allowed_host_name, allowed_hosts, chunk_sentences, create_app,  # noqa: E402
+                       exposure_notice, host_of, server_url)
 
 GOOD = {"sentences": ["I have two cats."], "beam": 2}
 
@@ -275,6 +277,21 @@ def test_host_header_is_checked_on_loopback(translator):
             assert response.status_code == status, (host, response.text)
         refused = client.post("/translate", json=GOOD, headers={"Host": "evil.example"})
         assert refused.status_code == 400 and "--allow-host evil.example" in refused.json()["detail"]
+
+
+def test_allowed_hosts_are_named_as_a_host_header_names_them(translator):
+    """`--allow-host mt.example:8000` and `--allow-host [::1]` never matched (a Host header's port and brackets are
+    dropped before the check), so every request was refused; a URL or a space is no host name at all."""
+    assert [allowed_host_name(name) for name in ("MT.example:8000", "[::1]", "[fe80::1]:80", "mt.example")] == [
+        "mt.example", "::1", "fe80::1", "mt.example"]
+    for name, said in (("http://mt.example", "is a URL: name its host alone (mt.example)"),
+                       ("mt example", "is no host name"), ("", "is no host name"),
+                       ("mt.example/api", "is no host name")):
+        with pytest.raises(NMTError, match=f"^--allow-host {re.escape(repr(name))} {re.escape(said)}"):
+            allowed_host_name(name)
+    with TestClient(create_app(translator, hosts=allowed_hosts("127.0.0.1", [allowed_host_name("mt.example:8000")]))
+                    ) as client:
+        assert client.get("/health", headers={"Host": "mt.example:8000"}).status_code == 200
 
 
 @pytest.mark.slow
