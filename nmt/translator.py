@@ -84,11 +84,11 @@ class Translator:
         run = Run.of_checkpoint(run_dir, checkpoint)
         first = _Member.load(run, checkpoint, warn)
         members = [first] + [first.check_joins(_Member.load(*_member_run(p), warn), p) for p in ensemble]
-        torch_device = pick_device(device)
         model = first.model if len(members) == 1 else Ensemble([m.model for m in members])
-        model.to(torch_device).eval()
         decode = with_overrides(first.config.decode, decode_overrides)
         check_overrides_fit_positions(decode, decode_overrides, model.max_target_positions)
+        torch_device = pick_device(device)
+        model.to(torch_device).eval()
         dtype = autocast_dtype(decode.precision, torch_device)
         if emulated_bf16(torch_device, dtype):
             warn(f"decode.precision bf16 is {EMULATED_BF16_NOTE}")
