@@ -91,9 +91,17 @@ def effective_decode(decode: DecodeConfig) -> tuple[DecodeConfig, list[str]]:
 COLDEST_TEMPERATURE = 1e-30
 
 
-def translate_options(decode: DecodeConfig, longest_source: int) -> dict:
-    """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch)."""
-    sampling = {"sampling_topk": decode.sampling_topk, "sampling_topp": decode.sampling_topp,
+# CTranslate2 takes top-p as float32 and refuses it once that is 0; below the smallest normal float32 the set whose
+# probability reaches it is the arg-max alone, as it is for any top-p that small.
+SMALLEST_TOP_P = 2.0**-126  # float32's smallest normal number
+
+
+def translate_options(decode: DecodeConfig, longest_source: int, vocabulary: int | None = None) -> dict:
+    """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch;
+    vocabulary: the target's pieces). A top-k past the vocabulary is all of it (0), as in nmt's sampler: CTranslate2
+    refused it ("greater than the vocabulary size", an internal error)."""
+    top_k = 0 if vocabulary is not None and decode.sampling_topk >= vocabulary else decode.sampling_topk
+    sampling = {"sampling_topk": top_k, "sampling_topp": max(decode.sampling_topp, SMALLEST_TOP_P),
                 "sampling_temperature": max(decode.sampling_temperature, COLDEST_TEMPERATURE)} if decode.samples else {}
     return {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty, "patience": 1.0,
             "no_repeat_ngram_size": decode.no_repeat_ngram_size,
@@ -205,7 +213,8 @@ class CTranslate2Engine:
         forced = encode_prefixes(self.tokenizers, self.normalizer, prefixes, len(sentences), str)
         check_target_room(forced, self.max_target_positions, "prefix")
         if todo:
-            options = translate_options(decode, max(len(pieces[i]) for i in todo) + 1)
+            options = translate_options(decode, max(len(pieces[i]) for i in todo) + 1,
+                                        self.tokenizers.target.get_piece_size())
             if forced:  # as nmt's search does: room for every prefix and its EOS
                 options["max_decoding_length"] = max(options["max_decoding_length"], max(map(len, forced)) + 1)
             try:

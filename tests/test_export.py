@@ -147,6 +147,23 @@ def test_the_export_sampling_near_zero_temperature_is_its_greedy_search(toy_tran
         assert [t.text for t in cold.translate(sources)] == greedy
 
 
+def test_the_export_samples_at_the_settings_bounds_as_nmt_does(toy_transformer_run, tmp_path):
+    """A top-k past the vocabulary (nmt's sampler draws from all of it) and a top-p below float32's smallest number
+    (the arg-max alone) were CTranslate2's ValueErrors: internal errors, exit 1."""
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+    export_ctranslate2(translator, tmp_path / "ct2", "float32")
+    sources = toy_sources(10)
+
+    def drawn(**settings):
+        engine = CTranslate2Engine(tmp_path / "ct2", decode_overrides={"beam_size": 1, "sampling_seed": 3, **settings})
+        return [t.text for t in engine.translate(sources)]
+
+    assert drawn(sampling_topk=1_000_000) == drawn(sampling_topk=0)
+    greedy = [t.text for t in CTranslate2Engine(tmp_path / "ct2", decode_overrides={"beam_size": 1})
+              .translate(sources)]
+    assert drawn(sampling_topk=0, sampling_topp=1e-300) == greedy
+
+
 def test_export_samples_with_the_runs_settings_and_seed(toy_transformer_run, tmp_path):
     sampling = {"precision": "fp32", "beam_size": 1, "sampling_topk": 0, "sampling_temperature": 1.5}
     translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides=sampling)
