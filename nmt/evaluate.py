@@ -112,7 +112,15 @@ def references_from_files(paths: list[Path], count: int, language: str = "",
                           partner: str = "") -> list[list[str]]:
     """Parallel reference files (one per reference set), each aligned with the sources; empty lines = missing.
     `language`: the references', which a WMT XML of a source and its references together is read for (and a TMX,
-    in its units that hold `partner`'s, the sources' language, too)."""
+    in its units that hold `partner`'s, the sources' language, too). A file given twice is refused: BLEU and chrF
+    take a reference set once however often it comes, so the second was a typo for another."""
+    seen = set()
+    for path in paths:
+        if Path(path).is_file():
+            identity = Path(path).resolve()
+            if identity in seen:
+                raise NMTError(f"--ref {path} is given twice: name each reference set once")
+            seen.add(identity)
     columns = [read_lines(p, language, partner) for p in paths]
     for path, column in zip(paths, columns):
         _refuse_pairs_file(path, column)

@@ -188,6 +188,17 @@ def test_a_tsv_of_pairs_given_as_src_is_refused(tmp_path):
     assert ev.load_test_set(None, "test", tsv, [refs], tmp_path).sources == ["Hello.\tBonjour.", "No.", "Bye."]
 
 
+def test_a_reference_file_given_twice_is_refused_before_decoding(tmp_path):
+    """`--ref ref.1 --ref ref.1` (a typo for ref.2) scored as one reference (BLEU and chrF take a reference set once
+    however often it is given), with no word that the second set was not the one meant."""
+    src, refs = tmp_path / "src.txt", tmp_path / "refs.txt"
+    src.write_text("Hello.\nBye.\n", encoding="utf-8")
+    refs.write_text("Bonjour.\nSalut.\n", encoding="utf-8")
+    for second in (refs, tmp_path / "." / "refs.txt"):
+        with pytest.raises(NMTError, match=r"^--ref .*refs.txt is given twice: name each reference set once"):
+            ev.load_test_set(None, "test", src, [refs, second], tmp_path)
+
+
 def test_a_source_without_a_reference_is_named_by_its_line_before_decoding(tmp_path):
     """An empty line in every --ref file leaves its source no reference: the error said only "every source sentence
     needs at least one reference", naming no file and no line."""
