@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 from nmt.config import Config
@@ -127,6 +128,13 @@ def references_from_files(paths: list[Path], count: int, language: str = "",
         if len(column) != count:
             raise NMTError(f"{path} has {counted(len(column), 'line')} but the source has {count}")
     return [[c[i] for c in columns if c[i].strip()] for i in range(count)]
+
+
+def references_not_nfc(references: list[list[str]]) -> list[int]:
+    """The sentences (counted from 1) with a reference not in Unicode NFC: a decomposed é (e + U+0301) is no
+    match for a translation's é, and sacrebleu compares the text as it comes."""
+    return [number for number, refs in enumerate(references, 1)
+            if any(not unicodedata.is_normalized("NFC", reference) for reference in refs)]
 
 
 def source_label(path: Path, sources: list[str]) -> str:
@@ -261,6 +269,14 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     sources, references, label = test_set.sources, test_set.references, report_name(test_set, engine)
     refuse_swapped_files(test_set, engine.source_lang, engine.target_lang)
     check_writable(out_dir)
+    decomposed = [] if test_set.normalized_references or not engine.normalizer.unicode_nfc else \
+        references_not_nfc(references)
+    if decomposed:
+        warn(f"{counted(len(decomposed), 'sentence')} of {len(references):,} "
+             f"{'has' if len(decomposed) == 1 else 'have'} a reference not in Unicode NFC (the first: sentence "
+             f"{decomposed[0]}), while the translations are (the run's data.unicode_nfc): scored as given, a "
+             "decomposed é matches no é of theirs; normalize the --ref files to NFC (Python: "
+             "unicodedata.normalize('NFC', text); ICU: uconv -x any-nfc)")
     started = time.perf_counter()
     translations = engine.translate(sources, constraints=test_set.constraints)
     elapsed = time.perf_counter() - started
@@ -268,7 +284,8 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     held = {} if test_set.constraints is None else {"constraints": {
         "origin": test_set.constraints_origin, **phrases_held(hypotheses, test_set.constraints, engine.target_lang)}}
     lowercased = test_set.normalized_references and engine.normalizer.lowercase_target
-    report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased, **engine.describe(),
+    report = {"label": label, "origin": test_set.origin, "references_lowercased": lowercased,
+              "references_not_nfc": len(decomposed), **engine.describe(),
               "sentences": len(sources), "sources_cut": sum(t.source_cut for t in translations),
               **corpus_scores(hypotheses, references, with_ter=True, target_lang=engine.target_lang,
                               n_bootstrap=BOOTSTRAP_SAMPLES),

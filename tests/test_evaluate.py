@@ -57,6 +57,24 @@ def test_a_report_says_when_its_references_were_lowercased_by_the_runs_normaliza
     assert ev.evaluate(engine, files, tmp_path)["references_lowercased"] is False
 
 
+def test_references_not_in_nfc_are_warned_of_and_counted(toy_transformer_run, tmp_path, capsys):
+    """A reference file in decomposed Unicode (NFD: macOS file names, some PDF extractions) spells é as e + U+0301:
+    scored as given, no é of the translations (NFC, the run's normalization) matched it, and BLEU fell with no word
+    of why. Such references are counted in the report and warned of; the prepared splits went through the run's
+    normalization and are not checked."""
+    import unicodedata
+
+    engine = Translator.from_run(toy_transformer_run, device="cpu")
+    references = [["J'ai deux chats."], [unicodedata.normalize("NFD", "Il a été là.")]]
+    files = ev.EvaluationSet(["I have two cats.", "He was there."], references, "mine", "--src a --ref b")
+    report = ev.evaluate(engine, files, tmp_path)
+    assert report["references_not_nfc"] == 1
+    assert "warning: 1 sentence of 2 has a reference not in Unicode NFC (the first: sentence 2)" in \
+        capsys.readouterr().err
+    nfc = ev.EvaluationSet(files.sources, [["J'ai deux chats."], ["Il a été là."]], "mine", "--src a --ref b")
+    assert ev.evaluate(engine, nfc, tmp_path)["references_not_nfc"] == 0 and "NFC" not in capsys.readouterr().err
+
+
 def test_a_report_counts_the_sources_the_engine_read_only_in_part(toy_transformer_run, tmp_path):
     """A test set's sources over decode.max_input_tokens are cut: their BLEU is that of a part, and the report (not
     only the warnings that scroll by) says how many."""
