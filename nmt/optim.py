@@ -105,6 +105,8 @@ def resume_schedule(optimizer: torch.optim.Optimizer, scheduler, scheduler_state
     Returns what changed, to be said; with nothing changed every value is as loaded, bit for bit."""
     if cfg.schedule != saved.schedule:
         changed = [_take_over(optimizer, scheduler, saved, cfg, step)]
+        if cfg.lr != saved.lr:
+            changed.append(f"train.lr changed from {saved.lr:g} to {cfg.lr:g}: the new schedule's peak")
     else:
         scheduler.load_state_dict(scheduler_state)
         changed = _rescaled(optimizer, scheduler, saved, cfg)

@@ -151,6 +151,7 @@ def test_a_resume_with_another_kind_of_schedule_takes_it_up_where_it_stands(befo
     changed = resume_schedule(optimizer, scheduler, scheduler_state, saved, cfg, step=6)
     assert changed[0].startswith(f"train.schedule changed from {before} to {after}: the new schedule takes over at "
                                  "step 6 (lr ")
+    assert changed[1:] == ["train.lr changed from 0.002 to 0.001: the new schedule's peak"]
     if after == "plateau":
         assert [g["lr"] for g in optimizer.param_groups] == [1e-3, 1e-3]  # a plateau starts at train.lr
     else:
