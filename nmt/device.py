@@ -29,10 +29,34 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
     return device
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on: its affinity where the OS says (a container's or `taskset`'s share), else
-    the machine's count."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    the machine's count; at most its CPU quota (`cpu_quota`)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = cpu_quota()
+    return min(cpus, quota) if quota else cpus
+
+
+def cpu_quota() -> int | None:
+    """The CPUs a cgroup's CFS quota allows (rounded up), or None for none: `docker run --cpus=2` on a 64-core host
+    leaves the affinity at 64 and sets cgroup v2's cpu.max to "200000 100000" (v1: cpu.cfs_quota_us and
+    cpu.cfs_period_us)."""
+    v1 = CGROUP_ROOT / "cpu"
+    for quota_file, period_file in ((CGROUP_ROOT / "cpu.max", None),
+                                    (v1 / "cpu.cfs_quota_us", v1 / "cpu.cfs_period_us")):
+        try:
+            fields = quota_file.read_text().split()
+            if period_file is not None:
+                fields += period_file.read_text().split()
+            quota, period = int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):  # absent, "max" (no quota), or unreadable
+            continue
+        if quota > 0 and period > 0:
+            return max(1, -(-quota // period))
+    return None
 
 
 def oversubscribed_threads_warning(threads: int, cpus: int) -> str:
@@ -42,8 +66,7 @@ def oversubscribed_threads_warning(threads: int, cpus: int) -> str:
     if threads <= cpus:
         return ""
     return (f"train.threads {threads} is more than the {counted(cpus, 'CPU')} this process may use: the extra "
-            f"threads wait on each other at every kernel and slow training (train.threads: {cpus}, or 0 for torch's "
-            f"default)")
+            f"threads wait on each other at every kernel and slow training (train.threads: {cpus}, or 0)")
 
 
 def context_in_background(device: torch.device) -> threading.Thread | None:

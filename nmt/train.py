@@ -211,6 +211,13 @@ class Trainer:
             if oversubscribed and self.ctx.is_main:
                 self.log(f"warning: {oversubscribed}")
             torch.set_num_threads(cfg.train.threads)
+        elif self.device.type == "cpu" and torch.get_num_threads() > (cpus := usable_cpus()):
+            # torch's default is one thread per CPU of the host (OpenMP's count), a container's quota unseen.
+            if self.ctx.is_main:
+                self.log(f"train.threads 0: torch's default of {torch.get_num_threads()} threads is more than the "
+                         f"{counted(cpus, 'CPU')} this process may use (its affinity or CPU quota): training with "
+                         f"{cpus}")
+            torch.set_num_threads(cpus)
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)

@@ -133,3 +133,21 @@ def test_threads_past_the_usable_cpus_are_warned_of_and_the_affinity_counts(monk
     assert "the 1 CPU this" in oversubscribed_threads_warning(2, 1)
     monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: {3}, raising=False)
     assert usable_cpus() == 1  # a container's or taskset's share, not the machine's count
+
+
+@pytest.mark.parametrize("files,quota", [
+    ({"cpu.max": "max 100000\n"}, None), ({"cpu.max": "150000 100000\n"}, 2), ({"cpu.max": "50000 100000\n"}, 1),
+    ({"cpu.max": "garbled"}, None),
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+    ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2), ({}, None),
+])
+def test_a_containers_cpu_quota_counts_as_its_cpus(monkeypatch, tmp_path, files, quota):
+    """`docker run --cpus=2` on a 64-core host leaves the affinity at 64 and sets a CFS quota of 2 CPUs (cgroup v2's
+    cpu.max, v1's cfs_quota_us / cfs_period_us): torch's default of 64 threads then waits on the throttle."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(device, "CGROUP_ROOT", tmp_path)
+    assert device.cpu_quota() == quota
+    monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert usable_cpus() == (quota or 64)

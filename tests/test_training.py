@@ -388,7 +388,27 @@ def test_train_threads_past_the_usable_cpus_are_warned_of_once(tmp_path, toy_dat
     assert not any(line.startswith("warning: ") for line in said[1])
     assert [line for line in said[2] if line.startswith("warning: ")] == [
         "warning: train.threads 2 is more than the 1 CPU this process may use: the extra threads wait on each other "
-        "at every kernel and slow training (train.threads: 1, or 0 for torch's default)"]
+        "at every kernel and slow training (train.threads: 1, or 0)"]
+
+
+def test_torchs_default_threads_past_the_usable_cpus_are_capped_and_said(tmp_path, toy_data_dir, monkeypatch):
+    """train.threads 0 left torch's default, one thread per CPU of the host, in a container whose CPU quota is a few
+    of them: more threads than CPUs wait on each other at every kernel (8 on 2 cores: 0.69-0.77x the tokens/s)."""
+    import nmt.train as train_module
+
+    threads = torch.get_num_threads()
+    said = []
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setattr(train_module, "usable_cpus", lambda: 1)
+        Trainer(load_config(write_config(tmp_path, base=TOY_RUN, train={"threads": 0})), Run(tmp_path / "run"),
+                toy_data_dir, log=said.append)
+        capped = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+    assert capped == 1
+    assert "train.threads 0: torch's default of 2 threads is more than the 1 CPU this process may use (its affinity " \
+           "or CPU quota): training with 1" in said
 
 
 def test_gradients_kept_in_place_train_exactly_as_gradients_dropped(tmp_path, toy_data_dir):
