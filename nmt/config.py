@@ -280,8 +280,9 @@ class TrainConfig:
     # graphs of its own) the graph replays inductor's fused kernels.
     cuda_graph: bool = False
     nonfinite_loss: str = field(default="stop", metadata=_check(choices=("stop", "skip")))
-    # CPU intra-op threads; 0 leaves torch's default. At most 1,024, above any CPU's count: tens of thousands crash
-    # OpenMP (libgomp cannot create them and the process dies).
+    # CPU intra-op threads; 0: torch's default (one per CPU of the host), at most the CPUs this process may use (its
+    # affinity and a container's CPU quota, which torch does not see). At most 1,024, above any CPU's count: tens of
+    # thousands crash OpenMP (libgomp cannot create them and the process dies).
     threads: int = field(default=0, metadata=_check(ge=0, le=1024))
     # How many kernels oneDNN (bf16 matmuls on a CPU) keeps, one per matmul shape, as ONEDNN_PRIMITIVE_CACHE_CAPACITY
     # (which, set by the user, wins). Small keeps a bf16 run's memory flat; large saves remaking kernels, which on a
