@@ -16,6 +16,7 @@ from nmt.config import DecodeConfig
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.stream import in_chunks
+from nmt.device import cap_threads_at_usable_cpus
 from nmt.errors import NMTError, RepeatedWarning
 from nmt.models.base import AttentionChoice
 from nmt.translator import Hypothesis, Translation, Translator
@@ -62,7 +63,10 @@ def open_engine(engine: str, run: Path | None = None, checkpoint: Path | None = 
         if model is not None:
             raise NMTError("--model is for --engine ctranslate2; the nmt engine takes --run or --checkpoint")
         kwargs = {"warn": warn} if warn else {}
-        return Translator.from_run(run, checkpoint, device, decode_overrides, ensemble=ensemble, **kwargs)
+        translator = Translator.from_run(run, checkpoint, device, decode_overrides, ensemble=ensemble, **kwargs)
+        if translator.device.type == "cpu":  # as training does: torch's default, at most the CPUs it may use
+            cap_threads_at_usable_cpus()
+        return translator
     if engine == "ctranslate2":
         if model is None:
             raise NMTError("--engine ctranslate2 needs --model DIR (made by `nmt export`)")

@@ -39,8 +39,9 @@ from nmt.data.sources import languages, resolve_normalizer
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.tokenizer import Tokenizers, same_vocabulary
-from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, context_in_background, emulated_bf16,
-                        oversubscribed_threads_warning, pick_device, training_attention_kernels, usable_cpus)
+from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, cap_threads_at_usable_cpus,
+                        context_in_background, emulated_bf16, oversubscribed_threads_warning, pick_device,
+                        training_attention_kernels, usable_cpus)
 from nmt.distributed import setup_distributed, teardown_distributed
 from nmt.errors import NMTError, counted
 from nmt.finetune import check_parent_shape, load_parent_weights, starting_from, with_borrowed_tokenizer
@@ -211,13 +212,10 @@ class Trainer:
             if oversubscribed and self.ctx.is_main:
                 self.log(f"warning: {oversubscribed}")
             torch.set_num_threads(cfg.train.threads)
-        elif self.device.type == "cpu" and torch.get_num_threads() > (cpus := usable_cpus()):
-            # torch's default is one thread per CPU of the host (OpenMP's count), a container's quota unseen.
-            if self.ctx.is_main:
-                self.log(f"train.threads 0: torch's default of {torch.get_num_threads()} threads is more than the "
-                         f"{counted(cpus, 'CPU')} this process may use (its affinity or CPU quota): training with "
-                         f"{cpus}")
-            torch.set_num_threads(cpus)
+        elif self.device.type == "cpu" and (capped := cap_threads_at_usable_cpus()) and self.ctx.is_main:
+            self.log(f"train.threads 0: torch's default of {capped[0]} threads is more than the "
+                     f"{counted(capped[1], 'CPU')} this process may use (its affinity or CPU quota): training with "
+                     f"{capped[1]}")
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)

@@ -151,3 +151,19 @@ def test_a_containers_cpu_quota_counts_as_its_cpus(monkeypatch, tmp_path, files,
     assert device.cpu_quota() == quota
     monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     assert usable_cpus() == (quota or 64)
+
+
+def test_an_engine_on_a_cpu_caps_torchs_default_threads_at_the_usable_cpus(toy_transformer_run, monkeypatch):
+    """As training does: `nmt translate`, `evaluate` and `serve` in a container with a CPU quota of 1 decoded with
+    one thread per CPU of the host."""
+    from nmt.engines import open_engine
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setattr(device, "usable_cpus", lambda: 1)
+        open_engine("nmt", toy_transformer_run, device="cpu")
+        assert torch.get_num_threads() == 1
+        assert device.cap_threads_at_usable_cpus() is None  # within the CPUs: left alone
+    finally:
+        torch.set_num_threads(threads)

@@ -394,13 +394,13 @@ def test_train_threads_past_the_usable_cpus_are_warned_of_once(tmp_path, toy_dat
 def test_torchs_default_threads_past_the_usable_cpus_are_capped_and_said(tmp_path, toy_data_dir, monkeypatch):
     """train.threads 0 left torch's default, one thread per CPU of the host, in a container whose CPU quota is a few
     of them: more threads than CPUs wait on each other at every kernel (8 on 2 cores: 0.69-0.77x the tokens/s)."""
-    import nmt.train as train_module
+    import nmt.device as device_module
 
     threads = torch.get_num_threads()
     said = []
     try:
         torch.set_num_threads(2)
-        monkeypatch.setattr(train_module, "usable_cpus", lambda: 1)
+        monkeypatch.setattr(device_module, "usable_cpus", lambda: 1)
         Trainer(load_config(write_config(tmp_path, base=TOY_RUN, train={"threads": 0})), Run(tmp_path / "run"),
                 toy_data_dir, log=said.append)
         capped = torch.get_num_threads()
