@@ -7,6 +7,7 @@ import functools
 import os
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -30,6 +31,7 @@ def pick_device(requested: str, local_rank: int = 0) -> torch.device:
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
 
 
 def usable_cpus() -> int:
@@ -54,20 +56,39 @@ def cap_threads_at_usable_cpus() -> tuple[int, int] | None:
 def cpu_quota() -> int | None:
     """The CPUs a cgroup's CFS quota allows (rounded up), or None for none: `docker run --cpus=2` on a 64-core host
     leaves the affinity at 64 and sets cgroup v2's cpu.max to "200000 100000" (v1: cpu.cfs_quota_us and
-    cpu.cfs_period_us)."""
+    cpu.cfs_period_us). The tightest quota from this process's own cgroup up to the root counts: a systemd unit's
+    CPUQuota, or a container seen without a cgroup namespace of its own, sets it below /sys/fs/cgroup."""
+    quotas = [quota for quota in (_quota(*files) for files in _quota_files()) if quota]
+    return min(quotas) if quotas else None
+
+
+def _quota_files() -> Iterator[tuple[Path, Path | None]]:
+    """(quota file, period file or None where the quota file holds both): cgroup v1's, then v2's cpu.max of this
+    process's cgroup (/proc/self/cgroup's "0::/path") and of each folder above it."""
     v1 = CGROUP_ROOT / "cpu"
-    for quota_file, period_file in ((CGROUP_ROOT / "cpu.max", None),
-                                    (v1 / "cpu.cfs_quota_us", v1 / "cpu.cfs_period_us")):
-        try:
-            fields = quota_file.read_text().split()
-            if period_file is not None:
-                fields += period_file.read_text().split()
-            quota, period = int(fields[0]), int(fields[1])
-        except (OSError, ValueError, IndexError):  # absent, "max" (no quota), or unreadable
-            continue
-        if quota > 0 and period > 0:
-            return max(1, -(-quota // period))
-    return None
+    yield v1 / "cpu.cfs_quota_us", v1 / "cpu.cfs_period_us"
+    own = ""
+    try:
+        own = next((line[3:] for line in PROC_CGROUP.read_text().splitlines() if line.startswith("0::")), "")
+    except OSError:
+        pass
+    folder = CGROUP_ROOT / own.strip().lstrip("/")
+    while True:
+        yield folder / "cpu.max", None
+        if folder == CGROUP_ROOT or CGROUP_ROOT not in folder.parents:
+            return
+        folder = folder.parent
+
+
+def _quota(quota_file: Path, period_file: Path | None) -> int | None:
+    try:
+        fields = quota_file.read_text().split()
+        if period_file is not None:
+            fields += period_file.read_text().split()
+        quota, period = int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):  # absent, "max" (no quota), or unreadable
+        return None
+    return max(1, -(-quota // period)) if quota > 0 and period > 0 else None
 
 
 def oversubscribed_threads_warning(threads: int, cpus: int) -> str:

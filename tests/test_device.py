@@ -148,6 +148,7 @@ def test_a_containers_cpu_quota_counts_as_its_cpus(monkeypatch, tmp_path, files,
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     monkeypatch.setattr(device, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(device, "PROC_CGROUP", tmp_path / "no-such-file")
     assert device.cpu_quota() == quota
     monkeypatch.setattr(device.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     assert usable_cpus() == (quota or 64)
@@ -167,3 +168,18 @@ def test_an_engine_on_a_cpu_caps_torchs_default_threads_at_the_usable_cpus(toy_t
         assert device.cap_threads_at_usable_cpus() is None  # within the CPUs: left alone
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_tightest_quota_from_the_processs_own_cgroup_up_counts(monkeypatch, tmp_path):
+    """cgroup v2 without a namespace of its own (a systemd unit's CPUQuota, older Docker): the quota sits in the
+    process's cgroup folder (/proc/self/cgroup's "0::/path") or one above it, not at /sys/fs/cgroup."""
+    (tmp_path / "system.slice" / "nmt.service").mkdir(parents=True)
+    (tmp_path / "system.slice" / "nmt.service" / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "system.slice" / "cpu.max").write_text("300000 100000\n")
+    (tmp_path / "cpu.max").write_text("800000 100000\n")
+    (tmp_path / "self-cgroup").write_text("1:cpu:/\n0::/system.slice/nmt.service\n")
+    monkeypatch.setattr(device, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(device, "PROC_CGROUP", tmp_path / "self-cgroup")
+    assert device.cpu_quota() == 3
+    (tmp_path / "self-cgroup").write_text("0::/\n")
+    assert device.cpu_quota() == 8
