@@ -479,15 +479,18 @@ def subword_sampling_refused(cfg: DataConfig) -> str:
             "unigram, or data.subword_alpha: 0)")
 
 
-def check_decode_fits_positions(d: DecodeConfig, positions: int | None, remedy: str) -> None:
-    """A Transformer's position table (`positions`; None: a model without one) holds the longest input decoding reads
-    (decode.max_input_tokens) and the longest output it may write (max_len_a × that + max_len_b, and the start
-    token). Past it, decoding failed at the first sentence that long, with an error that named no setting."""
-    if positions is None:
-        return
-    longest_output = int(d.max_len_a * d.max_input_tokens) + d.max_len_b + 1
-    for what, length in (("decode.max_input_tokens", d.max_input_tokens),
-                         ("decode.max_len_a * max_input_tokens + max_len_b + 1", longest_output)):
+def decode_lengths(d: DecodeConfig) -> list[tuple[str, int]]:
+    """The positions decoding may use, named: the longest input it reads and the longest output it may write
+    (max_len_a × that + max_len_b, and the start token)."""
+    return [("decode.max_input_tokens", d.max_input_tokens),
+            ("decode.max_len_a * max_input_tokens + max_len_b + 1", int(d.max_len_a * d.max_input_tokens)
+             + d.max_len_b + 1)]
+
+
+def check_fits_positions(lengths: list[tuple[str, int]], positions: int | None, remedy: str) -> None:
+    """Each named length within a Transformer's position table (`positions`; None: a model without one). Past it,
+    decoding failed at the first sentence that long, with an error that named no setting."""
+    for what, length in lengths if positions is not None else ():
         if length > positions:
             raise ConfigError(f"{what} = {length} exceeds model.max_positions {positions} (the Transformer's "
                               f"position table); {remedy}")
@@ -501,11 +504,8 @@ def check_consistency(cfg: Config) -> list[str]:
             raise ConfigError(f"model.embed_dim {m.embed_dim} must be divisible by model.num_heads {m.num_heads}")
         if m.embed_dim % 2:
             raise ConfigError(f"model.embed_dim {m.embed_dim} must be even (sinusoidal positions come in pairs)")
-        check_decode_fits_positions(d, m.max_positions, "lower it or raise model.max_positions")
-        if cfg.data.max_pieces + 1 > m.max_positions:
-            raise ConfigError(f"data.max_pieces + 1 = {cfg.data.max_pieces + 1} exceeds model.max_positions "
-                              f"{m.max_positions} (the Transformer's position table); lower it or raise "
-                              "model.max_positions")
+        check_fits_positions([*decode_lengths(d), ("data.max_pieces + 1", cfg.data.max_pieces + 1)],
+                             m.max_positions, "lower it or raise model.max_positions")
     if d.samples:
         check_n_best(1, d)  # sampling takes beam 1: said when the config loads, not at its first translation
     if cfg.data.tokenizer_type == "word" and cfg.data.byte_fallback:

@@ -96,11 +96,11 @@ COLDEST_TEMPERATURE = 1e-30
 SMALLEST_TOP_P = 2.0**-126  # float32's smallest normal number
 
 
-def translate_options(decode: DecodeConfig, longest_source: int, vocabulary: int | None = None) -> dict:
+def translate_options(decode: DecodeConfig, longest_source: int, vocabulary: int) -> dict:
     """`Translator.translate_batch` keyword arguments for `decode` (longest_source: pieces + EOS of the batch;
     vocabulary: the target's pieces). A top-k past the vocabulary is all of it (0), as in nmt's sampler: CTranslate2
     refused it ("greater than the vocabulary size", an internal error)."""
-    top_k = 0 if vocabulary is not None and decode.sampling_topk >= vocabulary else decode.sampling_topk
+    top_k = 0 if decode.sampling_topk >= vocabulary else decode.sampling_topk
     sampling = {"sampling_topk": top_k, "sampling_topp": max(decode.sampling_topp, SMALLEST_TOP_P),
                 "sampling_temperature": max(decode.sampling_temperature, COLDEST_TEMPERATURE)} if decode.samples else {}
     return {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty, "patience": 1.0,

@@ -72,12 +72,11 @@ def _quota_files() -> Iterator[tuple[Path, Path | None]]:
         own = next((line[3:] for line in PROC_CGROUP.read_text().splitlines() if line.startswith("0::")), "")
     except OSError:
         pass
-    folder = CGROUP_ROOT / own.strip().lstrip("/")
-    while True:
+    own_folder = CGROUP_ROOT / own.strip().lstrip("/")
+    for folder in (own_folder, *own_folder.parents):
         yield folder / "cpu.max", None
-        if folder == CGROUP_ROOT or CGROUP_ROOT not in folder.parents:
+        if folder == CGROUP_ROOT:
             return
-        folder = folder.parent
 
 
 def _quota(quota_file: Path, period_file: Path | None) -> int | None:

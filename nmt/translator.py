@@ -11,8 +11,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from nmt.config import (Config, DecodeConfig, ModelConfig, check_constraints, check_decode_fits_positions,
-                        check_n_best, from_dict, sampler_settings_unused)
+from nmt.config import (Config, DecodeConfig, ModelConfig, check_constraints, check_fits_positions, check_n_best,
+                        decode_lengths, from_dict, sampler_settings_unused)
 from nmt.constrained_search import MAX_PHRASES, ConstraintBatch, word_continuations
 from nmt.cpu_memory import heap_trimmer_for
 from nmt.data.batching import padded, source_batch
@@ -472,7 +472,8 @@ def check_overrides_fit_positions(decode: DecodeConfig, overrides: dict | None, 
     refused at once. Only given ones: an ensemble decodes with its first run's own settings, which a member with a
     shorter table bounds only for sentences that long."""
     if any((overrides or {}).get(name) is not None for name in LENGTH_SETTINGS):
-        check_decode_fits_positions(decode, positions, f"lower it: the model was trained with {positions} positions")
+        check_fits_positions(decode_lengths(decode), positions,
+                             f"lower it: the model was trained with {positions} positions")
 
 
 @dataclass

@@ -82,7 +82,7 @@ def test_ctranslate2_options_follow_every_field():
         if name == "precision":
             assert COMPUTE_TYPES[changed.precision] != COMPUTE_TYPES[base.precision]
         else:
-            assert translate_options(changed, 12) != translate_options(base, 12), name
+            assert translate_options(changed, 12, 8000) != translate_options(base, 12, 8000), name
 
 
 def test_export_keeps_the_whole_decode_config_and_the_engine_uses_it(toy_transformer_run, tmp_path):

@@ -119,11 +119,11 @@ def parse_url(text: str) -> urllib.parse.ParseResult:
     http(s) URL's port that is no port, or a space in one is a one-line error naming it, not an internal error."""
     try:
         parsed = urllib.parse.urlparse(text)
-        if parsed.scheme.lower() in ("http", "https"):
+        if parsed.scheme in ("http", "https"):  # urllib lowers the scheme
             parsed.port  # noqa: B018 - raises on a port that is no number from 0 to 65535
     except ValueError as err:
         raise NMTError(f"{text} is not a valid URL ({err})") from None
-    if parsed.scheme.lower() in ("http", "https") and re.search(r"[\x00-\x20\x7f]", text):
+    if parsed.scheme in ("http", "https") and re.search(r"[\x00-\x20\x7f]", text):
         # http.client refused it mid-download, an internal error ("URL can't contain control characters").
         raise NMTError(f"{text!r} is not a valid URL (it holds a space or a control character: percent-encode it, "
                        "a space as %20)")
