@@ -661,7 +661,9 @@ class _ReaderGone(Exception):
 
 class _PipeWatch:
     """sys.stdout, its broken pipe raised as _ReaderGone: click turns an EPIPE into a bare exit 1 (an internal
-    error by nmt's codes) before main() sees it. Everything but write and flush goes to the stream itself."""
+    error by nmt's codes) before main() sees it. Any other failed write (`> /dev/full`, a file past `ulimit -f`)
+    names the standard output, which "error: No space left on device" alone did not. Everything but write and
+    flush goes to the stream itself."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -671,12 +673,22 @@ class _PipeWatch:
             return self._stream.write(text)
         except BrokenPipeError:
             raise _ReaderGone() from None
+        except OSError as err:
+            raise _named_standard_output(err)
 
     def flush(self):
         try:
             self._stream.flush()
         except BrokenPipeError:
             raise _ReaderGone() from None
+        except OSError as err:
+            raise _named_standard_output(err)
+
+
+def _named_standard_output(err: OSError) -> OSError:
+    if err.filename is None:
+        err.filename = "writing the standard output"
+    return err
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,6 +97,17 @@ def test_translate_into_a_reader_that_leaves_stops_quietly(run_dir, tmp_path):
         stderr = process.stderr.read().decode()
         assert process.wait(timeout=120) == 141  # 128 + SIGPIPE, what `yes | head` reports
     assert first.strip() and stderr == ""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_translate_into_a_full_disk_names_the_standard_output(run_dir):
+    # `nmt translate < in.txt > /dev/full` said "error: No space left on device": which file, of the run's and
+    # the output, was not said.
+    with open("/dev/full", "w") as full:
+        process = subprocess.run([sys.executable, "-m", "nmt", "translate", "--run", str(run_dir), "--beam", "1"],
+                                 input="i'm home .\n", stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert process.returncode == 2
+    assert process.stderr == "error: No space left on device (writing the standard output)\n"
 
 
 def test_translate_attention_outputs(run_dir, tmp_path):
