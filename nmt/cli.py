@@ -649,6 +649,12 @@ def plot(run: Optional[Path] = RunOption,
     typer.echo(f"learning curves written to {path}")
 
 
+# What typer>=0.2x returns for a KeyboardInterrupt (Ctrl-C, or SIGTERM below) that it caught itself, where older
+# typers raised click's Abort: a silent exit 130 that left a stopped `nmt prepare` without a word. No nmt command
+# returns 130 of its own.
+_TYPER_INTERRUPTED = 130
+
+
 def _interrupt_on_sigterm(signum, frame):
     # A scheduler's stop: unwind like Ctrl-C so temp files and staging directories are removed on the way out.
     # (Training installs its own handler that stops at an update boundary.)
@@ -735,6 +741,8 @@ def main() -> None:
     sys.stdout = _PipeWatch(sys.stdout)
     try:
         code = app(args=args, prog_name="nmt", standalone_mode=False)
+        if code == _TYPER_INTERRUPTED:
+            raise KeyboardInterrupt  # said below, as older typers' Abort is
         sys.exit(code if isinstance(code, int) else 0)
     except _ReaderGone:
         # Quietly, with the status of a process that SIGPIPE stopped (`yes | head` says 141): what was written was

@@ -480,6 +480,28 @@ cli.main()
 """
 
 
+_STOPPED_MIDWAY = """
+import os, signal, sys, time
+import nmt.inventory
+def stopped(folder):
+    os.kill(os.getpid(), signal.{signal})
+    time.sleep(60)
+nmt.inventory.find_runs = stopped
+from nmt.cli import main
+sys.argv = ["nmt", "runs", "."]
+main()
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_stopped_command_says_it_was_interrupted(signal_name, tmp_path):
+    # typer>=0.2x turns a KeyboardInterrupt into a silent exit 130, where older ones raised click's Abort: a
+    # stopped `nmt prepare` (Ctrl-C, or a scheduler's SIGTERM) ended without a word.
+    done = subprocess.run([sys.executable, "-c", _STOPPED_MIDWAY.format(signal=signal_name)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stderr) == (130, "interrupted\n")
+
+
 @pytest.mark.parametrize("allocation,said", [
     ("import torch; torch.empty(2**50, dtype=torch.uint8)", "out of memory: tried to allocate 1,048,576.0 GiB"),
     ("bytearray(2**62)", "out of memory (MemoryError)"),
