@@ -63,7 +63,7 @@ def _evaluations(eval_dir: Path) -> list[tuple[str, float]]:
     scored = []
     for path in eval_dir.glob("*.report.json"):
         try:
-            scored.append((path.name.removesuffix(".report.json"), float(json.loads(path.read_text())["bleu"])))
+            scored.append((path.name.removesuffix(".report.json"), float(json.loads(path.read_text("utf-8"))["bleu"])))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a report being written, or of another tool: not this table's business
     return sorted(scored, key=lambda item: -item[1])

@@ -1,7 +1,10 @@
 """`nmt runs`: a row per run under a folder, read from its files alone."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 from nmt.inventory import find_runs, format_runs, summarize
 from nmt.lock import DirectoryLock
@@ -58,3 +61,19 @@ def test_cli_lists_runs_or_says_where_there_are_none(toy_transformer_run, tmp_pa
     assert empty.returncode == 2 and "no runs under" in empty.stderr and len(empty.stderr.splitlines()) == 1
     # The folder was named, as an argument or --root: the hint names the argument, not "name the folder with --root".
     assert "nmt runs DIR" in empty.stderr
+
+
+def test_an_evaluation_is_listed_whatever_the_locale(toy_transformer_run, tmp_path):
+    # Reports are UTF-8 ("±" in the BLEU's confidence); `nmt runs` read them in the locale's encoding, and under
+    # LC_ALL=C without Python's UTF-8 mode the evaluation dropped out of its row without a word.
+    shutil.copytree(toy_transformer_run, tmp_path / "runs" / "toy")
+    shutil.rmtree(tmp_path / "runs" / "toy" / "eval", ignore_errors=True)
+    (tmp_path / "runs" / "toy" / "eval").mkdir()
+    report = {"bleu": 31.5, "bleu_ci": "31.5 ± 1.2", "signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"}
+    (tmp_path / "runs" / "toy" / "eval" / "test.beam5.report.json").write_text(
+        json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    listed = subprocess.run([sys.executable, "-m", "nmt", "runs", str(tmp_path / "runs")], capture_output=True,
+                            text=True, encoding="utf-8", env={**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0"},
+                            timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    assert "test.beam5 31.50" in listed.stdout.splitlines()[1]
