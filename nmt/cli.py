@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import io
 import math
 import os
 import signal
@@ -700,6 +702,15 @@ def _named_standard_output(err: OSError) -> OSError:
         return getattr(self._stream, name)
 
 
+def _write_utf8(stream):
+    """`stream` (stdout, stderr) set to write UTF-8, as nmt reads it whatever the locale (stdin's bytes, every file):
+    under a Latin-1 locale, LC_ALL=C without Python's UTF-8 mode or PYTHONIOENCODING=ascii, a translation's "É" was
+    an internal UnicodeEncodeError, and `nmt translate < in.txt > out.txt` wrote another encoding than it read."""
+    if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
+        stream.reconfigure(encoding="utf-8", errors=stream.errors)
+    return stream
+
+
 def _out_of_memory(err: Exception) -> str | None:
     """What an allocation that failed for want of memory says of itself, or None for any other error: torch's CUDA
     OutOfMemoryError (its first sentences), its CPU allocator's RuntimeError (the size it asked for) or Python's
@@ -738,7 +749,8 @@ def main() -> None:
     args, debug = _without_debug(sys.argv[1:])
     debug = debug or bool(os.environ.get("NMT_DEBUG"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
-    sys.stdout = _PipeWatch(sys.stdout)
+    sys.stdout = _PipeWatch(_write_utf8(sys.stdout))
+    _write_utf8(sys.stderr)
     try:
         code = app(args=args, prog_name="nmt", standalone_mode=False)
         if code == _TYPER_INTERRUPTED:

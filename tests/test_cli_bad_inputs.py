@@ -387,6 +387,19 @@ def test_a_non_utf8_argument_is_translated_like_stdin(toy_run_dir):
     assert len(result.stdout.splitlines()) == 2
 
 
+@pytest.mark.parametrize("environment", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONUTF8": "0"},
+                                         {"PYTHONIOENCODING": "latin-1"}], ids=["ascii", "c-locale", "latin-1"])
+def test_output_is_utf8_whatever_the_locale(toy_run_dir, environment):
+    # nmt reads UTF-8 whatever the locale; it wrote the locale's encoding: "É" was an internal UnicodeEncodeError
+    # under ASCII, and Latin-1 bytes that nothing of nmt's reads back.
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "nmt", "translate", "--run", str(toy_run_dir), "--prefix", "Élevé œuf",
+                           "i am home ."], capture_output=True, env={**os.environ, **environment}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode("utf-8").startswith("Élevé œuf")
+
+
 def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
     import random
 
