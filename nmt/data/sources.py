@@ -137,8 +137,15 @@ def _local(text: str, what: str) -> Path:
     return path
 
 
+_CORPUS_CHOICES = (f"use {', '.join(BUILTIN)}, or a path or URL to a .tsv, .jsonl, .tmx, .gz or .zip file "
+                   "(or data.source_file + data.target_file)")
+
+
 def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     """Resolve `cfg` into files, languages and normalization; errors for what cannot work, before any work."""
+    if not (cfg.corpus.strip() or cfg.source_file or cfg.target_file):
+        # `--set data.corpus=` was "needs its languages", then "data.corpus . is not a regular file (a directory)".
+        raise NMTError(f"data.corpus is empty: {_CORPUS_CHOICES}")
     source_lang, target_lang = languages(cfg)
     heldout = {}
     for split in ("valid", "test"):
@@ -166,8 +173,7 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     looks_like_file = re.search(r"\.(tsv|csv|txt|jsonl?|tmx)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
         or name.startswith("file:")
     if not looks_like_file and not Path(name).expanduser().exists():
-        raise NMTError(f"unknown data.corpus {name!r}: use {', '.join(BUILTIN)}, or a path or URL to a .tsv, "
-                       ".jsonl, .tmx, .gz or .zip file (or data.source_file + data.target_file)")
+        raise NMTError(f"unknown data.corpus {name!r}: {_CORPUS_CHOICES}")
     return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common, columns=columns)
 
 

@@ -418,6 +418,9 @@ BAD = [
      "(Excel: \"CSV UTF-8\" or \"Unicode Text\""),
     ("empty-after", ["--set", "data.corpus={T}/c.tsv"], "no sentence pairs left"),
     (None, ["--set", "data.corpus=wmt14-en-fr"], "unknown data.corpus 'wmt14-en-fr'"),
+    # Empty, with no languages: said "needs its languages", and with them "data.corpus . is not a regular file".
+    (None, ["--set", "data.corpus=", "--set", "data.source_lang="], "data.corpus is empty: use tatoeba-fra-eng, or "
+     "a path or URL"),
     (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
     (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
     ("directory", ["--set", "data.corpus={T}/c.tsv"], "c.tsv is not a regular file (a directory)"),
