@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import inspect
 import io
 import math
 import os
 import signal
 import sys
 import time
+import typing
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional
 
@@ -745,12 +747,51 @@ def _without_debug(args: list[str]) -> tuple[list[str], bool]:
     return kept, len(kept) != len(args)
 
 
+def _empty_path_option(args: list[str]) -> str | None:
+    """The option of the command in `args` that takes a file or folder and was given "" (`--run "$RUN"` with RUN
+    unset), or None. Path("") is ".": `nmt train --run ""` trained into the current directory, `--data-dir ""`
+    downloaded the corpus there, and other commands said ". is a directory". Read from the commands' signatures, so
+    every path option is covered as it is declared; the value of another option is skipped, never taken for one."""
+    command = next((info.callback for info in app.registered_commands if args
+                    and (info.name or info.callback.__name__.replace("_", "-")) == args[0]), None)
+    if command is None:
+        return None
+    hints = typing.get_type_hints(command)
+    paths, valued = set(), set()
+    for name, parameter in inspect.signature(command).parameters.items():
+        if isinstance(parameter.default, typer.models.OptionInfo) and hints[name] is not bool:
+            names = parameter.default.param_decls or (f"--{name.replace('_', '-')}",)
+            valued.update(names)
+            if _names_a_path(hints[name]):
+                paths.update(names)
+    position = 1
+    while position < len(args) and args[position] != "--":
+        option, equals, value = args[position].partition("=")
+        if option in paths and equals and not value:
+            return option
+        if args[position] in valued:
+            if args[position] in paths and args[position + 1:position + 2] == [""]:
+                return args[position]
+            position += 1  # its value
+        position += 1
+    return None
+
+
+def _names_a_path(annotation) -> bool:
+    """Path, Optional[Path], List[Path]..."""
+    return annotation is Path or any(_names_a_path(inner) for inner in typing.get_args(annotation))
+
+
 def main() -> None:
     args, debug = _without_debug(sys.argv[1:])
     debug = debug or bool(os.environ.get("NMT_DEBUG"))
     signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     sys.stdout = _PipeWatch(_write_utf8(sys.stdout))
     _write_utf8(sys.stderr)
+    if option := _empty_path_option(args):
+        print(f"error: {option} is empty (an unset shell variable?): name a file or folder, or leave {option} out",
+              file=sys.stderr)
+        sys.exit(2)
     try:
         code = app(args=args, prog_name="nmt", standalone_mode=False)
         if code == _TYPER_INTERRUPTED:

@@ -400,6 +400,28 @@ def test_output_is_utf8_whatever_the_locale(toy_run_dir, environment):
     assert done.stdout.decode("utf-8").startswith("Élevé œuf")
 
 
+@pytest.mark.parametrize("args,option", [
+    (["train", "--config", "demo", "--run", ""], "--run"),
+    (["prepare", "--config", "demo", "--data-dir="], "--data-dir"),
+    (["evaluate", "--src", "in.txt", "--ref", "in.txt", "--ref", ""], "--ref"),
+    (["plot", "-o", ""], "-o"),
+], ids=["train-run", "prepare-data-dir", "evaluate-second-ref", "plot-short"])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(args, option, tmp_path):
+    # `--run "$RUN"` with RUN unset: Path("") is ".", and `nmt train` trained into the current directory.
+    done = nmt(*args, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == (f"error: {option} is empty (an unset shell variable?): name a file or folder, or leave "
+                           f"{option} out\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_sentence_after_an_option_name_is_still_a_sentence(toy_run_dir):
+    # The value of --prefix here is "--run": the "" after it is a sentence to translate, not an empty --run.
+    done = nmt("translate", "--run", toy_run_dir, "--prefix", "--run", "", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [""]
+
+
 def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
     import random
 
@@ -484,12 +506,13 @@ main()
 
 _FAILING_ALLOCATION = """
 import sys
-import nmt.cli as cli
-def allocate(**_):
+import nmt.inventory
+def allocate(folder):
     {allocation}
-cli.app = allocate
-sys.argv = ["nmt", "train"]
-cli.main()
+nmt.inventory.find_runs = allocate
+from nmt.cli import main
+sys.argv = ["nmt", "runs", "."]
+main()
 """
 
 
