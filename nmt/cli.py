@@ -694,14 +694,14 @@ class _PipeWatch:
         except OSError as err:
             raise _named_standard_output(err)
 
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
 
 def _named_standard_output(err: OSError) -> OSError:
     if err.filename is None:
         err.filename = "writing the standard output"
     return err
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
 
 def _write_utf8(stream):
