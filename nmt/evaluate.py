@@ -248,6 +248,14 @@ def check_writable(out_dir: Path) -> Path:
     return Path(out_dir)
 
 
+def report_json(report: dict) -> str:
+    """The report as UTF-8 JSON text. A file or folder name that is not UTF-8 (a Latin-1 "caf\\xe9.en") is held
+    by Python with surrogate escapes, which no UTF-8 file takes: written as JSON's \\udcXX escapes, the name reads
+    back as it came (it was an internal UnicodeEncodeError after the hypotheses were written)."""
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # escapes can only sit inside JSON strings
+
+
 def report_name(test_set: EvaluationSet, engine: Engine) -> str:
     """`<label>[.<checkpoint>][.<engine>][.ensemble<N>].beam<N>` (`.sampled` when the decode settings sample): what
     the hypotheses and the report of one evaluation are called (the engine is named unless it is nmt's own, so that
@@ -296,7 +304,7 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out_dir / f"{label}.hyp.txt", "".join(h + "\n" for h in hypotheses))
-        write_text_atomic(out_dir / f"{label}.report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        write_text_atomic(out_dir / f"{label}.report.json", report_json(report))
     except OSError as err:  # e.g. the disk filled up while decoding: the scores are not lost with the files
         raise NMTError(f"cannot write the evaluation to {out_dir}: {err.strerror} (scored: BLEU {report['bleu']:.2f} "
                        f"chrF {report['chrf']:.2f} TER {report['ter']:.2f}, {report['bleu_signature']})") from None

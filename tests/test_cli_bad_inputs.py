@@ -422,6 +422,31 @@ def test_an_empty_sentence_after_an_option_name_is_still_a_sentence(toy_run_dir)
     assert done.stdout.splitlines() == [""]
 
 
+def test_names_that_are_not_utf8_are_read_evaluated_and_reported(toy_run_dir, toy_zip, tmp_path):
+    # A Latin-1 file or folder name ("caf\xe9"): the report's write was an internal UnicodeEncodeError after the
+    # hypotheses were written, a run so named could not load its SentencePiece model (TypeError), and preparing
+    # into such a folder failed inside SentencePiece's trainer (TypeError).
+    import json
+    import os
+
+    latin = os.fsdecode(b"caf\xe9")
+    (tmp_path / f"{latin}.en").write_text("i am home .\n", encoding="utf-8")
+    (tmp_path / f"{latin}.fr").write_text("je suis chez moi .\n", encoding="utf-8")
+    run = tmp_path / f"run-{latin}"
+    shutil.copytree(toy_run_dir, run)
+    done = nmt("evaluate", "--run", run, "--src", tmp_path / f"{latin}.en", "--ref", tmp_path / f"{latin}.fr",
+               timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((run / "eval" / f"{latin}.beam2.report.json").read_text(encoding="utf-8"))
+    assert report["origin"] == f"--src {tmp_path / latin}.en --ref {tmp_path / latin}.fr"
+    assert report["checkpoint"].startswith(str(run))
+    refused = nmt("prepare", "--config", toy_run_dir / "config.yaml", "--data-dir", tmp_path / f"data-{latin}",
+                  "--url", toy_zip, timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: SentencePiece cannot train with a path that is not UTF-8: b'")
+    assert refused.stderr.count("\n") == 1
+
+
 def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
     import random
 

@@ -27,6 +27,11 @@ def train_sentencepiece(text_files: list[Path], model_path: Path, vocab_size: in
     normalization is ours (identity rule), so decode(encode(s)) == s on normalized text."""
     model_path = Path(model_path)
     prefix = model_path.with_suffix("")
+    for path in (*text_files, prefix):
+        if not _is_utf8(str(path)):
+            # SentencePiece's trainer takes its paths as UTF-8 strings: this was an internal TypeError.
+            raise NMTError(f"SentencePiece cannot train with a path that is not UTF-8: {os.fsencode(path)!r}; "
+                           "rename the folder (or choose another --data-dir)")
     try:
         spm.SentencePieceTrainer.train(
             input=[str(p) for p in text_files], model_prefix=str(prefix), vocab_size=vocab_size,
@@ -60,11 +65,22 @@ def _training_failure(message: str, vocab_size: int, byte_fallback: bool) -> str
     return f"SentencePiece training failed (data.vocab_size={vocab_size}): {last_line}"
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8: a path of bytes that are not (a Latin-1 name) holds surrogate escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def load_sentencepiece(path: Path) -> spm.SentencePieceProcessor:
     if not Path(path).is_file():
         raise NMTError(f"SentencePiece model not found: {path}")
     try:
-        return spm.SentencePieceProcessor(model_file=str(path))
+        # Its bytes, not its name: SentencePiece takes a name only as UTF-8, and a run in a folder named otherwise
+        # (a Latin-1 name) was an internal TypeError.
+        return spm.SentencePieceProcessor(model_proto=Path(path).read_bytes())
     except (RuntimeError, OSError) as err:
         raise NMTError(f"cannot load SentencePiece model {path}: {str(err).strip()[:120]}") from None
 
