@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from nmt.config import Config, DataConfig, DecodeConfig, check_n_best
 from nmt.data.normalizer import Normalizer
-from nmt.data.tokenizer import Tokenizers
+from nmt.data.tokenizer import Tokenizers, is_utf8_name
 from nmt.errors import NMTError, RepeatedWarning
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
@@ -160,6 +160,8 @@ class CTranslate2Engine:
         self.device = "cuda" if device == "cuda" or (device == "auto" and gpus) else "cpu"
         if self.decode.samples:  # before the first draw: each thread's generator starts from it
             ctranslate2.set_random_seed(self.decode.sampling_seed)
+        if not is_utf8_name(self.model_dir):
+            raise NMTError(f"CTranslate2 takes a model folder's name only as UTF-8: rename {self.model_dir}")
         try:
             self.engine = ctranslate2.Translator(str(self.model_dir), device=self.device,
                                                  compute_type=COMPUTE_TYPES[self.decode.precision],

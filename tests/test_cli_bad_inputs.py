@@ -5,6 +5,7 @@ Each row: (id, arguments, what to plant first). `{R}` is a copy of a trained toy
 """
 
 import hashlib
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -440,6 +441,15 @@ def test_names_that_are_not_utf8_are_read_evaluated_and_reported(toy_run_dir, to
     report = json.loads((run / "eval" / f"{latin}.beam2.report.json").read_text(encoding="utf-8"))
     assert report["origin"] == f"--src {tmp_path / latin}.en --ref {tmp_path / latin}.fr"
     assert report["checkpoint"].startswith(str(run))
+    plotted = nmt("plot", "--run", run, timeout=300, text=False)  # its title was matplotlib's TypeError; it says
+    # where the picture went with the name's own bytes, as `ls` does
+    assert plotted.returncode == 0 and (run / "curves.png").is_file(), plotted.stderr
+    if importlib.util.find_spec("ctranslate2"):  # its Translator took the name as a TypeError
+        assert nmt("export", "--run", run, "-o", tmp_path / f"ct2-{latin}", timeout=300, text=False).returncode == 0
+        exported = nmt("translate", "--engine", "ctranslate2", "--model", tmp_path / f"ct2-{latin}", "hi .",
+                       timeout=300)
+        assert exported.returncode == 2
+        assert exported.stderr.startswith("error: CTranslate2 takes a model folder's name only as UTF-8: rename ")
     refused = nmt("prepare", "--config", toy_run_dir / "config.yaml", "--data-dir", tmp_path / f"data-{latin}",
                   "--url", toy_zip, timeout=300)
     assert refused.returncode == 2

@@ -28,7 +28,7 @@ def train_sentencepiece(text_files: list[Path], model_path: Path, vocab_size: in
     model_path = Path(model_path)
     prefix = model_path.with_suffix("")
     for path in (*text_files, prefix):
-        if not _is_utf8(str(path)):
+        if not is_utf8_name(path):
             # SentencePiece's trainer takes its paths as UTF-8 strings: this was an internal TypeError.
             raise NMTError(f"SentencePiece cannot train with a path that is not UTF-8: {os.fsencode(path)!r}; "
                            "rename the folder (or choose another --data-dir)")
@@ -65,10 +65,11 @@ def _training_failure(message: str, vocab_size: int, byte_fallback: bool) -> str
     return f"SentencePiece training failed (data.vocab_size={vocab_size}): {last_line}"
 
 
-def _is_utf8(text: str) -> bool:
-    """Whether `text` encodes as UTF-8: a path of bytes that are not (a Latin-1 name) holds surrogate escapes."""
+def is_utf8_name(path: Path | str) -> bool:
+    """Whether `path` encodes as UTF-8, as the C++ libraries (SentencePiece, CTranslate2) take names: one of bytes
+    that are not (a Latin-1 "caf\\xe9") is held by Python with surrogate escapes, which they refuse as a TypeError."""
     try:
-        text.encode("utf-8")
+        str(path).encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
