@@ -30,7 +30,8 @@ RunOption = typer.Option(None, "--run", "--run-dir", help="Run directory (defaul
 DataDir = typer.Option(Path("data"), "--data-dir", envvar="NMT_DATA_DIR", help="Where corpus and prepared data live.")
 ConfigHelp = "YAML config, e.g. configs/transformer.yaml, or a shipped one by name (transformer, demo, ...)."
 ConfigPath = typer.Option(None, "--config", "-c", help=ConfigHelp)
-Overrides = typer.Option(None, "--set", help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
+Overrides = typer.Option(None, "--set", metavar="<key=value>",
+                         help="Override a config value, e.g. --set train.lr=3e-4 (repeatable).")
 
 
 def float_between(low: float, high: float) -> Callable[[str], float]:
@@ -65,10 +66,12 @@ Device = typer.Option("auto", "--device", help="auto, cpu or cuda.")
 Engine = typer.Option(None, "--engine", help="nmt (the run's checkpoint) or ctranslate2 (an `nmt export` "
                       "directory given with --model); default: ctranslate2 with --model, else nmt.")
 ModelDir = typer.Option(None, "--model", help="CTranslate2 export directory (`nmt export`; the ctranslate2 engine).")
-EnsembleMembers = typer.Option(None, "--ensemble", help="Another run directory or checkpoint that decodes with "
+EnsembleMembers = typer.Option(None, "--ensemble", metavar="<path>",
+                               help="Another run directory or checkpoint that decodes with "
                                "--run (repeatable): the models' probabilities are averaged at every step. They "
                                "must share the tokenizer (runs trained on the same prepared data).")
-DecodeSets = typer.Option(None, "--set", help="A decode setting for this command only, e.g. --set "
+DecodeSets = typer.Option(None, "--set", metavar="<key=value>",
+                          help="A decode setting for this command only, e.g. --set "
                           "decode.batch_size=50 or decode.max_len_b=20 (repeatable; the run is unchanged).")
 Url = typer.Option(None, "--url", envvar="NMT_CORPUS_URL",
                    help="Corpus zip: http(s)://, file:// or a local path (default: the d2l.ai copy).")
@@ -210,7 +213,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
               sets: Optional[List[str]] = DecodeSets,
               prefix: Optional[str] = typer.Option(None, "--prefix", help="Start every translation with this text "
                                                    "(target language) and let the model continue it."),
-              constraint: Optional[List[str]] = typer.Option(None, "--constraint",
+              constraint: Optional[List[str]] = typer.Option(None, "--constraint", metavar="<str>",
                                                              help="A phrase (target language) every translation must "
                                                                   "hold; repeatable (given twice: held twice), met in "
                                                                   "any order (beam search)."),
@@ -436,7 +439,8 @@ def serve(run: Optional[Path] = RunOption,
           checkpoint: Optional[Path] = CheckpointOption,
           host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
           port: int = typer.Option(8000, "--port", min=1, max=65535),
-          allow_host: Optional[List[str]] = typer.Option(None, "--allow-host", help="Also accept requests whose "
+          allow_host: Optional[List[str]] = typer.Option(None, "--allow-host", metavar="<str>",
+                                                         help="Also accept requests whose "
                                                          "Host header names this host (repeatable); on loopback "
                                                          "only localhost names are accepted otherwise."),
           device: str = Device, engine: Optional[str] = Engine, model: Optional[Path] = ModelDir,
@@ -511,9 +515,11 @@ def evaluate(run: Optional[Path] = RunOption,
              split: Optional[str] = typer.Option(None, "--split", help="test or valid (of the run's prepared data; "
                                                  "default: test)."),
              src: Optional[Path] = typer.Option(None, "--src", help="Source file instead of a split."),
-             ref: Optional[List[Path]] = typer.Option(None, "--ref", help="Reference file(s) for --src (repeatable)."),
+             ref: Optional[List[Path]] = typer.Option(None, "--ref", metavar="<path>",
+                                                      help="Reference file(s) for --src (repeatable)."),
              beam: Optional[int] = Beam,
-             compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Compare runs (repeatable): one "
+             compare: Optional[List[Path]] = typer.Option(None, "--compare", metavar="<path>",
+                                                          help="Compare runs (repeatable): one "
                                                           "table with paired bootstrap against the first (--run, "
                                                           "when given)."),
              length_penalty: Optional[float] = LengthPenalty, device: str = Device, engine: Optional[str] = Engine,
