@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from nmt.config import Config, from_dict, model_args, subword_sampling_refused
+from nmt.data.download import user_path
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import JOINT_MODEL, files_digest
@@ -32,7 +33,7 @@ VOCABULARY = ("vocab_size", "joint_vocab", "tokenizer_type", "byte_fallback", "c
 
 def parent_run(init_from: str, key: str = "train.init_from") -> tuple[Run, Path | None]:
     """The run `init_from` names (a run directory, or a checkpoint file in RUN/checkpoints/) and that file, if one."""
-    path = Path(init_from)
+    path = user_path(init_from, key)  # `~/runs/base`, as data.corpus takes it
     if not path.exists():  # a mistyped checkpoint file is no "run directory without config.yaml"
         raise NMTError(f"{key}: {path} does not exist (give a run directory, or a checkpoint file in its checkpoints/)")
     try:

@@ -124,6 +124,17 @@ def test_a_parent_that_is_no_run_is_one_line(tmp_path, toy_transformer_run):
               tmp_path / "data", **QUIET)
 
 
+def test_a_parent_is_named_from_home_as_data_files_are(tmp_path, toy_transformer_run, monkeypatch):
+    # data.corpus took `~/x.tsv`; train.init_from read `~/runs/base` as a folder named "~" here.
+    shutil.copytree(toy_transformer_run, tmp_path / "runs" / "base")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    run, checkpoint = parent_run("~/runs/base")
+    assert run.directory == tmp_path / "runs" / "base" and checkpoint is None
+    # `~someone` who is not a user of this machine was pathlib's RuntimeError, an internal error.
+    with pytest.raises(NMTError, match=r"^train.init_from ~nosuchuser-nmt/base: no user 'nosuchuser-nmt' on this "):
+        parent_run("~nosuchuser-nmt/base")
+
+
 def test_a_fine_tuned_run_is_compared_with_its_parent_on_shared_files_not_on_its_split(tmp_path, toy_transformer_run):
     domain = tmp_path / "plural.tsv"  # a part of the parent's language: its test split is not the parent's
     domain.write_text("".join(line + "\n" for line in toy_parallel_corpus().splitlines() if "have" in line))

@@ -130,6 +130,17 @@ def parse_url(text: str) -> urllib.parse.ParseResult:
     return parsed
 
 
+def user_path(text: str, what: str) -> Path:
+    """A path as a user types it, `~` and `~user` expanded: `~nosuchuser/x.tsv` was an internal RuntimeError.
+    `what` names the setting in the error (data.corpus, the corpus URL)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # pathlib's "Could not determine home directory"
+        user = text[1:].split("/", 1)[0]
+        raise NMTError(f"{what} {text}: " + (f"no user {user!r} on this machine to expand ~{user} for" if user
+                                             else "no home directory to expand ~ for")) from None
+
+
 def file_url_path(url: str) -> Path:
     """The path a file:// URL names on this machine (file:///p or file://localhost/p); a URL naming another host
     is refused rather than read as a local path."""
@@ -148,7 +159,7 @@ def _local_source(url: str) -> Path | None:
     if parsed.scheme == "file":
         local = file_url_path(url)
     elif parsed.scheme in ("",) or (len(parsed.scheme) == 1 and os.name == "nt"):
-        local = Path(url).expanduser()
+        local = user_path(url, "corpus URL")
     else:
         raise NMTError(f"unsupported corpus URL scheme {parsed.scheme!r} in {url} (use http(s)://, file:// or a path)")
     if local.is_dir():

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 from nmt.config import BUILTIN_CORPUS, DataConfig, tsv_columns
 from nmt.data.bad_lines import RAISE, BadLines
-from nmt.data.download import corpus_path, file_url_path, parse_url, sha256_file
+from nmt.data.download import corpus_path, file_url_path, parse_url, sha256_file, user_path
 from nmt.data.function_words import swapped_by_words
 from nmt.data.languages import base_language
 from nmt.data.normalizer import Normalizer
@@ -125,7 +125,7 @@ def _fetched(text: str, what: str, data_dir: Path) -> Path:
 
 def _local(text: str, what: str) -> Path:
     parsed = parse_url(text)
-    path = file_url_path(text) if parsed.scheme == "file" else Path(text).expanduser()
+    path = file_url_path(text) if parsed.scheme == "file" else user_path(text, what)
     if not path.exists():
         where = "" if path.is_absolute() else \
             f" (a relative path is read from the current directory, {Path.cwd()}, not the config's)"
@@ -172,7 +172,7 @@ def corpus_spec(cfg: DataConfig, data_dir: Path) -> CorpusSpec:
     name = cfg.corpus
     looks_like_file = re.search(r"\.(tsv|csv|txt|jsonl?|tmx)(\.(gz|bz2|xz))?$|\.(zip|tgz|tar)$|/", name) \
         or name.startswith("file:")
-    if not looks_like_file and not Path(name).expanduser().exists():
+    if not looks_like_file and not user_path(name, "data.corpus").exists():
         raise NMTError(f"unknown data.corpus {name!r}: {_CORPUS_CHOICES}")
     return CorpusSpec("tsv", (_local(name, "data.corpus"),), **common, columns=columns)
 

@@ -423,6 +423,8 @@ BAD = [
      "a path or URL"),
     (None, ["--set", "data.source_lang=English"], "data.source_lang 'English' is not a language code"),
     (None, ["--set", "data.corpus={T}/missing.tsv"], "data.corpus not found"),
+    (None, ["--set", "data.corpus=~nosuchuser-nmt/x.tsv"], "data.corpus ~nosuchuser-nmt/x.tsv: no user "
+     "'nosuchuser-nmt' on this machine to expand ~nosuchuser-nmt for"),
     ("directory", ["--set", "data.corpus={T}/c.tsv"], "c.tsv is not a regular file (a directory)"),
     ("zip-of-two", ["--set", "data.corpus={T}/c.zip"], "c.zip is an archive of 2 files (train.en, train.fr): a "
      "corpus archive holds one text file, or, as data.source_file and data.target_file, one file per language"),
