@@ -854,6 +854,13 @@ def read_yaml(path: Path) -> Any:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+    except yaml.MarkedYAMLError as err:
+        # Where and what: "invalid YAML (while scanning for the next token)" named neither the line nor the tab.
+        mark = err.problem_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = err.problem or "parse error"
+        raise ConfigError(f"{path}{where}: invalid YAML: {what}" + (f" ({err.context})" if err.context else "")) \
+            from None
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0] if str(err) else "parse error"
         raise ConfigError(f"{path}: invalid YAML ({first})") from None

@@ -423,3 +423,20 @@ def test_a_value_in_an_error_is_cut_short(tmp_path):
     with pytest.raises(ConfigError, match=r"^model.arch must be one of .*; got 'xxx.*\.\.\..*xxx'$") as refused:
         load_config(write(tmp_path, "model:\n  arch: " + "x" * 5_000_000 + "\n"))
     assert len(str(refused.value)) < 300
+
+
+@pytest.mark.parametrize("text,said", [
+    ("train:\n\tlr: 1\n", "line 2, column 1: invalid YAML: found character '\\t' that cannot start any token (while "
+                          "scanning for the next token)"),
+    ("model: [\n", "line 2, column 1: invalid YAML: expected the node content, but found '<stream end>' (while "
+                   "parsing a flow node)"),
+    ("train: !!python/object/apply:os.system [echo]\n", "line 1, column 8: invalid YAML: could not determine a "
+                                                        "constructor for the tag"),
+], ids=["tab", "unclosed", "python-tag"])
+def test_invalid_yaml_says_where_and_what(tmp_path, text, said):
+    # "invalid YAML (while scanning for the next token)" named neither the line nor the tab that broke it.
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value).startswith(f"{path} {said}")

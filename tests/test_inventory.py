@@ -39,7 +39,8 @@ def test_every_run_gets_its_row_damaged_or_training_ones_too(toy_transformer_run
     assert b.model == "unreadable config.yaml" and b.steps == steps
     table = format_runs([a, b]).splitlines()
     # The reason, whole, under the table: in the model cell it was cut to "unreadable config (b/config.yaml: in".
-    assert table[-1] == f"note: {root / 'b' / 'config.yaml'}: invalid YAML (while parsing a flow node)"
+    assert table[-1] == (f"note: {root / 'b' / 'config.yaml'} line 1, column 9: invalid YAML: expected the node "
+                         "content, but found '<stream end>' (while parsing a flow node)")
     assert table[0].split() == ["run", "model", "pair", "steps", "dev", "BLEU", "evaluations", "(BLEU)"]
     assert "(training)" in table[1] and "test.ensemble2.beam5 33.00, test.beam5 31.50 (+1 more)" in table[1]
 
