@@ -596,7 +596,7 @@ class Trainer:
                     self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
                     break
                 if out_of_time:
-                    self.log(f"time budget of {cfg.time_budget_s:.0f} s spent at step {p.step}")
+                    self.log(f"time budget of {cfg.time_budget_s:g} s spent at step {p.step}")
                     break
                 if p.finished:
                     if not last_update:  # patience running out on the last update stops nothing early
