@@ -45,10 +45,10 @@ def test_debug_works_after_the_command_too(tmp_path):
 
 
 def test_debug_after_a_double_dash_is_an_argument():
-    from nmt.cli import _without_debug
+    from nmt.cli_boundary import without_debug
 
-    assert _without_debug(["translate", "--debug", "--", "--debug"]) == (["translate", "--", "--debug"], True)
-    assert _without_debug(["translate", "hi"]) == (["translate", "hi"], False)
+    assert without_debug(["translate", "--debug", "--", "--debug"]) == (["translate", "--", "--debug"], True)
+    assert without_debug(["translate", "hi"]) == (["translate", "hi"], False)
 
 
 def test_a_run_is_named_the_same_way_by_every_command():

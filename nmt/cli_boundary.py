@@ -1,0 +1,145 @@
+"""Where the command line meets the process: its streams, signals, arguments and exit codes.
+
+nmt/cli.py holds the commands and `main`, which runs them; this module holds what `main` does around them, so that
+whatever a command raises ends as one line on stderr and an exit code (2 for the user's input or the environment,
+130 interrupted, 141 when the reader of the output went away, 1 for an internal error), never a traceback.
+"""
+
+from __future__ import annotations
+
+import codecs
+import inspect
+import io
+import typing
+from pathlib import Path
+
+import typer
+
+
+# What typer>=0.2x returns for a KeyboardInterrupt (Ctrl-C, or SIGTERM by interrupt_on_sigterm) that it caught, where
+# older typers raised click's Abort: a silent exit 130 that left a stopped `nmt prepare` without a word. No nmt command
+# returns 130 of its own.
+TYPER_INTERRUPTED = 130
+
+
+def interrupt_on_sigterm(signum, frame):
+    # A scheduler's stop: unwind like Ctrl-C so temp files and staging directories are removed on the way out.
+    # (Training installs its own handler that stops at an update boundary.)
+    raise KeyboardInterrupt
+
+
+class ReaderGone(Exception):
+    """Whoever read nmt's output went away (`nmt translate < big.txt | head`): nothing went wrong in nmt."""
+
+
+class PipeWatch:
+    """sys.stdout, its broken pipe raised as ReaderGone: click turns an EPIPE into a bare exit 1 (an internal
+    error by nmt's codes) before main() sees it. Any other failed write (`> /dev/full`, a file past `ulimit -f`)
+    names the standard output, which "error: No space left on device" alone did not. Everything but write and
+    flush goes to the stream itself."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise ReaderGone() from None
+        except OSError as err:
+            raise _named_standard_output(err)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise ReaderGone() from None
+        except OSError as err:
+            raise _named_standard_output(err)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _named_standard_output(err: OSError) -> OSError:
+    if err.filename is None:
+        err.filename = "writing the standard output"
+    return err
+
+
+def write_utf8(stream):
+    """`stream` (stdout, stderr) set to write UTF-8, as nmt reads it whatever the locale (stdin's bytes, every file):
+    under a Latin-1 locale, LC_ALL=C without Python's UTF-8 mode or PYTHONIOENCODING=ascii, a translation's "É" was
+    an internal UnicodeEncodeError, and `nmt translate < in.txt > out.txt` wrote another encoding than it read."""
+    if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
+        stream.reconfigure(encoding="utf-8", errors=stream.errors)
+    return stream
+
+
+def out_of_memory(err: Exception) -> str | None:
+    """What an allocation that failed for want of memory says of itself, or None for any other error: torch's CUDA
+    OutOfMemoryError (its first sentences), its CPU allocator's RuntimeError (the size it asked for) or Python's
+    MemoryError. nmt/memory.py refuses what is certain not to fit before it starts; this is what it did not foresee."""
+    text = str(err)
+    if type(err).__name__ == "OutOfMemoryError":  # torch's, a RuntimeError; named so the CLI need not import torch
+        return "out of memory: " + ". ".join(text.split(". ")[:2]).strip()
+    if "can't allocate memory" in text:  # "[enforce fail at alloc_cpu.cpp:127] ... you tried to allocate N bytes"
+        asked = text.split("tried to allocate ")[-1].split(" bytes")[0]
+        return (f"out of memory: tried to allocate {int(asked) / 2**30:,.1f} GiB" if asked.isdigit()
+                else "out of memory (torch's CPU allocator)")
+    return "out of memory (MemoryError)" if isinstance(err, MemoryError) else None
+
+
+def is_usage_error(err: Exception) -> bool:
+    """click's UsageError (typer re-exports or vendors click, depending on its version): exit code 2 and a message."""
+    return getattr(err, "exit_code", None) == 2 and callable(getattr(err, "format_message", None))
+
+
+def usage_message(err) -> str:
+    ctx = getattr(err, "ctx", None)
+    command = f"nmt {ctx.info_name} --help" if ctx is not None and ctx.parent is not None else "nmt --help"
+    return f"{' '.join(err.format_message().split())} (see {command})"
+
+
+def without_debug(args: list[str]) -> tuple[list[str], bool]:
+    """The arguments without --debug, and whether it was there: errors say "re-run with --debug", and users put it
+    after the command (`nmt train ... --debug`), where the root option alone was "No such option". After `--` it
+    is an argument (a sentence to translate) and stays."""
+    end = args.index("--") if "--" in args else len(args)
+    kept = [a for a in args[:end] if a != "--debug"] + args[end:]
+    return kept, len(kept) != len(args)
+
+
+def empty_path_option(app: typer.Typer, args: list[str]) -> str | None:
+    """The option of the command in `args` that takes a file or folder and was given "" (`--run "$RUN"` with RUN
+    unset), or None. Path("") is ".": `nmt train --run ""` trained into the current directory, `--data-dir ""`
+    downloaded the corpus there, and other commands said ". is a directory". Read from the commands' signatures, so
+    every path option is covered as it is declared; the value of another option is skipped, never taken for one."""
+    command = next((info.callback for info in app.registered_commands if args
+                    and (info.name or info.callback.__name__.replace("_", "-")) == args[0]), None)
+    if command is None:
+        return None
+    hints = typing.get_type_hints(command)
+    paths, valued = set(), set()
+    for name, parameter in inspect.signature(command).parameters.items():
+        if isinstance(parameter.default, typer.models.OptionInfo) and hints[name] is not bool:
+            names = parameter.default.param_decls or (f"--{name.replace('_', '-')}",)
+            valued.update(names)
+            if _names_a_path(hints[name]):
+                paths.update(names)
+    position = 1
+    while position < len(args) and args[position] != "--":
+        option, equals, value = args[position].partition("=")
+        if option in paths and equals and not value:
+            return option
+        if args[position] in valued:
+            if args[position] in paths and args[position + 1:position + 2] == [""]:
+                return args[position]
+            position += 1  # its value
+        position += 1
+    return None
+
+
+def _names_a_path(annotation) -> bool:
+    """Path, Optional[Path], List[Path]..."""
+    return annotation is Path or any(_names_a_path(inner) for inner in typing.get_args(annotation))
