@@ -266,10 +266,11 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, cfg.train, self.clock)
         self.dtype = autocast_dtype(cfg.train.precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
-        self.train_data: ParallelArrays = load_arrays(self.prepared, "train")
+        self.train_data: ParallelArrays = load_arrays(self.prepared, "train", vocab[:2])
         # With data.subword_alpha, epoch e reads the training pairs in their drawn segmentation e mod the draws.
-        self.epoch_data: list[ParallelArrays] = load_drawn_training_arrays(self.prepared) or [self.train_data]
-        self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid")
+        self.epoch_data: list[ParallelArrays] = load_drawn_training_arrays(self.prepared, vocab[:2]) \
+            or [self.train_data]
+        self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid", vocab[:2])
         self.progress = Progress(best_metric=cfg.train.best_metric)
         self.timer = StepTimer(self.device)
         self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)

@@ -91,6 +91,17 @@ def _plant_one(kind: str, t: Path, r: Path) -> None:
         shutil.copytree(TOY_DATA_DIR[0], t / "data")
         prepared = next((t / "data" / "prepared").iterdir())
         np.save(prepared / "train.000.src.offsets.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    elif kind in ("offsets-backwards", "ids-past-vocabulary"):  # what was trained on or an IndexError
+        import numpy as np
+        shutil.copytree(TOY_DATA_DIR[0], t / "data")
+        prepared = next((t / "data" / "prepared").iterdir())
+        if kind == "offsets-backwards":
+            offsets = np.load(prepared / "train.000.src.offsets.npy")
+            offsets[3] = offsets[2] - 1
+            np.save(prepared / "train.000.src.offsets.npy", offsets)
+        else:
+            tokens = prepared / "train.000.tgt.bin"
+            tokens.write_bytes(b"\xff" * tokens.stat().st_size)
 
 
 def _plant_export(kind: str, t: Path, r: Path) -> None:
@@ -279,6 +290,12 @@ CASES = [
      "yaml:" + BASE, "train.lr must be a finite number"),
     ("train-pickled-arrays", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--data-dir", "{T}/data"],
      ("pickled-offsets", "yaml:" + BASE + TOY_DATA_YAML), "is missing or damaged"),
+    ("train-offsets-backwards", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--data-dir",
+                                 "{T}/data"], ("offsets-backwards", "yaml:" + BASE + TOY_DATA_YAML),
+     "(ValueError: the offsets in train.000.src.offsets.npy go backwards)"),
+    ("train-ids-past-vocabulary", ["train", "--config", "{T}/c.yaml", "--run-dir", "{T}/run", "--data-dir",
+                                   "{T}/data"], ("ids-past-vocabulary", "yaml:" + BASE + TOY_DATA_YAML),
+     "(ValueError: train.000.tgt.bin holds piece id 65535, past the vocabulary's"),
     ("translate-beam-1000", ["translate", "--run", "{R}", "--beam", "1000", "hi"], None, "Invalid value for '--beam'"),
     ("average-two-shapes", ["average", "--run", "{R}", "--last", "2"], "steps-of-two-shapes",
      "differ in the shape of w"),

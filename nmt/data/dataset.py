@@ -129,6 +129,11 @@ def _reorder(flat: np.ndarray, lengths: np.ndarray, order: np.ndarray) -> tuple[
     return flat[np.repeat(starts, lengths) + ragged_arange(lengths)], lengths
 
 
+def _non_decreasing(offsets: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Whether the (memory-mapped) offsets never go back, checked a chunk at a time as `_lengths` reads them."""
+    return all(bool((np.diff(offsets[start:start + chunk + 1]) >= 0).all()) for start in range(0, len(offsets), chunk))
+
+
 def _lengths(offsets: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
     """Sentence lengths as int32 (4 bytes a sentence, kept for batching), computed a chunk at a time so a 10M-pair
     shard never holds an int64 copy of its offsets."""
@@ -138,22 +143,26 @@ def _lengths(offsets: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
     return lengths
 
 
-def load_arrays(directory: Path, split: str) -> ParallelArrays | ShardedArrays:
+def load_arrays(directory: Path, split: str, vocabulary: tuple[int, int] | None = None
+                ) -> ParallelArrays | ShardedArrays:
     """A split's token shards, memory-mapped: the corpus is read from disk as batches need it, so training's memory
-    does not grow with the corpus (only the offsets, 16 bytes a pair, are read whole)."""
+    does not grow with the corpus (only the offsets, 16 bytes a pair, are read whole). With `vocabulary` (the source
+    and target pieces), a shard holding an id past it is refused as damaged, before it indexes an embedding."""
     directory = Path(directory)
     try:
-        return _load_shards(directory, _read_manifest(directory)["shards"][split])
+        return _load_shards(directory, _read_manifest(directory)["shards"][split], vocabulary)
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise NMTError(f"prepared split {split} in {directory} is missing or damaged ({type(err).__name__}: "
                        f"{err}); run `nmt prepare --force`") from None
 
 
-def load_drawn_training_arrays(directory: Path) -> list[ParallelArrays | ShardedArrays]:
+def load_drawn_training_arrays(directory: Path, vocabulary: tuple[int, int] | None = None
+                               ) -> list[ParallelArrays | ShardedArrays]:
     """The training pairs in each of their drawn segmentations (data.subword_alpha), memory-mapped; none without."""
     directory = Path(directory)
     try:
-        return [_load_shards(directory, shards) for shards in _read_manifest(directory).get("drawn_train_shards", [])]
+        return [_load_shards(directory, shards, vocabulary)
+                for shards in _read_manifest(directory).get("drawn_train_shards", [])]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise NMTError(f"the drawn segmentations of the training pairs in {directory} are missing or damaged "
                        f"({type(err).__name__}: {err}); run `nmt prepare --force`") from None
@@ -163,12 +172,13 @@ def _read_manifest(directory: Path) -> dict:
     return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
 
 
-def _load_shards(directory: Path, shards: list[dict]) -> ParallelArrays | ShardedArrays:
-    arrays = [_load_shard(directory, shard) for shard in shards]
+def _load_shards(directory: Path, shards: list[dict], vocabulary: tuple[int, int] | None
+                 ) -> ParallelArrays | ShardedArrays:
+    arrays = [_load_shard(directory, shard, vocabulary) for shard in shards]
     return arrays[0] if len(arrays) == 1 else ShardedArrays(arrays)
 
 
-def _load_shard(directory: Path, shard: dict) -> ParallelArrays:
+def _load_shard(directory: Path, shard: dict, vocabulary: tuple[int, int] | None) -> ParallelArrays:
     dtype = np.dtype(shard["dtype"])
     if dtype not in (np.uint16, np.int32):
         raise ValueError(f"unexpected token type {dtype}")
@@ -179,7 +189,12 @@ def _load_shard(directory: Path, shard: dict) -> ParallelArrays:
         if offsets.ndim != 1 or len(offsets) != shard["pairs"] + 1 or offsets[-1] * dtype.itemsize != \
                 path.stat().st_size:
             raise ValueError(f"{shard[side]} does not match its offsets")
+        if offsets[0] != 0 or not _non_decreasing(offsets):  # negative lengths trained on without a word
+            raise ValueError(f"the offsets in {shard[side + '_offsets']} go backwards")
         tokens = np.memmap(path, dtype=dtype, mode="r") if offsets[-1] else np.zeros(0, dtype=dtype)
+        size = vocabulary[side == "tgt"] if vocabulary else None
+        if size is not None and len(tokens) and int(tokens.max()) >= size:  # an IndexError deep in training, else
+            raise ValueError(f"{shard[side]} holds piece id {int(tokens.max())}, past the vocabulary's {size}")
         sides[side] = (tokens, offsets)
     return ParallelArrays(sides["src"][0], sides["src"][1], sides["tgt"][0], sides["tgt"][1])
 
