@@ -57,6 +57,6 @@ def plot_learning_curves(run: Run, path: Path) -> None:
     bleu_ax.plot([r["step"] for r in valid], [r["dev_bleu"] for r in valid], marker="o", color="tab:green")
     bleu_ax.set_xlabel("step")
     bleu_ax.set_ylabel("dev BLEU (greedy)")
-    # A name whose bytes are not UTF-8 (a Latin-1 "caf\\xe9") shown with U+FFFD: matplotlib refuses its surrogates.
+    # A name whose bytes are not UTF-8 (a Latin-1 "caf\xe9") shown with U+FFFD: matplotlib refuses its surrogates.
     fig.suptitle(os.fsencode(run.directory.name).decode("utf-8", "replace"))
     _save(fig, path)

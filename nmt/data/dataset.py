@@ -192,7 +192,7 @@ def _load_shard(directory: Path, shard: dict, vocabulary: tuple[int, int] | None
         if offsets[0] != 0 or not _non_decreasing(offsets):  # negative lengths trained on without a word
             raise ValueError(f"the offsets in {shard[side + '_offsets']} go backwards")
         tokens = np.memmap(path, dtype=dtype, mode="r") if offsets[-1] else np.zeros(0, dtype=dtype)
-        size = vocabulary[side == "tgt"] if vocabulary else None
+        size = vocabulary[("src", "tgt").index(side)] if vocabulary else None
         if size is not None and len(tokens) and int(tokens.max()) >= size:  # an IndexError deep in training, else
             raise ValueError(f"{shard[side]} holds piece id {int(tokens.max())}, past the vocabulary's {size}")
         sides[side] = (tokens, offsets)
