@@ -14,7 +14,8 @@ import typer
 
 from nmt.atomic import unwritable_reason
 from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, empty_path_option, interrupt_on_sigterm,
-                              is_usage_error, out_of_memory, usage_message, without_debug, write_utf8)
+                              is_usage_error, out_of_memory, standard_streams_present, usage_message,
+                              without_debug, write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -661,6 +662,7 @@ def main() -> None:
     args, debug = without_debug(sys.argv[1:])
     debug = debug or bool(os.environ.get("NMT_DEBUG"))
     signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    standard_streams_present()
     sys.stdout = PipeWatch(write_utf8(sys.stdout))
     write_utf8(sys.stderr)
     if option := empty_path_option(app, args):

@@ -8,8 +8,11 @@ whatever a command raises ends as one line on stderr and an exit code (2 for the
 from __future__ import annotations
 
 import codecs
+import errno
 import inspect
 import io
+import os
+import sys
 import typing
 from pathlib import Path
 
@@ -26,6 +29,41 @@ def interrupt_on_sigterm(signum, frame):
     # A scheduler's stop: unwind like Ctrl-C so temp files and staging directories are removed on the way out.
     # (Training installs its own handler that stops at an update boundary.)
     raise KeyboardInterrupt
+
+
+class ClosedStream:
+    """Stands in for a standard stream the shell closed (`<&-`, `>&-`), which Python leaves None: its first use was
+    an internal AttributeError ('NoneType' object has no attribute 'isatty'). Now reading or writing it is an
+    OSError naming it, said as "error: Bad file descriptor (reading the standard input)"."""
+
+    encoding = "utf-8"  # asked of sys.stdout by libraries as they load (torch's, with getattr and a default)
+    errors = "strict"
+    _INPUT_OUTPUT = frozenset({"read", "readline", "readlines", "buffer", "write", "writelines", "fileno"})
+
+    def __init__(self, use: str):
+        self.use = use  # "reading the standard input", ...
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass  # nothing was ever written: the interpreter's flush at exit has nothing to fail on
+
+    def __getattr__(self, name):
+        if name in self._INPUT_OUTPUT:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF), self.use)
+        raise AttributeError(name)
+
+
+def standard_streams_present() -> None:
+    """Closed standard streams replaced: stdin and stdout by a `ClosedStream` (an error once used), stderr by the
+    null device (the diagnostics were sent away; the exit code still tells)."""
+    if sys.stdin is None:
+        sys.stdin = ClosedStream("reading the standard input")
+    if sys.stdout is None:
+        sys.stdout = ClosedStream("writing the standard output")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's, closed at its exit
 
 
 class ReaderGone(Exception):

@@ -474,6 +474,35 @@ def test_names_that_are_not_utf8_are_read_evaluated_and_reported(toy_run_dir, to
     assert refused.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("closed,said", [("<&-", "reading the standard input"),
+                                         (">&-", "writing the standard output")], ids=["stdin", "stdout"])
+def test_a_closed_standard_stream_is_one_line(toy_run_dir, closed, said):
+    # The shell's `<&-` or `>&-` leaves Python's sys.stdin or sys.stdout None: "internal error AttributeError:
+    # 'NoneType' object has no attribute 'isatty'" (or 'write', and a traceback at exit).
+    sentence = "" if closed == "<&-" else "'i am home .'"
+    done = subprocess.run(["sh", "-c", f'"$0" -m nmt translate --run "$1" {sentence} {closed}', sys.executable,
+                           str(toy_run_dir)], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr) == (2, f"error: Bad file descriptor ({said})\n")
+
+
+def test_with_stderr_closed_errors_stay_out_of_the_output(tmp_path):
+    # print(..., file=sys.stderr) with sys.stderr None prints to stdout: the error line landed among translations.
+    done = subprocess.run(["sh", "-c", '"$0" -m nmt translate --run "$1" "hi ." 2>&-', sys.executable,
+                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (2, "")
+
+
+def test_training_with_its_standard_output_closed_trains(tmp_path, toy_data_dir):
+    # Libraries ask sys.stdout for its encoding as they load (torch, with getattr and a default): a stand-in that
+    # raised OSError there stopped training before its first step.
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 2, "eval_every": 2, "save_every": 2})
+    done = subprocess.run(["sh", "-c", '"$0" -m nmt train --config "$1" --run-dir "$2" --data-dir "$3" >&-',
+                           sys.executable, str(config), str(tmp_path / "run"), str(toy_data_dir)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
 def test_stdin_lines_end_only_at_line_feeds(toy_run_dir):
     import random
 
