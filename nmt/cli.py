@@ -14,7 +14,7 @@ import typer
 
 from nmt.atomic import unwritable_reason
 from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, empty_path_option, interrupt_on_sigterm,
-                              is_usage_error, out_of_memory, standard_streams_present, usage_message,
+                              is_usage_error, library_unmapped, out_of_memory, standard_streams_present, usage_message,
                               without_debug, write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
@@ -694,6 +694,9 @@ def main() -> None:
         print(f"error: {err.strerror or err}{where}", file=sys.stderr)
         sys.exit(2)
     except Exception as err:  # noqa: BLE001 - the CLI boundary: no traceback for users unless --debug
+        if not debug and (unmapped := library_unmapped(err)):  # the machine's limit too
+            print(f"error: {unmapped}", file=sys.stderr)
+            sys.exit(2)
         if not debug and (memory := out_of_memory(err)):  # the machine's limit, as a full disk is: not a bug
             print(f"error: {memory}: lower train.max_tokens or the model's size to train; decode.batch_size or the "
                   "beam to translate", file=sys.stderr)

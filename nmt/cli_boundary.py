@@ -128,6 +128,16 @@ def out_of_memory(err: Exception) -> str | None:
     return "out of memory (MemoryError)" if isinstance(err, MemoryError) else None
 
 
+def library_unmapped(err: Exception) -> str | None:
+    """What a library that could not be mapped into memory says (torch's libtorch_cpu.so under `ulimit -v`), or None:
+    the loader's "failed to map segment from shared object" was an internal ImportError."""
+    if isinstance(err, ImportError) and "failed to map segment" in str(err):
+        library = str(err).split(":")[0].strip()
+        return (f"cannot load {library}: no memory to map it into (an address-space limit such as `ulimit -v`, or "
+                "the machine's memory)")
+    return None
+
+
 def is_usage_error(err: Exception) -> bool:
     """click's UsageError (typer re-exports or vendors click, depending on its version): exit code 2 and a message."""
     return getattr(err, "exit_code", None) == 2 and callable(getattr(err, "format_message", None))

@@ -619,6 +619,16 @@ def test_a_stopped_command_says_it_was_interrupted(signal_name, tmp_path):
     assert (done.returncode, done.stderr) == (130, "interrupted\n")
 
 
+def test_a_library_that_cannot_be_mapped_is_the_machines_limit(tmp_path):
+    # Under `ulimit -v 300000` torch's import failed with the loader's "failed to map segment from shared object":
+    # "internal error ImportError", exit 1, a bug's code.
+    raised = ("raise ImportError('libtorch_cpu.so: failed to map segment from shared object')")
+    done = subprocess.run([sys.executable, "-c", _FAILING_ALLOCATION.format(allocation=raised)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stderr) == (2, "error: cannot load libtorch_cpu.so: no memory to map it into (an "
+                                                 "address-space limit such as `ulimit -v`, or the machine's memory)\n")
+
+
 @pytest.mark.parametrize("allocation,said", [
     ("import torch; torch.empty(2**50, dtype=torch.uint8)", "out of memory: tried to allocate 1,048,576.0 GiB"),
     ("bytearray(2**62)", "out of memory (MemoryError)"),
