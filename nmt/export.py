@@ -128,8 +128,12 @@ def check_output_dir(output_dir: Path, run_dir: Path | None, force: bool) -> Non
         if out == run or run in out.parents or out in run.parents:
             raise NMTError(f"{output_dir} is the run directory {run_dir}, lies inside it or contains it: "
                            "export to a directory of its own")
-    if not out.exists() and not out.is_symlink():
-        reason = unwritable_reason(output_dir)
+    # An empty folder made for the export (`mkdir out && nmt export -o out`) holds nothing to lose: it was "exists;
+    # pass --force", and then, with --force, "not an nmt export".
+    made_for_it = out.is_dir() and not out.is_symlink() and not any(out.iterdir())
+    if made_for_it or (not out.exists() and not out.is_symlink()):
+        # Written beside the target and renamed into place: its parent takes the files.
+        reason = unwritable_reason(Path(output_dir).parent if made_for_it else output_dir)
         if reason:
             raise NMTError(f"cannot write the export to {output_dir}: {reason}")
         return

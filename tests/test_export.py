@@ -295,6 +295,10 @@ def test_force_replaces_only_a_previous_export(toy_transformer_run, tmp_path):
     again = nmt("export", "--run", toy_transformer_run, "-o", out, "--force", "--quantization", "int8")
     assert again.returncode == 0, again.stderr
     assert json.loads((out / "nmt_export.json").read_text())["quantization"] == "int8"
+    # An empty folder made for it takes the export without --force (it was "exists; pass --force", then refused).
+    (tmp_path / "made").mkdir()
+    made = nmt("export", "--run", toy_transformer_run, "-o", tmp_path / "made")
+    assert made.returncode == 0 and (tmp_path / "made" / "nmt_export.json").is_file(), made.stderr
 
 
 def test_evaluate_and_serve_with_the_ctranslate2_engine(toy_transformer_run, toy_data_dir, tmp_path):
