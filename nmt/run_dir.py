@@ -324,7 +324,16 @@ class Run:
             raise NMTError(f"{self.directory} exists and is not a directory")
         reason = unwritable_reason(self.directory)
         if reason:
-            raise NMTError(f"cannot create the run directory {self.directory}: {reason}")
+            doing = "write in" if self.directory.is_dir() else "create"  # a finished run on a read-only disk exists
+            raise NMTError(f"cannot {doing} the run directory {self.directory}: {reason}")
+
+    def check_holds_no_foreign_config(self) -> None:
+        """A folder whose config.yaml nmt did not write (no env.json beside it: a run's start writes both) is no run:
+        training writes its resolved config there, and a config kept in the folder with its comments (`nmt train -c
+        exp/config.yaml --run-dir exp`) was replaced without a word."""
+        if self.config_path.is_file() and not self.env_path.is_file():
+            raise NMTError(f"{self.config_path} is not a run's (no env.json beside it), and training writes the run's "
+                           "config there: keep your config outside the run directory, or choose another --run-dir")
 
     def check_apart_from(self, data_dir: Path) -> None:
         """The run's directory is not the data directory: a run written there put its checkpoints, config.yaml and

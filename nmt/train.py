@@ -935,6 +935,7 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     checkpoint at the next update boundary and returns. What rank 0 says is kept in RUN/train.log too."""
     run = Run.for_config(cfg, run_dir)
     run.check_usable()
+    run.check_holds_no_foreign_config()
     run.check_apart_from(data_dir)
     main = os.environ.get("RANK", "0") == "0"  # torchrun sets it; before the process group exists
     run_log = TrainingLog(run.log_path, log) if main else None

@@ -161,3 +161,22 @@ def test_metrics_log_refuses_a_planted_link(tmp_path):
     with pytest.raises(NMTError, match="symbolic link"):
         MetricsLog(tmp_path / "metrics.jsonl").append({"type": "train", "step": 1})
     assert target.read_text() == "precious\n"
+
+
+def test_a_config_kept_in_the_folder_named_as_the_run_is_never_written_over(tmp_path, toy_data_dir):
+    # `nmt train -c exp/config.yaml --run-dir exp`: training wrote its resolved config over the user's own (its
+    # comments gone, --set values in). A run's own config.yaml has env.json beside it; this one has not.
+    experiment = tmp_path / "exp"
+    experiment.mkdir()
+    config = write_config(experiment, name="config", base=TOY_RUN, train={"max_steps": 2})
+    mine = config.read_text() + "# why these settings: my notes\n"
+    config.write_text(mine)
+    assert config == experiment / "config.yaml"
+    with pytest.raises(NMTError, match=r"config.yaml is not a run's \(no env.json beside it\), and training writes "):
+        train(load_config(config), experiment, toy_data_dir, log=lambda *_: None)
+    assert config.read_text() == mine and sorted(p.name for p in experiment.iterdir()) == ["config.yaml"]
+    # A run's own config (env.json beside it) resumes as before: `nmt train -c runs/x/config.yaml --run-dir runs/x`.
+    run = tmp_path / "run"
+    train(load_config(config), run, toy_data_dir, log=lambda *_: None)
+    again = train(load_config(run / "config.yaml"), run, toy_data_dir, log=lambda *_: None)
+    assert again.step == 2
