@@ -457,6 +457,9 @@ class Run:
             path = self.checkpoint_path(which)
             if path.is_file():
                 return path, which
+        if not self.env_path.is_file():  # a config of one's own in a folder: training refuses to write over it
+            raise NMTError(f"{self.directory} holds a config.yaml but no run (no env.json); train it into a folder "
+                           f"of its own: `nmt train --config {self.config_path} --run-dir runs/NAME`")
         # The run has its config already: training it (again: it resumes) is the way on, whatever its data.
         raise NMTError(f"no checkpoint in {self.directory} yet; train it with `nmt train --config "
                        f"{self.config_path} --run-dir {self.directory}`")

@@ -667,6 +667,7 @@ def test_a_missing_checkpoint_is_refused_before_torch_is_imported(command, named
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     (run / "config.yaml").write_text("")
+    (run / "env.json").write_text("{}")  # a run's start writes both; a config.yaml alone is no run
     missing = run / "checkpoints" / "step-5.pt"
     options = ["--checkpoint", str(missing)] if named else ["--run", str(run)]
     done = subprocess.run([sys.executable, "-c", _TORCH_PROBE, *command, *options], capture_output=True, text=True,

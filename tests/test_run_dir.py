@@ -180,3 +180,7 @@ def test_a_config_kept_in_the_folder_named_as_the_run_is_never_written_over(tmp_
     train(load_config(config), run, toy_data_dir, log=lambda *_: None)
     again = train(load_config(run / "config.yaml"), run, toy_data_dir, log=lambda *_: None)
     assert again.step == 2
+    # Translating in that folder says where to train it; its advice was the command now refused.
+    with pytest.raises(NMTError, match=r"exp holds a config.yaml but no run \(no env.json\); train it into a folder "
+                                       r"of its own: `nmt train --config .*exp/config.yaml --run-dir runs/NAME`$"):
+        Run.open(experiment).find_checkpoint()
