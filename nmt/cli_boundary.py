@@ -31,6 +31,9 @@ def interrupt_on_sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
+WRITING_STDOUT = "writing the standard output"  # what an error of stdout's names as its file
+
+
 class ClosedStream:
     """Stands in for a standard stream the shell closed (`<&-`, `>&-`), which Python leaves None: its first use was
     an internal AttributeError ('NoneType' object has no attribute 'isatty'). Now reading or writing it is an
@@ -61,7 +64,7 @@ def standard_streams_present() -> None:
     if sys.stdin is None:
         sys.stdin = ClosedStream("reading the standard input")
     if sys.stdout is None:
-        sys.stdout = ClosedStream("writing the standard output")
+        sys.stdout = ClosedStream(WRITING_STDOUT)
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's, closed at its exit
 
@@ -101,7 +104,7 @@ class PipeWatch:
 
 def _named_standard_output(err: OSError) -> OSError:
     if err.filename is None:
-        err.filename = "writing the standard output"
+        err.filename = WRITING_STDOUT
     return err
 
 

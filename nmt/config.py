@@ -828,7 +828,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep)
 
-
     def construct_yaml_int(self, node):
         """A plain integer, or a one-line error for one of more digits than Python reads as an int (4,300: its
         ValueError was an internal error)."""

@@ -327,11 +327,16 @@ class Run:
             doing = "write in" if self.directory.is_dir() else "create"  # a finished run on a read-only disk exists
             raise NMTError(f"cannot {doing} the run directory {self.directory}: {reason}")
 
+    @property
+    def holds_foreign_config(self) -> bool:
+        """Whether the folder's config.yaml is not nmt's: a run's start writes env.json beside it, always."""
+        return self.config_path.is_file() and not self.env_path.is_file()
+
     def check_holds_no_foreign_config(self) -> None:
-        """A folder whose config.yaml nmt did not write (no env.json beside it: a run's start writes both) is no run:
-        training writes its resolved config there, and a config kept in the folder with its comments (`nmt train -c
-        exp/config.yaml --run-dir exp`) was replaced without a word."""
-        if self.config_path.is_file() and not self.env_path.is_file():
+        """A folder whose config.yaml nmt did not write is no run: training writes its resolved config there, and a
+        config kept in the folder with its comments (`nmt train -c exp/config.yaml --run-dir exp`) was replaced
+        without a word."""
+        if self.holds_foreign_config:
             raise NMTError(f"{self.config_path} is not a run's (no env.json beside it), and training writes the run's "
                            "config there: keep your config outside the run directory, or choose another --run-dir")
 
@@ -457,7 +462,7 @@ class Run:
             path = self.checkpoint_path(which)
             if path.is_file():
                 return path, which
-        if not self.env_path.is_file():  # a config of one's own in a folder: training refuses to write over it
+        if self.holds_foreign_config:  # training refuses to write over it: the advice below would be refused
             raise NMTError(f"{self.directory} holds a config.yaml but no run (no env.json); train it into a folder "
                            f"of its own: `nmt train --config {self.config_path} --run-dir runs/NAME`")
         # The run has its config already: training it (again: it resumes) is the way on, whatever its data.
