@@ -42,7 +42,7 @@ from nmt.data.tokenizer import Tokenizers, same_vocabulary
 from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, cap_threads_at_usable_cpus,
                         context_in_background, emulated_bf16, oversubscribed_threads_warning, pick_device,
                         training_attention_kernels, usable_cpus)
-from nmt.distributed import setup_distributed, teardown_distributed
+from nmt.distributed import setup_distributed, teardown_distributed, torchrun_layout
 from nmt.errors import NMTError, counted
 from nmt.finetune import check_parent_shape, load_parent_weights, starting_from, with_borrowed_tokenizer
 from nmt.metrics import corpus_scores
@@ -937,7 +937,7 @@ def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = N
     run.check_usable()
     run.check_holds_no_foreign_config()
     run.check_apart_from(data_dir)
-    main = os.environ.get("RANK", "0") == "0"  # torchrun sets it; before the process group exists
+    main = torchrun_layout(os.environ).is_main  # before the process group exists; a broken layout stops here
     run_log = TrainingLog(run.log_path, log) if main else None
     try:
         progress = _train(cfg, run, Path(data_dir), url, run_log or log, run_log)

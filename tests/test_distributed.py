@@ -1,11 +1,15 @@
 """torchrun integration without GPUs: the collectives must only meet devices their backend serves."""
 
+import re
+
 import pytest
 import torch
 import torch.distributed as dist
 
 from nmt import distributed
-from nmt.distributed import DistContext, setup_distributed
+from nmt.distributed import DistContext, setup_distributed, torchrun_layout
+from nmt.errors import NMTError
+from tests_helpers import nmt, write_config
 
 
 def backend_device_types(backend: str) -> set[str]:
@@ -22,7 +26,10 @@ def fake_cuda_rank(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
     monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: seen.update(backend=backend))
@@ -117,3 +124,34 @@ def test_trainer_reads_the_agreed_clock_under_torchrun_and_its_own_alone():
     trainer.ctx = DistContext()
     assert Trainer._agreed_flags(trainer, stop_requested=True, agree_now=False) == (True, False)
     assert trainer.clock.elapsed_s == 400.0
+
+
+@pytest.mark.parametrize("environ, said", [
+    ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 without RANK, MASTER_ADDR, MASTER_PORT"),
+    ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not a whole number"),
+    ({"WORLD_SIZE": "2", "RANK": "-1", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK='-1' is not a whole number"),
+    ({"WORLD_SIZE": "2", "RANK": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "RANK=2 is not below WORLD_SIZE=2"),
+    ({"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "x", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+     "LOCAL_RANK='x' is not a whole number"),
+], ids=["no-rank", "not-a-number", "negative-rank", "rank-too-high", "local-rank"])
+def test_a_broken_torchrun_environment_is_named(environ, said):
+    """A WORLD_SIZE left in the environment by another launcher was "internal error KeyError: 'RANK'"."""
+    with pytest.raises(NMTError, match=re.escape(said) + ".*torchrun --nproc_per_node"):
+        torchrun_layout(environ)
+
+
+def test_the_torchrun_layout_as_torchrun_writes_it():
+    assert torchrun_layout({}) == DistContext() and torchrun_layout({"WORLD_SIZE": "1"}) == DistContext()
+    written = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}
+    assert torchrun_layout(written) == DistContext(rank=3, world_size=4, local_rank=1)
+
+
+def test_training_under_a_stray_world_size_says_what_to_do(tmp_path, toy_data_dir, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    config = write_config(tmp_path, train={"max_steps": 1, "warmup_steps": 1})
+    result = nmt("train", "--config", config, "--run-dir", tmp_path / "run", data_dir=toy_data_dir)
+    assert result.returncode == 2 and result.stderr.startswith("error: WORLD_SIZE=2 without RANK"), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
