@@ -22,7 +22,8 @@ from nmt.data.tmx import holds_tmx, tmx_pairs
 from nmt.data.writing_systems import SAMPLE, swapped_sides
 from nmt.engines import Engine, tab_separated_phrases
 from nmt.errors import NMTError, counted, warn
-from nmt.metrics import UNSPACED, bleu_metric, corpus_bleu, corpus_scores, paired_bootstrap, reference_streams
+from nmt.metrics import (UNSPACED, bleu_metric, bootstrap_seed, corpus_bleu, corpus_scores, paired_bootstrap,
+                         reference_streams)
 from nmt.atomic import unwritable_reason, write_text_atomic
 from nmt.translator import Translator
 
@@ -277,6 +278,7 @@ def evaluate(engine: Engine, test_set: EvaluationSet, out_dir: Path) -> dict:
     sources, references, label = test_set.sources, test_set.references, report_name(test_set, engine)
     refuse_swapped_files(test_set, engine.source_lang, engine.target_lang)
     check_writable(out_dir)
+    bootstrap_seed()  # a bad SACREBLEU_SEED stops here, not once every sentence is translated
     decomposed = [] if test_set.normalized_references or not engine.normalizer.unicode_nfc else \
         references_not_nfc(references)
     if decomposed:
@@ -347,6 +349,7 @@ def compare_runs(runs: list[Path], split: str, src: Path | None, refs: list[Path
                  device: str, data_dir: Path) -> Comparison:
     """Translate one shared test set (a split of the runs' data, or --src/--ref files) with every run, then
     `compare` them (the first is the baseline). Runs of another direction or another split are refused."""
+    bootstrap_seed()  # as in `evaluate`: before any run translates
     systems, shared, first, cut = [], None, None, []
     for run in runs:
         translator = Translator.from_run(run, None, device, decode_overrides)

@@ -17,7 +17,7 @@ from sacrebleu import metrics as sacrebleu_metrics
 from sacrebleu.metrics import TER
 
 from nmt.data.languages import UNSPACED, base_language
-from nmt.errors import warn
+from nmt.errors import NMTError, warn
 
 
 
@@ -37,14 +37,27 @@ def bleu_tokenizer(target_lang: str) -> str | None:
     return None
 
 
+def bootstrap_seed() -> tuple[str, int | None]:
+    """SACREBLEU_SEED as sacrebleu reads it (12345 unless set; "none": unseeded), as the signature spells it and as
+    numpy takes it. Checked before any decoding (evaluate calls it first), so that a bad value cannot end a long
+    evaluation with its translations done and nothing scored."""
+    seed = os.environ.get("SACREBLEU_SEED", "12345").lower()
+    if seed == "none":
+        return seed, None
+    if not seed.isdigit():  # numpy takes no negative seed either
+        raise NMTError(f"SACREBLEU_SEED={seed!r} is not a whole number or 'none' (the bootstrap's seed; unset it for "
+                       f"sacrebleu's 12345)")
+    return seed, int(seed)
+
+
 def _resamples(sentences: int, n_samples: int):
-    """sacrebleu's bootstrap resamples: (n_samples, sentences) indices drawn as it draws them (SACREBLEU_SEED,
-    12345 unless set; "none": unseeded), so that its intervals and p-values come out the same."""
+    """sacrebleu's bootstrap resamples: (n_samples, sentences) indices drawn as it draws them (`bootstrap_seed`), so
+    that its intervals and p-values come out the same."""
     import numpy as np  # as sacrebleu does: only when resampling
 
-    seed = os.environ.get("SACREBLEU_SEED", "12345")
-    rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
-    return seed.lower(), rng.choice(sentences, size=(n_samples, sentences), replace=True)
+    seed, number = bootstrap_seed()
+    rng = np.random.default_rng(number)
+    return seed, rng.choice(sentences, size=(n_samples, sentences), replace=True)
 
 
 def _resampled_scores(metric, stats: list, resamples) -> list:

@@ -2,11 +2,14 @@
 
 import importlib.util
 import random
+import re
 
 import pytest
 from sacrebleu import metrics as sacrebleu_metrics
 
-from nmt.metrics import BLEU, CHRF, base_language, bleu_tokenizer, corpus_scores, paired_bootstrap
+from nmt.errors import NMTError
+from nmt.metrics import BLEU, CHRF, base_language, bleu_tokenizer, bootstrap_seed, corpus_scores, paired_bootstrap
+from tests_helpers import nmt
 
 HYPOTHESIS, REFERENCE = ["我喜欢猫。"], [["我爱猫。"]]
 
@@ -117,3 +120,33 @@ def test_the_lean_bootstrap_gives_sacrebleus_own_interval(monkeypatch):
         assert (str(lean), lean._ci, lean._mean) == (str(own), own._ci, own._mean)
         assert str(ours.get_signature()) == str(theirs.get_signature())
         assert "|bs:500|seed:12345|" in str(ours.get_signature())
+
+
+@pytest.mark.parametrize("seed", ["abc", "-5", "", "1.5"])
+def test_a_bootstrap_seed_sacrebleu_cannot_take_is_named(seed, monkeypatch):
+    monkeypatch.setenv("SACREBLEU_SEED", seed)
+    with pytest.raises(NMTError, match=re.escape(f"SACREBLEU_SEED={seed!r} is not a whole number or 'none'")):
+        bootstrap_seed()
+
+
+@pytest.mark.parametrize("seed, taken", [(None, ("12345", 12345)), ("7", ("7", 7)), ("None", ("none", None))])
+def test_the_bootstrap_seed_as_sacrebleu_reads_it(seed, taken, monkeypatch):
+    if seed is None:
+        monkeypatch.delenv("SACREBLEU_SEED", raising=False)
+    else:
+        monkeypatch.setenv("SACREBLEU_SEED", seed)
+    assert bootstrap_seed() == taken
+
+
+def test_evaluate_under_a_bad_bootstrap_seed_stops_before_translating(toy_transformer_run, tmp_path, monkeypatch):
+    """It was "internal error ValueError: invalid literal for int()" once every sentence had been translated."""
+    monkeypatch.setenv("SACREBLEU_SEED", "abc")
+    (tmp_path / "src.txt").write_text("I have two cats.\n")
+    (tmp_path / "ref.txt").write_text("J'ai deux chats.\n")
+    args = ["evaluate", "--run", toy_transformer_run, "--src", tmp_path / "src.txt", "--ref", tmp_path / "ref.txt"]
+    for extra in (["--out-dir", tmp_path / "eval"], ["--compare", toy_transformer_run]):
+        result = nmt(*args, *extra)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines()[-1] == ("error: SACREBLEU_SEED='abc' is not a whole number or 'none' (the "
+                                                  "bootstrap's seed; unset it for sacrebleu's 12345)"), result.stderr
+    assert not (tmp_path / "eval").exists()
