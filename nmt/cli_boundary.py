@@ -141,6 +141,28 @@ def library_unmapped(err: Exception) -> str | None:
     return None
 
 
+def drop_empty_torch_logs() -> None:
+    """An empty TORCH_LOGS (`export TORCH_LOGS=` to turn torch's logs off) means no logs, as unset does; torch 2.13's
+    import fails on it (an AttributeError in torch._logging), so it goes before torch loads."""
+    if os.environ.get("TORCH_LOGS") == "":
+        del os.environ["TORCH_LOGS"]
+
+
+def torch_logs_refused(err: Exception) -> str | None:
+    """What to say where torch's import refused TORCH_LOGS, or None. torch raises a ValueError for a setting it does
+    not know, and answers TORCH_LOGS=help (its own advice) with one whose message is the list of settings: both were
+    an internal error of nmt's."""
+    setting = os.environ.get("TORCH_LOGS")
+    if setting is None or not isinstance(err, ValueError):
+        return None
+    message = str(err).strip()
+    if message.startswith("TORCH_LOGS Info"):
+        return f"{message}\n(torch's answer to TORCH_LOGS={setting}; unset it to run nmt)"
+    if message.startswith("Invalid log settings"):
+        return f"TORCH_LOGS={setting!r} is not a setting torch knows (TORCH_LOGS=help lists them; unset it to run nmt)"
+    return None
+
+
 def is_usage_error(err: Exception) -> bool:
     """click's UsageError (typer re-exports or vendors click, depending on its version): exit code 2 and a message."""
     return getattr(err, "exit_code", None) == 2 and callable(getattr(err, "format_message", None))

@@ -6,6 +6,7 @@ Each row: (id, arguments, what to plant first). `{R}` is a copy of a trained toy
 
 import hashlib
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -416,6 +417,26 @@ def test_output_is_utf8_whatever_the_locale(toy_run_dir, environment):
                            "i am home ."], capture_output=True, env={**os.environ, **environment}, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode("utf-8").startswith("Élevé œuf")
+
+
+@pytest.mark.parametrize("setting, said", [
+    ("foo", "error: TORCH_LOGS='foo' is not a setting torch knows (TORCH_LOGS=help lists them; unset it to run nmt)"),
+    ("help", "error: TORCH_LOGS Info"),
+    ("", None),
+], ids=["unknown", "help", "empty"])
+def test_a_torch_logs_setting_torch_refuses_is_not_an_internal_error(toy_run_dir, setting, said):
+    # torch's import raises a ValueError for a TORCH_LOGS it cannot read, its list of settings (TORCH_LOGS=help) as
+    # one too, and an AttributeError for an empty one: each was "internal error" (exit 1) from whichever command.
+    done = subprocess.run([sys.executable, "-m", "nmt", "translate", "--run", str(toy_run_dir), "I have two cats."],
+                          capture_output=True, text=True, env={**os.environ, "TORCH_LOGS": setting}, timeout=300)
+    if said is None:  # no logs, as unset
+        assert done.returncode == 0 and len(done.stdout.splitlines()) == 1 and not done.stderr, done.stderr
+        return
+    assert done.returncode == 2 and done.stderr.startswith(said), done.stderr
+    if setting == "help":  # torch's list, as asked
+        assert "dynamo" in done.stderr and done.stderr.rstrip().endswith("unset it to run nmt)"), done.stderr
+    else:
+        assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 @pytest.mark.parametrize("args,option", [
