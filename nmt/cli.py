@@ -13,9 +13,9 @@ from typing import Callable, Iterable, Iterator, List, Optional
 import typer
 
 from nmt.atomic import unwritable_reason
-from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, drop_empty_torch_logs, empty_path_option,
-                              interrupt_on_sigterm, is_usage_error, library_unmapped, out_of_memory,
-                              standard_streams_present, torch_logs_refused, usage_message, without_debug, write_utf8)
+from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, drop_settings_meaning_unset, empty_path_option,
+                              environment_refused, interrupt_on_sigterm, is_usage_error, out_of_memory,
+                              standard_streams_present, usage_message, without_debug, write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -662,7 +662,7 @@ def main() -> None:
     args, debug = without_debug(sys.argv[1:])
     debug = debug or bool(os.environ.get("NMT_DEBUG"))
     signal.signal(signal.SIGTERM, interrupt_on_sigterm)
-    drop_empty_torch_logs()
+    drop_settings_meaning_unset()
     standard_streams_present()
     sys.stdout = PipeWatch(write_utf8(sys.stdout))
     write_utf8(sys.stderr)
@@ -695,7 +695,7 @@ def main() -> None:
         print(f"error: {err.strerror or err}{where}", file=sys.stderr)
         sys.exit(2)
     except Exception as err:  # noqa: BLE001 - the CLI boundary: no traceback for users unless --debug
-        if not debug and (refused := library_unmapped(err) or torch_logs_refused(err)):  # the machine's, the shell's
+        if not debug and (refused := environment_refused(err)):  # the machine's limit, the shell's settings
             print(f"error: {refused}", file=sys.stderr)
             sys.exit(2)
         if not debug and (memory := out_of_memory(err)):  # the machine's limit, as a full disk is: not a bug

@@ -13,6 +13,7 @@ import inspect
 import io
 import os
 import sys
+import traceback
 import typing
 from pathlib import Path
 
@@ -141,11 +142,14 @@ def library_unmapped(err: Exception) -> str | None:
     return None
 
 
-def drop_empty_torch_logs() -> None:
-    """An empty TORCH_LOGS (`export TORCH_LOGS=` to turn torch's logs off) means no logs, as unset does; torch 2.13's
-    import fails on it (an AttributeError in torch._logging), so it goes before torch loads."""
-    if os.environ.get("TORCH_LOGS") == "":
-        del os.environ["TORCH_LOGS"]
+def drop_settings_meaning_unset() -> None:
+    """Environment settings that mean what their absence means, dropped before the library that misreads them loads:
+    an empty TORCH_LOGS (`export TORCH_LOGS=` to turn torch's logs off), on which torch 2.13's import fails (an
+    AttributeError in torch._logging); COLUMNS=0 (a terminal that reports no size), which Python's
+    shutil.get_terminal_size reads as unset and rich as a width of 0: `nmt --help` printed one empty line."""
+    for name, meaning_unset in (("TORCH_LOGS", ""), ("COLUMNS", "0")):
+        if os.environ.get(name) == meaning_unset:
+            del os.environ[name]
 
 
 def torch_logs_refused(err: Exception) -> str | None:
@@ -161,6 +165,23 @@ def torch_logs_refused(err: Exception) -> str | None:
     if message.startswith("Invalid log settings"):
         return f"TORCH_LOGS={setting!r} is not a setting torch knows (TORCH_LOGS=help lists them; unset it to run nmt)"
     return None
+
+
+def tqdm_settings_refused(err: Exception) -> str | None:
+    """What to say where tqdm could not read its TQDM_* environment settings, or None: it converts them as it is
+    imported (tqdm.utils.envwrap), so TQDM_MININTERVAL=abc was an internal ValueError of whichever command loaded it."""
+    if not isinstance(err, (ValueError, TypeError)):
+        return None
+    frames = traceback.extract_tb(err.__traceback__)
+    if not any(Path(frame.filename).match("tqdm/utils.py") and frame.name == "wrap" for frame in frames):
+        return None
+    settings = ", ".join(f"{name}={value!r}" for name, value in sorted(os.environ.items()) if name.startswith("TQDM_"))
+    return f"tqdm cannot read its settings from the environment ({settings}): {err}; correct or unset them"
+
+
+def environment_refused(err: Exception) -> str | None:
+    """What to say where the machine or the shell's settings, not nmt, stopped a library as it loaded; or None."""
+    return library_unmapped(err) or torch_logs_refused(err) or tqdm_settings_refused(err)
 
 
 def is_usage_error(err: Exception) -> bool:

@@ -439,6 +439,15 @@ def test_a_torch_logs_setting_torch_refuses_is_not_an_internal_error(toy_run_dir
         assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
+def test_tqdm_settings_tqdm_cannot_read_are_named(toy_run_dir):
+    # tqdm converts its TQDM_* settings as it is imported: TQDM_MININTERVAL=abc was an internal ValueError.
+    done = subprocess.run([sys.executable, "-m", "nmt", "translate", "--run", str(toy_run_dir), "I have two cats."],
+                          capture_output=True, text=True, env={**os.environ, "TQDM_MININTERVAL": "abc"}, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("error: tqdm cannot read its settings from the environment (TQDM_MININTERVAL='abc'): "
+                           "could not convert string to float: 'abc'; correct or unset them\n")
+
+
 @pytest.mark.parametrize("args,option", [
     (["train", "--config", "demo", "--run", ""], "--run"),
     (["prepare", "--config", "demo", "--data-dir="], "--data-dir"),

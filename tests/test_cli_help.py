@@ -95,3 +95,15 @@ def test_a_float_option_takes_its_bounds_and_shows_them():
     assert (parse("0"), parse("10"), parse("2.5e0")) == (0.0, 10.0, 2.5)
     help_text = CliRunner().invoke(app, ["translate", "--help"], terminal_width=200).output
     assert "<float range> [0<=x<=10]" in help_text and "<float range> [0<=x<=1]" in help_text
+
+
+def test_help_under_a_terminal_that_reports_no_width():
+    # COLUMNS=0 (a terminal without a size) is unset to Python's shutil.get_terminal_size; rich took it as a width
+    # of 0 and `nmt --help` printed one empty line.
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "0"})
+    assert done.returncode == 0 and "translate" in done.stdout and "Usage: nmt" in done.stdout, done.stdout
