@@ -14,8 +14,8 @@ import typer
 
 from nmt.atomic import unwritable_reason
 from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, drop_settings_meaning_unset, empty_path_option,
-                              environment_refused, interrupt_on_sigterm, is_usage_error, out_of_memory,
-                              standard_streams_present, usage_message, without_debug, write_utf8)
+                              environment_refused, interrupt_on_sigterm, is_usage_error, os_error_place,
+                              out_of_memory, standard_streams_present, usage_message, without_debug, write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -691,8 +691,7 @@ def main() -> None:
     except OSError as err:  # a full or read-only disk, a vanished directory: the environment, not a bug
         if debug:
             raise
-        where = f" ({err.filename})" if err.filename else ""
-        print(f"error: {err.strerror or err}{where}", file=sys.stderr)
+        print(f"error: {err.strerror or err}{os_error_place(err)}", file=sys.stderr)
         sys.exit(2)
     except Exception as err:  # noqa: BLE001 - the CLI boundary: no traceback for users unless --debug
         if not debug and (refused := environment_refused(err)):  # the machine's limit, the shell's settings

@@ -179,6 +179,18 @@ def tqdm_settings_refused(err: Exception) -> str | None:
     return f"tqdm cannot read its settings from the environment ({settings}): {err}; correct or unset them"
 
 
+def os_error_place(err: OSError) -> str:
+    """Where an OSError happened, for its one line: the path, and the environment variable that named it where one
+    did (TORCHINDUCTOR_CACHE_DIR=/proc/x: torch makes that folder as it loads its compiler, which `nmt train` does
+    even without compiling; the path alone did not say where it came from)."""
+    if not err.filename:
+        return ""
+    path = os.fsdecode(err.filename) if isinstance(err.filename, (str, bytes)) else str(err.filename)
+    named_by = sorted(name for name, value in os.environ.items()
+                      if value == path and name not in ("PWD", "OLDPWD"))
+    return f" ({path}{', from ' + ' and '.join(named_by) if named_by else ''})"
+
+
 def environment_refused(err: Exception) -> str | None:
     """What to say where the machine or the shell's settings, not nmt, stopped a library as it loaded; or None."""
     return library_unmapped(err) or torch_logs_refused(err) or tqdm_settings_refused(err)

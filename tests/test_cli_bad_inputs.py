@@ -448,6 +448,19 @@ def test_tqdm_settings_tqdm_cannot_read_are_named(toy_run_dir):
                            "could not convert string to float: 'abc'; correct or unset them\n")
 
 
+def test_a_path_from_the_environment_that_fails_names_its_variable(tmp_path, toy_data_dir):
+    # torch makes TORCHINDUCTOR_CACHE_DIR as training loads its compiler (compiling or not): a cache folder that
+    # cannot be made was "error: Not a directory (PATH)", with nothing to say where PATH came from.
+    (tmp_path / "a-file").write_text("")
+    cache = tmp_path / "a-file" / "cache"
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 1, "warmup_steps": 1})
+    done = subprocess.run([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                           str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], capture_output=True, text=True,
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == f"error: Not a directory ({cache}, from TORCHINDUCTOR_CACHE_DIR)"
+
+
 @pytest.mark.parametrize("args,option", [
     (["train", "--config", "demo", "--run", ""], "--run"),
     (["prepare", "--config", "demo", "--data-dir="], "--data-dir"),
