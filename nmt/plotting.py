@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: no display on servers and CI
+# Headless (no display on servers and CI), set before the import: matplotlib's import validates MPLBACKEND, so a
+# user's MPLBACKEND=abc stopped `nmt plot` at an internal ValueError, although Agg replaced it anyway.
+os.environ["MPLBACKEND"] = "Agg"
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nmt.atomic import atomic_file  # noqa: E402

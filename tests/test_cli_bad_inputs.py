@@ -461,6 +461,15 @@ def test_a_path_from_the_environment_that_fails_names_its_variable(tmp_path, toy
     assert done.stderr.splitlines()[-1] == f"error: Not a directory ({cache}, from TORCHINDUCTOR_CACHE_DIR)"
 
 
+def test_plots_are_drawn_whatever_the_users_matplotlib_backend(toy_run_dir, tmp_path):
+    # matplotlib's import validates MPLBACKEND: MPLBACKEND=abc (or a GUI backend's name mistyped) stopped `nmt plot`
+    # at an internal ValueError before nmt could choose its headless Agg.
+    command = [sys.executable, "-m", "nmt", "plot", "--run", str(toy_run_dir), "-o", str(tmp_path / "c.png")]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "abc"}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
 @pytest.mark.parametrize("args,option", [
     (["train", "--config", "demo", "--run", ""], "--run"),
     (["prepare", "--config", "demo", "--data-dir="], "--data-dir"),
