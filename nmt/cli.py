@@ -13,9 +13,10 @@ from typing import Callable, Iterable, Iterator, List, Optional
 import typer
 
 from nmt.atomic import unwritable_reason
-from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, drop_settings_meaning_unset, empty_path_option,
-                              environment_refused, interrupt_on_sigterm, is_usage_error, os_error_place,
-                              out_of_memory, standard_streams_present, usage_message, without_debug, write_utf8)
+from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, debug_asked, drop_settings_meaning_unset,
+                              empty_path_option, environment_refused, interrupt_on_sigterm, is_usage_error,
+                              os_error_place, out_of_memory, standard_streams_present, usage_message, without_debug,
+                              write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -660,7 +661,7 @@ def plot(run: Optional[Path] = RunOption,
 
 def main() -> None:
     args, debug = without_debug(sys.argv[1:])
-    debug = debug or bool(os.environ.get("NMT_DEBUG"))
+    debug = debug or debug_asked(os.environ)
     signal.signal(signal.SIGTERM, interrupt_on_sigterm)
     drop_settings_meaning_unset()
     standard_streams_present()

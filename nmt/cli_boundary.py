@@ -216,6 +216,12 @@ def without_debug(args: list[str]) -> tuple[list[str], bool]:
     return kept, len(kept) != len(args)
 
 
+def debug_asked(environ: typing.Mapping[str, str]) -> bool:
+    """Whether NMT_DEBUG asks for tracebacks, as `--debug` does: NMT_DEBUG=0 (or false, no, off, empty) turned them on
+    before, being a non-empty string."""
+    return environ.get("NMT_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def empty_path_option(app: typer.Typer, args: list[str]) -> str | None:
     """The option of the command in `args` that takes a file or folder and was given "" (`--run "$RUN"` with RUN
     unset), or None. Path("") is ".": `nmt train --run ""` trained into the current directory, `--data-dir ""`

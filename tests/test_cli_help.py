@@ -44,6 +44,18 @@ def test_debug_works_after_the_command_too(tmp_path):
     assert plain.returncode == 2 and plain.stderr.startswith("error: ") and "Traceback" not in plain.stderr
 
 
+@pytest.mark.parametrize("setting, traceback", [("1", True), ("yes", True), ("0", False), ("false", False),
+                                                ("off", False), ("", False)])
+def test_nmt_debug_zero_means_no_traceback(tmp_path, monkeypatch, setting, traceback):
+    """NMT_DEBUG=0 turned tracebacks on (any non-empty value did)."""
+    from tests_helpers import nmt
+
+    monkeypatch.setenv("NMT_DEBUG", setting)
+    result = nmt("translate", "--run", tmp_path / "nowhere", "hi")
+    assert ("Traceback" in result.stderr) is traceback, result.stderr
+    assert result.returncode == (1 if traceback else 2)
+
+
 def test_debug_after_a_double_dash_is_an_argument():
     from nmt.cli_boundary import without_debug
 
