@@ -193,6 +193,19 @@ def _file_name(url: str, default: str) -> str:
     return Path(parse_url(url).path).name or default
 
 
+def proxy_used(url: str) -> str:
+    """", through the proxy P (its_proxy)" where the environment sends `url` through a proxy (http_proxy, https_proxy;
+    not where no_proxy exempts its host), else "": a proxy that cannot be reached (http_proxy=abc) failed with the
+    proxy's error alone ("Name or service not known" for a host that resolves), which named the URL, not the proxy."""
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return ""
+    names = (f"{parts.scheme}_proxy", f"{parts.scheme.upper()}_PROXY")
+    setting = next((name for name in names if os.environ.get(name)), names[0])
+    return f" through the proxy {proxy} ({setting})"
+
+
 def _http_download(url: str, final: Path, progress: bool, revalidate: dict | None = None) -> dict | None:
     """Stream `url` into `<final>.part`, resuming with an HTTP Range request, and rename it to `final` when the body
     is complete; return the response's validators (ETag, Last-Modified). `revalidate`: those of the copy already at
@@ -241,7 +254,7 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
         kept = part.stat().st_size if part.is_file() else 0
         then = (f"{kept:,} bytes kept: re-run to resume" if kept else
                 "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
-        raise DownloadFailed(f"download failed for {url}: {reason} ({then})", str(reason)) from None
+        raise DownloadFailed(f"download failed for {url}{proxy_used(url)}: {reason} ({then})", str(reason)) from None
     if total is not None and part.stat().st_size != total:
         raise DownloadFailed(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to "
                              "resume)", "the connection ended early")

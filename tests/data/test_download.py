@@ -2,6 +2,8 @@ import hashlib
 import http.server
 import os
 import stat
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -359,3 +361,31 @@ def test_a_server_that_answers_no_http_or_hangs_up_mid_body_is_a_download_failur
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/fra-eng.zip"
         with pytest.raises(NMTError, match="^" + said.format(url=url)):
             download_corpus(url, tmp_path / "data", None, progress=False)
+
+
+@pytest.mark.parametrize("setting", ["http_proxy", "HTTP_PROXY"])
+def test_a_download_through_a_proxy_that_fails_names_the_proxy(tmp_path, setting):
+    """With http_proxy=abc the download failed with "Name or service not known" for a host that resolves. A process
+    of its own: urllib reads the proxies once, as its first request opens."""
+    environment = {name: value for name, value in os.environ.items() if name.lower() not in ("http_proxy", "no_proxy")}
+    environment[setting] = "http://127.0.0.1:9"  # the discard port: nothing listens
+    with serving_folder(tmp_path) as base:
+        url = f"{base}/fra-eng.zip"
+        done = subprocess.run([sys.executable, "-m", "nmt", "download", "--url", url, "--data-dir",
+                               str(tmp_path / "data")], capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: download failed for {url} through the proxy http://127.0.0.1:9 ({setting}): "
+                                  "[Errno 111] Connection refused"), done.stderr
+
+
+def test_no_proxy_exempts_a_host(monkeypatch):
+    from nmt.data.download import proxy_used
+
+    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert proxy_used("http://example.org/x.zip") == ""
+    monkeypatch.setenv("http_proxy", "http://proxy:3128")
+    assert proxy_used("http://example.org/x.zip") == " through the proxy http://proxy:3128 (http_proxy)"
+    assert proxy_used("https://example.org/x.zip") == ""  # https_proxy unset
+    monkeypatch.setenv("no_proxy", "example.org")
+    assert proxy_used("http://example.org/x.zip") == ""
