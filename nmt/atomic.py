@@ -8,12 +8,14 @@
 
 mkstemp and mkdtemp create owner-only entries (0600, 0700); what they become gets the mode a plain `open` or
 `mkdir` would have given (the umask's), or the mode of the file it replaces, so that a run or a prepared corpus on a
-shared disk stays readable by whoever could read it before (a server's account, a colleague).
+shared disk stays readable by whoever could read it before (a server's account, a colleague); on a file system
+without Unix modes (FAT on a USB stick) the mount's mode stands (`_give_mode`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -45,12 +47,23 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~current_umask()
 
 
+def _give_mode(path: str | Path, mode: int) -> None:
+    """chmod where the file system keeps Unix modes. FAT and exFAT (a USB stick, an SD card) mounted without `quiet`
+    refuse every chmod with EPERM, and some network and FUSE file systems with ENOTSUP: there the file keeps the mode
+    the mount gives it, rather than the write fail (every run and corpus write on such a disk failed)."""
+    try:
+        os.chmod(path, mode)
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path, mode: str = "wb", fsync: bool = True) -> Iterator[IO]:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, _mode_for(path))  # mkstemp's 0600 otherwise (module docstring)
+        _give_mode(tmp, _mode_for(path))  # mkstemp's 0600 otherwise (module docstring)
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as handle:
             yield handle
             handle.flush()
@@ -94,7 +107,7 @@ def staging_dir(final: Path) -> Path:
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 otherwise (module docstring)
+    _give_mode(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 otherwise (module docstring)
     return staging
 
 

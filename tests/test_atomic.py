@@ -74,3 +74,26 @@ def test_why_a_folder_cannot_take_files_is_found_without_creating_it(tmp_path):
     assert unwritable_reason(tmp_path / "a-file" / "out") == f"{tmp_path / 'a-file'} is not a directory"
     assert unwritable_reason(tmp_path / "a-file") == f"{tmp_path / 'a-file'} is not a directory"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_file_system_without_unix_modes_still_takes_the_writes(tmp_path, monkeypatch):
+    """FAT on a USB stick (mounted without `quiet`) refuses every chmod with EPERM: each atomic write failed there,
+    the file written in full and then lost with its temp name. Other errors of chmod still stop the write."""
+    import errno
+
+    import nmt.atomic as atomic
+
+    def refuse(path, mode, code=errno.EPERM):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(atomic.os, "chmod", refuse)
+    write_text_atomic(tmp_path / "config.yaml", "a: 1\n")
+    assert (tmp_path / "config.yaml").read_text() == "a: 1\n"
+    staging = staging_dir(tmp_path / "prepared")
+    install_dir(staging, tmp_path / "prepared")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "prepared"]  # no temp file left
+    monkeypatch.setattr(atomic.os, "chmod", lambda path, mode: refuse(path, mode, errno.EIO))
+    with pytest.raises(OSError, match="Input/output error"):
+        write_text_atomic(tmp_path / "config.yaml", "a: 2\n")
+    assert (tmp_path / "config.yaml").read_text() == "a: 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "prepared"]
