@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, warn
+
+
+# What flock says on a file system that keeps no locks (NFS mounted with `nolock` or without its lock service, some
+# FUSE file systems): the directory is usable, just not lockable.
+NO_LOCKS_HERE = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL)
 
 
 class DirectoryLock:
@@ -24,11 +30,19 @@ class DirectoryLock:
             raise NMTError(f"cannot lock {self.path.parent}: {err.strerror}") from None
         try:
             fcntl.flock(self.handle, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
-        except OSError:
+        except BlockingIOError:
             self.handle.seek(0)
             holder = self.handle.read().strip() or "another process"
             self.handle.close()
             raise NMTError(f"{self.path.parent} is in use by {holder}; wait for it or use another --run-dir") from None
+        except OSError as err:
+            if err.errno not in NO_LOCKS_HERE:
+                self.handle.close()
+                raise NMTError(f"cannot lock {self.path.parent}: {err.strerror}") from None
+            # Every error was "in use by another process" before, so a run on such a disk could never train.
+            warn(f"cannot lock {self.path.parent} ({err.strerror}: its file system keeps no locks, e.g. NFS without "
+                 "a lock service): nothing stops two processes using it at once")
+            return self
         self.handle.seek(0)
         self.handle.truncate()
         self.handle.write(f"pid {os.getpid()}\n")
