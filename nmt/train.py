@@ -13,6 +13,7 @@ import math
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -199,6 +200,7 @@ class Trainer:
                  log: Callable[[str], None] = print):
         self.cfg, self.run, self.log = cfg, run, log
         self.startup = StartupParts()  # imports end here
+        self.bar_on_terminal = True  # progress as a bar (a terminal) or a line per log window (a file)
         self.resuming = run.checkpoint_path(CheckpointKind.LAST).is_file()  # as when this training was asked for
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
@@ -519,8 +521,11 @@ class Trainer:
             self.log(f"{self.run.directory} already finished at step {p.step}: {reason}; raise it to train on")
             return p
         self.planned_steps = self._planned_steps()
-        bar = tqdm(total=self.planned_steps, initial=p.step, desc="train", disable=not ctx.is_main,
-                   dynamic_ncols=True)
+        # A bar redraws itself with carriage returns: in a log file (nohup, a scheduler's output file) that was ten
+        # frames a second on one endless line. There, as fairseq's `simple` log format does, each window is a line.
+        self.bar_on_terminal = terminal_columns(sys.stderr) > 0
+        bar = tqdm(total=self.planned_steps, initial=p.step, desc="train",
+                   disable=not ctx.is_main or not self.bar_on_terminal, dynamic_ncols=True)
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
         # Signals are caught before the start record is written: a Ctrl-C that follows it stops at an update's end
@@ -877,6 +882,8 @@ class Trainer:
         if self.cfg.train.time_budget_s:  # the bar ends where the budget will, not at a max_steps never reached
             bar.total = steps_within_budget(p.step, p.elapsed_s, self.cfg.train.time_budget_s, self.planned_steps)
             bar.refresh()
+        if self.ctx.is_main and not self.bar_on_terminal:
+            print(progress_line(p.step, bar.total, figures, lr, p.elapsed_s), file=sys.stderr, flush=True)
         if self.ctx.is_main:
             self.record({"type": "train", "step": p.step, "epoch": p.epoch,
                          "time_s": round(p.elapsed_s, 3), "loss": None if loss is None else round(loss, 4),
@@ -927,6 +934,23 @@ class Trainer:
                 self.run.save_step(step, dataclasses.replace(weights, step=step), keep)
             self.run.save(CheckpointKind.LAST, state)
         self.writer.submit(write)
+
+
+def terminal_columns(stream) -> int:
+    """The width of the terminal `stream` writes to; 0 for a file or a pipe, and for a terminal that reports no size
+    (a serial console, `docker exec -t` before its first resize), where tqdm drew a bar of no width: nothing."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a stream of Python's own), or closed
+        return 0
+
+
+def progress_line(step: int, total: int, figures: dict, lr: float, elapsed_s: float) -> str:
+    """What the bar shows, as one line for a log file: the step of the planned total, the window's loss, the learning
+    rate, its speed and MFU, and the training time so far (all sessions)."""
+    loss = "-" if figures["loss"] is None else f"{figures['loss']:.3f}"
+    return (f"train: step {step:,}/{total:,}, loss {loss}, lr {lr:.2e}, {figures['tokens_per_s']:,.0f} tok/s, "
+            f"MFU {figures['mfu']:.1%}, {tqdm.format_interval(elapsed_s)}")
 
 
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,

@@ -1,0 +1,67 @@
+"""Training's progress: a bar on a terminal, and a line per log window where stderr is a file (nohup, a scheduler's
+output file), where the bar's carriage-return frames made one endless line, ten frames a second."""
+
+import fcntl
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from nmt.train import progress_line
+from tests_helpers import TOY_RUN, write_config
+
+
+def _train(tmp_path, toy_data_dir, stderr) -> subprocess.Popen:
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 12, "log_every": 4, "eval_every": 100})
+    return subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                             str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], stderr=stderr,
+                            stdout=subprocess.DEVNULL)
+
+
+def test_training_into_a_file_says_a_line_per_window(tmp_path, toy_data_dir):
+    with open(tmp_path / "stderr.txt", "wb") as log:
+        assert _train(tmp_path, toy_data_dir, log).wait(timeout=300) == 0
+    said = (tmp_path / "stderr.txt").read_bytes().decode()
+    assert "\r" not in said, said
+    windows = [line for line in said.splitlines() if line.startswith("train: step ")]
+    assert [line.split(",")[0] for line in windows] == [f"train: step {n}/12" for n in (4, 8, 12)], said
+    assert all(" tok/s, MFU " in line and ", lr " in line for line in windows), said
+
+
+@pytest.mark.parametrize("columns", [100, 0], ids=["sized", "no-size"])
+def test_training_on_a_terminal_draws_the_bar(tmp_path, toy_data_dir, columns):
+    """On a terminal that reports no size (a serial console, `docker exec -t` before it is resized) tqdm drew a bar
+    of no width: lines there, as in a file."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    try:
+        training = _train(tmp_path, toy_data_dir, follower)
+        os.close(follower)
+        said = b""
+        while True:  # read as it comes: a terminal holds a few kB, then the writer waits
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the training closed the terminal (it ended) and everything was read
+                break
+            if not chunk:
+                break
+            said += chunk
+        assert training.wait(timeout=300) == 0
+    finally:
+        os.close(leader)
+    text = said.decode().replace("\r\n", "\n")  # the terminal's own line ends
+    if columns:
+        assert "\r" in text and "12/12" in text and "train: step " not in text, text
+    else:
+        assert "\r" not in text and "train: step 12/12, loss " in text, text
+
+
+def test_a_progress_line():
+    figures = {"loss": 3.14159, "tokens_per_s": 12345.6, "mfu": 0.0987}
+    assert progress_line(1200, 5000, figures, 1.5e-3, 83.2) == \
+        "train: step 1,200/5,000, loss 3.142, lr 1.50e-03, 12,346 tok/s, MFU 9.9%, 01:23"
+    assert progress_line(0, 10, {**figures, "loss": None}, 0.0, 0).startswith("train: step 0/10, loss -,")
