@@ -167,16 +167,28 @@ def torch_logs_refused(err: Exception) -> str | None:
     return None
 
 
-def tqdm_settings_refused(err: Exception) -> str | None:
-    """What to say where tqdm could not read its TQDM_* environment settings, or None: it converts them as it is
-    imported (tqdm.utils.envwrap), so TQDM_MININTERVAL=abc was an internal ValueError of whichever command loaded it."""
+# Libraries that convert settings from the environment as they are imported, so that a value they cannot read
+# (TQDM_MININTERVAL=abc, TORCHINDUCTOR_COMPILE_THREADS=abc, TORCH_COMPILE_DEBUG=abc) was an internal ValueError of
+# whichever nmt command loaded them: (library, the code that reads them: a file and, where it holds other code too,
+# the function, the variables' prefixes).
+_SETTINGS_READERS = (
+    ("tqdm", "tqdm/utils.py", "wrap", ("TQDM_",)),  # tqdm.utils.envwrap
+    ("torch", "torch/*/config.py", None, ("TORCH", "PYTORCH_")),  # torch._inductor.config, torch._dynamo.config
+    ("torch", "torch/utils/_config_module.py", None, ("TORCH", "PYTORCH_")),
+)
+
+
+def library_settings_refused(err: Exception) -> str | None:
+    """What to say where a library could not read its settings from the environment as it loaded, or None."""
     if not isinstance(err, (ValueError, TypeError)):
         return None
     frames = traceback.extract_tb(err.__traceback__)
-    if not any(Path(frame.filename).match("tqdm/utils.py") and frame.name == "wrap" for frame in frames):
-        return None
-    settings = ", ".join(f"{name}={value!r}" for name, value in sorted(os.environ.items()) if name.startswith("TQDM_"))
-    return f"tqdm cannot read its settings from the environment ({settings}): {err}; correct or unset them"
+    for library, reader, function, prefixes in _SETTINGS_READERS:
+        if any(Path(frame.filename).match(reader) and function in (None, frame.name) for frame in frames):
+            settings = ", ".join(f"{name}={value!r}" for name, value in sorted(os.environ.items())
+                                 if name.startswith(prefixes))
+            return f"{library} cannot read its settings from the environment ({settings}): {err}; correct or unset them"
+    return None
 
 
 def os_error_place(err: OSError) -> str:
@@ -193,7 +205,7 @@ def os_error_place(err: OSError) -> str:
 
 def environment_refused(err: Exception) -> str | None:
     """What to say where the machine or the shell's settings, not nmt, stopped a library as it loaded; or None."""
-    return library_unmapped(err) or torch_logs_refused(err) or tqdm_settings_refused(err)
+    return library_unmapped(err) or torch_logs_refused(err) or library_settings_refused(err)
 
 
 def is_usage_error(err: Exception) -> bool:

@@ -439,13 +439,22 @@ def test_a_torch_logs_setting_torch_refuses_is_not_an_internal_error(toy_run_dir
         assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
-def test_tqdm_settings_tqdm_cannot_read_are_named(toy_run_dir):
-    # tqdm converts its TQDM_* settings as it is imported: TQDM_MININTERVAL=abc was an internal ValueError.
-    done = subprocess.run([sys.executable, "-m", "nmt", "translate", "--run", str(toy_run_dir), "I have two cats."],
-                          capture_output=True, text=True, env={**os.environ, "TQDM_MININTERVAL": "abc"}, timeout=300)
+@pytest.mark.parametrize("setting, said", [
+    (("TQDM_MININTERVAL", "abc"), "tqdm cannot read its settings from the environment (TQDM_MININTERVAL='abc'): "
+                                  "could not convert string to float: 'abc'; correct or unset them"),
+    (("TORCHINDUCTOR_COMPILE_THREADS", "abc"), "torch cannot read its settings from the environment "
+     "(TORCHINDUCTOR_COMPILE_THREADS='abc'): invalid literal for int() with base 10: 'abc'; correct or unset them"),
+], ids=["tqdm", "torch-inductor"])
+def test_library_settings_a_library_cannot_read_are_named(tmp_path, toy_data_dir, setting, said):
+    # tqdm and torch's compiler convert their settings as they are imported (training loads both): TQDM_MININTERVAL=abc
+    # or TORCHINDUCTOR_COMPILE_THREADS=abc was an internal ValueError.
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 1, "warmup_steps": 1})
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(("TQDM_", "TORCH"))}
+    done = subprocess.run([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                           str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], capture_output=True, text=True,
+                          env={**environment, setting[0]: setting[1]}, timeout=300)
     assert done.returncode == 2, done.stderr
-    assert done.stderr == ("error: tqdm cannot read its settings from the environment (TQDM_MININTERVAL='abc'): "
-                           "could not convert string to float: 'abc'; correct or unset them\n")
+    assert done.stderr.splitlines()[-1] == f"error: {said}", done.stderr
 
 
 def test_a_path_from_the_environment_that_fails_names_its_variable(tmp_path, toy_data_dir):
