@@ -451,9 +451,10 @@ def serve(run: Optional[Path] = RunOption,
     """
     engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
-    from nmt.serve import allowed_host_name, check_bind_address, run_server
+    from nmt.serve import allowed_host_name, check_bind_address, host_address, run_server
 
     allow_host = [allowed_host_name(name) for name in allow_host or []]
+    host = host_address(host)
     listener = check_bind_address(host, port)  # a busy port or a bad address: one line, before loading a model
     translator = open_engine(engine, run, checkpoint, model, device, _decode_settings(sets, {}), warn=warn,
                              ensemble=ensemble or [])

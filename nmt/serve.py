@@ -530,6 +530,12 @@ def _number(value: float | None) -> float | None:
     return round(value, 4) if value is not None and math.isfinite(value) else None
 
 
+def host_address(host: str) -> str:
+    """--host as the socket takes it: an IPv6 address written as URLs write it, in brackets (`[::1]`, as the server's
+    own line prints it), loses them; it was "not an address of this machine"."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
 def check_bind_address(host: str, port: int) -> socket.socket:
     """A listening socket on host:port, or one clear error (a bad address, a busy port) before any model loads."""
     if not host.strip():

@@ -440,3 +440,25 @@ def test_the_command_serves_translations_and_stops_on_sigterm(toy_transformer_ru
         stdout, stderr = process.communicate(timeout=60)
     assert "error" not in stderr and "Traceback" not in stderr, stderr
     assert f"on http://127.0.0.1:{port}/" in stdout + stderr
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_an_ipv6_host_in_brackets_is_served_as_urls_write_it():
+    """`--host [::1]` (as the server's own line and every URL write it) was "not an address of this machine"."""
+    from nmt.serve import check_bind_address, host_address, server_url
+
+    assert host_address("[::1]") == "::1" and host_address("::1") == "::1"
+    assert host_address("localhost") == "localhost" and host_address("[fe80::1%eth0]") == "fe80::1%eth0"
+    if not _ipv6_loopback():
+        pytest.skip("no IPv6 loopback on this machine")
+    with check_bind_address(host_address("[::1]"), 0) as listener:
+        assert listener.family == socket.AF_INET6 and listener.getsockname()[0] == "::1"
+        assert server_url(host_address("[::1]"), 8000) == "http://[::1]:8000/"
