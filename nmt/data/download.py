@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import json
+import netrc
 import os
 import re
 import shutil
@@ -130,6 +132,43 @@ def parse_url(text: str) -> urllib.parse.ParseResult:
     return parsed
 
 
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """`https://user:token@host/corpus.tsv` (wget's and curl's way to a server behind a password) as the URL without
+    its user:password@ and the Basic Authorization header it asks for (None without one): urllib sent the whole
+    netloc to the resolver ("Name or service not known")."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, netrc_authorization(parts.hostname or "")
+    user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or "")
+    address = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return address, "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def netrc_authorization(host: str) -> str | None:
+    """The Basic Authorization header for `host` from the user's netrc ($NETRC, else ~/.netrc: curl's, wget's and
+    pip's place for a password), so that a token need not be in the URL, where the run's config.yaml keeps it."""
+    try:
+        entry = netrc.netrc(os.environ.get("NETRC") or None).authenticators(host)
+    except (FileNotFoundError, RuntimeError):  # no netrc, or no home directory to look in
+        return None
+    except (netrc.NetrcParseError, OSError) as err:
+        raise NMTError(f"cannot read the netrc file for {host}'s password: {err}") from None
+    if entry is None:
+        return None
+    login, _, password = entry
+    return "Basic " + base64.b64encode(f"{login}:{password or ''}".encode()).decode("ascii")
+
+
+def shown_url(url: str) -> str:
+    """`url` as messages and records show it: a password in it replaced by ***, so that an error line, train.log or
+    the download's record never holds it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{userinfo.split(':', 1)[0]}:***@{host}"))
+
+
 def user_path(text: str, what: str) -> Path:
     """A path as a user types it, `~` and `~user` expanded: `~nosuchuser/x.tsv` was an internal RuntimeError.
     `what` names the setting in the error (data.corpus, the corpus URL)."""
@@ -215,7 +254,11 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
     if revalidate is not None:
         part.unlink(missing_ok=True)  # a part beside a whole copy is of another version: not resumable
     offset = part.stat().st_size if part.is_file() and not part.is_symlink() else 0
-    request = urllib.request.Request(url, headers={"User-Agent": "nmt"})
+    address, authorization = split_credentials(url)
+    request = urllib.request.Request(address, headers={"User-Agent": "nmt"})
+    if authorization:  # not sent on to where a redirect points (urllib copies the other headers there)
+        request.add_unredirected_header("Authorization", authorization)
+    url = shown_url(url)  # in every message below
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     if revalidate and revalidate.get("etag"):
@@ -267,12 +310,13 @@ def fetch_file(url: str, cache: Path, progress: bool = True, warn=warn) -> Path:
     Every later call (prepare, train, a resume, evaluate) asks the server whether it changed since (ETag /
     Last-Modified: a 304 keeps the copy, a new version replaces it) and, when the server cannot be asked (offline),
     goes on with the copy, saying so: before, each command downloaded the whole file again, and none worked offline."""
-    folder = Path(cache) / hashlib.sha256(url.encode()).hexdigest()[:12]  # two URLs may end in one file name
+    address = split_credentials(url)[0]  # a new token for the same file keeps its copy
+    folder = Path(cache) / hashlib.sha256(address.encode()).hexdigest()[:12]  # two URLs may end in one file name
     final, record = folder / _file_name(url, "corpus.tsv"), folder / "source.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise NMTError(f"cannot download {url} into {folder}: {err.strerror}") from None
+        raise NMTError(f"cannot download {shown_url(url)} into {folder}: {err.strerror}") from None
     with DirectoryLock(folder, wait=True):  # torchrun's ranks ask at once: one writes, the others find its copy
         cached = _read_record(record) if final.is_file() else None
         try:
@@ -280,12 +324,13 @@ def fetch_file(url: str, cache: Path, progress: bool = True, warn=warn) -> Path:
         except DownloadFailed as err:
             if cached is None:
                 raise
-            warn(f"could not ask {url} whether it changed ({err.reason}): using the copy downloaded "
+            warn(f"could not ask {shown_url(url)} whether it changed ({err.reason}): using the copy downloaded "
                  f"{cached.get('downloaded', 'before')}")
             return final
         if validators is not None:
             downloaded = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            write_text_atomic(record, json.dumps({"url": url, **validators, "downloaded": downloaded}) + "\n")
+            kept = {"url": shown_url(url), **validators, "downloaded": downloaded}
+            write_text_atomic(record, json.dumps(kept) + "\n")
     return final
 
 

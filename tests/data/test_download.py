@@ -389,3 +389,85 @@ def test_no_proxy_exempts_a_host(monkeypatch):
     assert proxy_used("https://example.org/x.zip") == ""  # https_proxy unset
     monkeypatch.setenv("no_proxy", "example.org")
     assert proxy_used("http://example.org/x.zip") == ""
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+class _Guarded(http.server.BaseHTTPRequestHandler):
+    """pairs.tsv for alice with the password "s3cr@t" alone; /elsewhere redirects to `redirect_to`. Every request's
+    Authorization header is kept in `seen`."""
+    seen: list = []
+    redirect_to = ""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        if self.path == "/elsewhere":
+            self.send_response(302)
+            self.send_header("Location", self.redirect_to)
+            self.end_headers()
+        elif self.headers.get("Authorization") != _basic("alice", "s3cr@t"):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="corpus"')
+            self.end_headers()
+        else:
+            body = b"hello\tbonjour\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_corpus_behind_a_password_is_fetched_and_the_password_never_shown(tmp_path, monkeypatch):
+    """`https://user:token@host/x.tsv`, as wget and curl take it, failed ("Name or service not known": urllib sent
+    user:token@host to the resolver), and printed the token in the error."""
+    from nmt.data.download import fetch_file
+
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    _Guarded.seen = []
+    with serving(_Guarded) as base:
+        host = base.removeprefix("http://")
+        fetched = fetch_file(f"http://alice:s3cr%40t@{host}/pairs.tsv", tmp_path / "cache", progress=False)
+        assert fetched.read_text() == "hello\tbonjour\n"
+        record = (fetched.parent / "source.json").read_text()
+        assert f"http://alice:***@{host}/pairs.tsv" in record and "s3cr" not in record
+        with pytest.raises(NMTError) as refused:
+            fetch_file(f"http://alice:wrong@{host}/pairs.tsv", tmp_path / "other-cache", progress=False)
+    assert str(refused.value) == f"download failed: HTTP 401 for http://alice:***@{host}/pairs.tsv"
+    assert _Guarded.seen[0] == ("/pairs.tsv", _basic("alice", "s3cr@t"))
+
+
+def test_a_password_from_netrc_and_none_sent_on_through_a_redirect(tmp_path, monkeypatch):
+    from nmt.data.download import fetch_file
+
+    _Guarded.seen = []
+    with serving(_Guarded) as base, serving(_Guarded) as other:
+        host = base.removeprefix("http://").split(":")[0]
+        (tmp_path / "netrc").write_text(f"machine {host} login alice password s3cr@t\n")
+        (tmp_path / "netrc").chmod(0o600)
+        monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+        assert fetch_file(f"{base}/pairs.tsv", tmp_path / "cache", progress=False).read_text() == "hello\tbonjour\n"
+        # A server that sends the download elsewhere gets the password; where it points does not (curl's rule).
+        _Guarded.redirect_to, _Guarded.seen = f"{other.replace('127.0.0.1', 'localhost')}/pairs.tsv", []
+        with pytest.raises(NMTError, match="HTTP 401"):
+            fetch_file(f"http://alice:s3cr%40t@{base.removeprefix('http://')}/elsewhere", tmp_path / "c2",
+                       progress=False)
+    assert _Guarded.seen == [("/elsewhere", _basic("alice", "s3cr@t")), ("/pairs.tsv", None)]
+
+
+def test_a_netrc_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    from nmt.data.download import netrc_authorization
+
+    (tmp_path / "netrc").write_text("machine example.org login alice password x\n")
+    (tmp_path / "netrc").chmod(0o600)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert netrc_authorization("example.org") == _basic("alice", "x") and netrc_authorization("other.org") is None
+    (tmp_path / "netrc").write_text("machine example.org login alice passwd x\n")  # a token netrc does not know
+    with pytest.raises(NMTError, match="^cannot read the netrc file for example.org's password: "):
+        netrc_authorization("example.org")
