@@ -14,9 +14,8 @@ import typer
 
 from nmt.atomic import unwritable_reason
 from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, debug_asked, drop_settings_meaning_unset,
-                              empty_path_option, environment_refused, interrupt_on_sigterm, is_usage_error,
-                              os_error_place, out_of_memory, standard_streams_present, usage_message, without_debug,
-                              write_utf8)
+                              environment_refused, interrupt_on_sigterm, is_usage_error, os_error_place, out_of_memory,
+                              path_option_problem, standard_streams_present, usage_message, without_debug, write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -668,9 +667,8 @@ def main() -> None:
     standard_streams_present()
     sys.stdout = PipeWatch(write_utf8(sys.stdout))
     write_utf8(sys.stderr)
-    if option := empty_path_option(app, args):
-        print(f"error: {option} is empty (an unset shell variable?): name a file or folder, or leave {option} out",
-              file=sys.stderr)
+    if problem := path_option_problem(app, args):
+        print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
     try:
         code = app(args=args, prog_name="nmt", standalone_mode=False)

@@ -12,10 +12,14 @@ import errno
 import inspect
 import io
 import os
+import re
 import sys
 import traceback
 import typing
+import urllib.parse
+import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import typer
 
@@ -234,15 +238,34 @@ def debug_asked(environ: typing.Mapping[str, str]) -> bool:
     return environ.get("NMT_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-def empty_path_option(app: typer.Typer, args: list[str]) -> str | None:
-    """The option of the command in `args` that takes a file or folder and was given "" (`--run "$RUN"` with RUN
-    unset), or None. Path("") is ".": `nmt train --run ""` trained into the current directory, `--data-dir ""`
-    downloaded the corpus there, and other commands said ". is a directory". Read from the commands' signatures, so
-    every path option is covered as it is declared; the value of another option is skipped, never taken for one."""
+def path_option_problem(app: typer.Typer, args: list[str]) -> str | None:
+    """What is wrong with a value given to an option that takes a file or folder, or None:
+    - "" (`--run "$RUN"` with RUN unset): Path("") is ".", so `nmt train --run ""` trained into the current
+      directory, `--data-dir ""` downloaded the corpus there, and other commands said ". is a directory";
+    - a URL (`--config https://host/c.yaml`, `--src https://...`): no such option reads one, and pathlib folded it
+      into a path ("config file not found: https:/host/c.yaml"); a file:// URL is answered with its path.
+    The options are read from the commands' signatures, so every path option is covered as it is declared; the
+    value of another option is skipped, never taken for one."""
+    for option, value in _path_option_values(app, args):
+        if not value:
+            return f"{option} is empty (an unset shell variable?): name a file or folder, or leave {option} out"
+        if _URL.match(value):
+            parsed = urllib.parse.urlparse(value)
+            if parsed.scheme.lower() == "file":
+                return f"{option} takes a path, not a file:// URL: {option} {urllib.request.url2pathname(parsed.path)}"
+            return f"{option} takes a file or folder on this machine, not a URL ({value}): download it, name the copy"
+    return None
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _path_option_values(app: typer.Typer, args: list[str]) -> Iterator[tuple[str, str]]:
+    """(option, value) for each option of the command in `args` that takes a file or folder, as given."""
     command = next((info.callback for info in app.registered_commands if args
                     and (info.name or info.callback.__name__.replace("_", "-")) == args[0]), None)
     if command is None:
-        return None
+        return
     hints = typing.get_type_hints(command)
     paths, valued = set(), set()
     for name, parameter in inspect.signature(command).parameters.items():
@@ -254,14 +277,13 @@ def empty_path_option(app: typer.Typer, args: list[str]) -> str | None:
     position = 1
     while position < len(args) and args[position] != "--":
         option, equals, value = args[position].partition("=")
-        if option in paths and equals and not value:
-            return option
-        if args[position] in valued:
-            if args[position] in paths and args[position + 1:position + 2] == [""]:
-                return args[position]
+        if option in paths and equals:
+            yield option, value
+        elif args[position] in valued:
+            if args[position] in paths and position + 1 < len(args):
+                yield args[position], args[position + 1]
             position += 1  # its value
         position += 1
-    return None
 
 
 def _names_a_path(annotation) -> bool:

@@ -494,6 +494,21 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(args, opti
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args,said", [
+    (["prepare", "--config", "https://example.org/c.yaml"], "--config takes a file or folder on this machine, not a "
+     "URL (https://example.org/c.yaml): download it, name the copy"),
+    (["evaluate", "--src=http://h/test.en", "--ref", "t.fr"], "--src takes a file or folder on this machine, not a URL "
+     "(http://h/test.en): download it, name the copy"),
+    (["translate", "--run", "file:///srv/runs/demo", "hi"],
+     "--run takes a path, not a file:// URL: --run /srv/runs/demo"),
+], ids=["config", "evaluate-src", "file-url"])
+def test_a_url_given_for_a_path_is_named(args, said, tmp_path):
+    # pathlib folded it into a path: "config file not found: https:/example.org/c.yaml".
+    done = nmt(*args, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and done.stderr == f"error: {said}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_empty_sentence_after_an_option_name_is_still_a_sentence(toy_run_dir):
     # The value of --prefix here is "--run": the "" after it is a sentence to translate, not an empty --run.
     done = nmt("translate", "--run", toy_run_dir, "--prefix", "--run", "", timeout=120)
