@@ -23,6 +23,8 @@ from typing import Iterator
 
 import typer
 
+from nmt.errors import environment_settings
+
 
 # What typer>=0.2x returns for a KeyboardInterrupt (Ctrl-C, or SIGTERM by interrupt_on_sigterm) that it caught, where
 # older typers raised click's Abort: a silent exit 130 that left a stopped `nmt prepare` without a word. No nmt command
@@ -179,6 +181,7 @@ _SETTINGS_READERS = (
     ("tqdm", "tqdm/utils.py", "wrap", ("TQDM_",)),  # tqdm.utils.envwrap
     ("torch", "torch/*/config.py", None, ("TORCH", "PYTORCH_")),  # torch._inductor.config, torch._dynamo.config
     ("torch", "torch/utils/_config_module.py", None, ("TORCH", "PYTORCH_")),
+    ("CTranslate2", "nmt/ct2_engine.py", None, ("CT2_",)),  # CT2_FORCE_CPU_ISA=abc: at the first translation
 )
 
 
@@ -188,9 +191,8 @@ def library_settings_refused(err: Exception) -> str | None:
         return None
     frames = traceback.extract_tb(err.__traceback__)
     for library, reader, function, prefixes in _SETTINGS_READERS:
-        if any(Path(frame.filename).match(reader) and function in (None, frame.name) for frame in frames):
-            settings = ", ".join(f"{name}={value!r}" for name, value in sorted(os.environ.items())
-                                 if name.startswith(prefixes))
+        settings = environment_settings(prefixes)  # none set: the error is not theirs
+        if settings and any(Path(frame.filename).match(reader) and function in (None, frame.name) for frame in frames):
             return f"{library} cannot read its settings from the environment ({settings}): {err}; correct or unset them"
     return None
 

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from nmt.config import Config, DataConfig, DecodeConfig, check_n_best
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers, is_utf8_name
-from nmt.errors import NMTError, RepeatedWarning
+from nmt.errors import NMTError, RepeatedWarning, environment_settings
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
@@ -167,8 +167,11 @@ class CTranslate2Engine:
                                                  compute_type=COMPUTE_TYPES[self.decode.precision],
                                                  intra_threads=threads)
         except (RuntimeError, ValueError) as err:
-            raise NMTError(f"{self.model_dir}/model.bin cannot be loaded by CTranslate2: "
-                           f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if settings := environment_settings(("CT2_",)):  # CT2_VERBOSE=abc failed here as "stoi", not the model
+                raise NMTError(f"CTranslate2 cannot load {self.model_dir}/model.bin with its settings from the "
+                               f"environment ({settings}): {reason}; correct or unset them") from None
+            raise NMTError(f"{self.model_dir}/model.bin cannot be loaded by CTranslate2: {reason}") from None
         for note in notes:  # said once the engine is known to work
             self.warn(note)
 

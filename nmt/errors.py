@@ -1,6 +1,7 @@
 """The one user-facing error type (inner code raises it with context; the CLI prints it as one line), and the one
 way a warning reaches the user."""
 
+import os
 import sys
 from typing import Callable
 
@@ -16,6 +17,12 @@ class ConfigError(NMTError):
 def counted(count: int, noun: str) -> str:
     """A count in a message: '1 line', '2 lines', '0 columns', '12,000 lines'."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def environment_settings(prefixes: tuple[str, ...]) -> str:
+    """The environment variables that start with one of `prefixes`, as a message names them (`NAME='value', ...`;
+    "" for none): a library's settings that may be why it failed."""
+    return ", ".join(f"{name}={value!r}" for name, value in sorted(os.environ.items()) if name.startswith(prefixes))
 
 
 def warn(message: str) -> None:

@@ -340,3 +340,21 @@ def test_an_export_through_a_file_is_refused_before_converting(toy_transformer_r
         check_output_dir(tmp_path / "a-file" / "model", toy_transformer_run, force=False)
     check_output_dir(tmp_path / "new" / "model", toy_transformer_run, force=False)  # made when written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize("setting, said", [
+    (("CT2_VERBOSE", "abc"), "CTranslate2 cannot load {out}/model.bin with its settings from the environment "
+                             "(CT2_VERBOSE='abc'): stoi; correct or unset them"),
+    (("CT2_FORCE_CPU_ISA", "abc"), "CTranslate2 cannot read its settings from the environment "
+                                   "(CT2_FORCE_CPU_ISA='abc'): Invalid CPU ISA: abc; correct or unset them"),
+], ids=["verbose-at-load", "cpu-isa-at-translation"])
+def test_ctranslate2_settings_it_cannot_read_are_named(toy_transformer_run, tmp_path, monkeypatch, setting, said):
+    # CT2_VERBOSE=abc was "model.bin cannot be loaded by CTranslate2: stoi" (the model blamed); CT2_FORCE_CPU_ISA=abc
+    # an internal ValueError at the first translation.
+    out = tmp_path / "export"
+    translator = Translator.from_run(toy_transformer_run, device="cpu", decode_overrides={"precision": "fp32"})
+    export_ctranslate2(translator, out, "float32")
+    monkeypatch.setenv(*setting)
+    done = nmt("translate", "--model", out, "I have two cats.")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == "error: " + said.format(out=out), done.stderr
