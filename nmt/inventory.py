@@ -45,8 +45,8 @@ def summarize(run: Run) -> RunSummary:
         m = cfg.model
         width = m.embed_dim if m.arch == "transformer" else m.hidden_size
         model, pair = f"{m.arch} {m.num_layers}x{width}", "→".join(languages(cfg.data))
-    except NMTError as err:  # a damaged run still gets its row, and the reason a line under the table
-        model, pair, problem = "unreadable config.yaml", "?", str(err)
+    except (NMTError, OSError) as err:  # a damaged or private run still gets its row, the reason under the table
+        model, pair, problem = "unreadable config.yaml", "?", _reason(err)
     steps, best = None, None
     try:
         records = run.metrics.records()
@@ -55,8 +55,16 @@ def summarize(run: Run) -> RunSummary:
                     and type(r.get("dev_bleu")) in (int, float)), default=None)
     except NMTError:  # no metrics yet
         pass
+    except OSError as err:  # a colleague's run on a shared disk that this user may not read: it stopped the listing
+        problem = problem or _reason(err)
     return RunSummary(run.directory, model, pair, steps, best, _evaluations(run.eval_dir), is_locked(run.directory),
                       problem)
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, OSError):
+        return f"cannot read {err.filename}: {err.strerror or err}" if err.filename else str(err.strerror or err)
+    return str(err)
 
 
 def _evaluations(eval_dir: Path) -> list[tuple[str, float]]:

@@ -45,6 +45,31 @@ def test_every_run_gets_its_row_damaged_or_training_ones_too(toy_transformer_run
     assert "(training)" in table[1] and "test.ensemble2.beam5 33.00, test.beam5 31.50 (+1 more)" in table[1]
 
 
+def test_a_run_this_user_may_not_read_gets_its_row_and_the_others_theirs(toy_transformer_run, tmp_path,
+                                                                        monkeypatch):
+    """A colleague's private run on a shared disk (its metrics.jsonl mode 600) stopped the whole listing with
+    "error: Permission denied (.../metrics.jsonl)". Root reads every file, so the refusal is made here."""
+    import errno
+
+    root = tmp_path / "runs"
+    shutil.copytree(toy_transformer_run, root / "mine")
+    shutil.copytree(toy_transformer_run, root / "private")
+    metrics_log = type(Run(root / "mine").metrics)
+    readable = metrics_log.records
+
+    def records(self):
+        if "private" in str(self.path):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self.path))
+        return readable(self)
+
+    monkeypatch.setattr(metrics_log, "records", records)
+    mine, private = (summarize(run) for run in find_runs(root))
+    assert mine.steps == 150 and mine.problem is None
+    assert private.model == "transformer 2x32" and private.steps is None
+    assert format_runs([mine, private]).splitlines()[-1] == \
+        f"note: cannot read {root / 'private' / 'metrics.jsonl'}: Permission denied"
+
+
 def test_cli_lists_runs_or_says_where_there_are_none(toy_transformer_run, tmp_path):
     shutil.copytree(toy_transformer_run, tmp_path / "runs" / "toy")
     listed = nmt("runs", "--root", tmp_path / "runs")
