@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from nmt.atomic import install_dir, staging_dir, write_text_atomic
+from nmt.atomic import install_dir, staging_dir, unwritable_reason, write_text_atomic
 from nmt.errors import NMTError, warn
 from nmt.lock import DirectoryLock
 
@@ -53,6 +53,13 @@ def corpus_path(data_dir: Path) -> Path:
     return Path(data_dir) / CORPUS_DIR / CORPUS_FILE
 
 
+def check_data_dir_writable(data_dir: Path, doing: str) -> None:
+    """A data directory this user cannot write (a shared one, read-only for them) is refused with what to do before
+    its lock is asked for: that said "cannot lock DIR: Permission denied", with nothing about --data-dir."""
+    if reason := unwritable_reason(data_dir):
+        raise NMTError(f"cannot {doing} in {data_dir} ({reason}): name a data directory of your own with --data-dir")
+
+
 def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force: bool = False,
                     progress: bool = True) -> Path:
     """Install `fra.txt` under `data_dir/fra-eng/`; a valid existing copy is kept unless `force`.
@@ -66,6 +73,7 @@ def download_corpus(url: str, data_dir: Path, expected_sha256: str | None, force
     if data_dir.exists() and not data_dir.is_dir():
         raise NMTError(f"data directory {data_dir} exists and is not a directory")
     local = _local_source(url)  # bad schemes and missing or broken local archives fail before anything is written
+    check_data_dir_writable(data_dir, "install the corpus")
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -16,7 +16,7 @@ from nmt.config import DataConfig, fingerprint_settings
 from nmt.data import stream
 from nmt.data.bad_lines import BadLines
 from nmt.data.corpus import normalize_pairs
-from nmt.data.download import sha256_file
+from nmt.data.download import check_data_dir_writable, sha256_file
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import (CorpusSpec, corpus_fingerprint, corpus_spec, heldout_pairs, read_pairs,
                               resolve_normalizer, tagged_reading)
@@ -123,6 +123,7 @@ def prepare(cfg: DataConfig, data_dir: Path, force: bool = False, log=print) -> 
     target = prepared_dir(cfg, data_dir, corpus_sha256)
     if not force and is_prepared(target, cfg, corpus_sha256):
         return target
+    check_data_dir_writable(data_dir, "prepare these settings' data")
     target.parent.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(data_dir, wait=True):
         if not force and is_prepared(target, cfg, corpus_sha256):  # another process finished it meanwhile

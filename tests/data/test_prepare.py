@@ -264,3 +264,22 @@ def test_joiners_are_kept_by_preparation_and_runs_translate_as_their_data_was_pr
     del manifest["normalizer"]  # older still: no normalizer recorded
     (directory / "manifest.json").write_text(json.dumps(manifest))
     assert not prepared_normalizer(directory, cfg).keep_joiners
+
+
+def test_a_data_directory_this_user_cannot_write_names_what_to_do(tmp_path, monkeypatch):
+    """A shared data directory, read-only for this user, whose data for new settings is not prepared: it said
+    "cannot lock DIR: Permission denied", nothing about --data-dir. Root writes anywhere, so the refusal is made
+    where the directory is probed (a temp file in it, as for any user)."""
+    import errno
+    import tempfile
+
+    data = corpus_dir(tmp_path, toy_parallel_corpus())
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refused)
+    with pytest.raises(NMTError, match=f"^cannot prepare these settings' data in {data} \\(Permission denied\\): "
+                                       "name a data directory of your own with --data-dir$"):
+        prepare(DataConfig(**TOY_DATA), data, log=lambda *_: None)
+    assert not (data / "prepared").exists()
