@@ -26,6 +26,7 @@ What keeps it standing when a client misbehaves:
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import ipaddress
 import json
 import math
@@ -553,7 +554,9 @@ def check_bind_address(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as err:
         sock.close()
-        raise NMTError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+        privileged = err.errno == errno.EACCES and 0 < port < 1024
+        hint = f" (ports below 1024 are root's: --port {port + 8000 if port < 1000 else 8000})" if privileged else ""
+        raise NMTError(f"cannot listen on {host}:{port}: {err.strerror or err}{hint}") from None
     return sock
 
 

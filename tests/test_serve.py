@@ -462,3 +462,22 @@ def test_an_ipv6_host_in_brackets_is_served_as_urls_write_it():
     with check_bind_address(host_address("[::1]"), 0) as listener:
         assert listener.family == socket.AF_INET6 and listener.getsockname()[0] == "::1"
         assert server_url(host_address("[::1]"), 8000) == "http://[::1]:8000/"
+
+
+def test_a_port_below_1024_for_a_user_says_whose_it_is(monkeypatch):
+    """`nmt serve --port 80` as a user said "Permission denied" alone. Root may bind it, so the refusal is made."""
+    import errno
+
+    import nmt.serve as serve
+
+    class Unprivileged(socket.socket):
+        def bind(self, address):
+            if 0 < address[1] < 1024:
+                raise PermissionError(errno.EACCES, "Permission denied")
+            return super().bind(address)
+
+    monkeypatch.setattr(serve.socket, "socket", Unprivileged)
+    with pytest.raises(serve.NMTError, match=r"^cannot listen on 127\.0\.0\.1:80: Permission denied \(ports below 1024 "
+                                             r"are root's: --port 8080\)$"):
+        serve.check_bind_address("127.0.0.1", 80)
+    serve.check_bind_address("127.0.0.1", 0).close()
