@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.run_dir import CheckpointKind, Run, Weights
 
 
@@ -17,8 +17,8 @@ def average_checkpoints(run: Run, last: int) -> tuple[Path, list[Path]]:
     """Average the newest `last` step checkpoints (train.keep_last keeps them); return (averaged.pt, inputs)."""
     paths = run.step_checkpoints()[-last:]
     if len(paths) < 2:
-        raise TooFewCheckpoints(f"{run.directory} has {len(paths)} step checkpoint(s); averaging needs at least "
-                                "2 (train with train.keep_last: N and train.save_every: K)")
+        raise TooFewCheckpoints(f"{run.directory} has {counted(len(paths), 'step checkpoint')}; averaging needs at "
+                                "least 2 (train with train.keep_last: N and train.save_every: K)")
     total, first, newest = None, None, None
     for path in paths:
         newest = run.load_weights(path)

@@ -260,7 +260,7 @@ def test_keep_last_and_average(tmp_path, toy_data_dir):
     cfg = toy_config(tmp_path, train={"max_steps": 4})
     train(cfg, tmp_path / "plain", toy_data_dir, log=lambda *_: None)
     too_few = nmt("average", "--run", tmp_path / "plain")
-    assert too_few.returncode == 2 and "has 0 step checkpoint(s)" in too_few.stderr
+    assert too_few.returncode == 2 and "has 0 step checkpoints" in too_few.stderr
     allowed = nmt("average", "--run", tmp_path / "plain", "--allow-fewer")
     assert allowed.returncode == 0 and "nothing averaged" in allowed.stdout, allowed.stderr
     assert not (tmp_path / "plain" / "checkpoints" / "averaged.pt").exists()

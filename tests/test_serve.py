@@ -168,8 +168,8 @@ def test_an_ensemble_serves_like_one_model(toy_transformer_run, translator):
     ({"sentences": ["a\nb"]}, 422, "line breaks"),
     ({"sentences": ["hi"], "beam": 0}, 422, "greater than or equal to 1"),
     ({"sentences": ["hi"], "beam": 99}, 422, "less than or equal to 16"),
-    ({"sentences": ["hi"], "attention": True, "layer": 7}, 400, "attention layer(s)"),
-    ({"sentences": ["hi"], "attention": True, "head": 5}, 400, "attention layer(s)"),
+    ({"sentences": ["hi"], "attention": True, "layer": 7}, 400, "this model has 2 attention layers with 2 heads each;"),
+    ({"sentences": ["hi"], "attention": True, "head": 5}, 400, "this model has 2 attention layers with 2 heads each;"),
     ({"sentences": ["hi"], "layer": 0}, 422, "which attention"),  # not ignored
     ({"sentences": ["hi"], "attention": False, "head": 0}, 422, "which attention"),
     ({"sentences": "hi"}, 422, "list"),

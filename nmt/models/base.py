@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from nmt.data.tokenizer import PAD_ID
-from nmt.errors import NMTError
+from nmt.errors import NMTError, counted
 from nmt.models.dropout import Dropout
 from nmt.models.loss import head_cross_entropy
 
@@ -64,7 +64,7 @@ class EncoderDecoder(nn.Module):
         if not layers:
             raise NMTError(f"a {type(self).__name__} model has no source attention")
         if not -layers <= choice.layer < layers or (choice.head is not None and not 0 <= choice.head < heads):
-            raise NMTError(f"this model has {layers} attention layer(s) with {heads} head(s); "
+            raise NMTError(f"this model has {counted(layers, 'attention layer')} with {counted(heads, 'head')} each; "
                            f"got layer {choice.layer}, head {choice.head}")
 
     def encode(self, src: torch.Tensor) -> State:
