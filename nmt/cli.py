@@ -13,9 +13,10 @@ from typing import Callable, Iterable, Iterator, List, Optional
 import typer
 
 from nmt.atomic import unwritable_reason
-from nmt.cli_boundary import (TYPER_INTERRUPTED, PipeWatch, ReaderGone, debug_asked, drop_settings_meaning_unset,
-                              environment_refused, interrupt_on_sigterm, is_usage_error, os_error_place, out_of_memory,
-                              path_option_problem, standard_streams_present, usage_message, without_debug, write_utf8)
+from nmt.cli_boundary import (TYPER_INTERRUPTED, debug_asked, drop_settings_meaning_unset, environment_refused,
+                              interrupt_on_sigterm, is_usage_error, os_error_place, out_of_memory, path_option_problem,
+                              PipeWatch, ReaderGone, standard_streams_present, StderrWatch, usage_message,
+                              without_debug, write_utf8)
 from nmt.errors import NMTError, RepeatedWarning, counted, warn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -666,7 +667,7 @@ def main() -> None:
     drop_settings_meaning_unset()
     standard_streams_present()
     sys.stdout = PipeWatch(write_utf8(sys.stdout))
-    write_utf8(sys.stderr)
+    sys.stderr = stderr = StderrWatch(write_utf8(sys.stderr))
     if problem := path_option_problem(app, args):
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
@@ -674,6 +675,8 @@ def main() -> None:
         code = app(args=args, prog_name="nmt", standalone_mode=False)
         if code == TYPER_INTERRUPTED:
             raise KeyboardInterrupt  # said below, as older typers' Abort is
+        if stderr.reader_gone:  # training stopped with a checkpoint when it went (StderrWatch)
+            sys.exit(128 + signal.SIGPIPE)
         sys.exit(code if isinstance(code, int) else 0)
     except ReaderGone:
         # Quietly, with the status of a process that SIGPIPE stopped (`yes | head` says 141): what was written was
@@ -686,6 +689,8 @@ def main() -> None:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):
+        if stderr.reader_gone:
+            sys.exit(128 + signal.SIGPIPE)
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     except OSError as err:  # a full or read-only disk, a vanished directory: the environment, not a bug

@@ -13,6 +13,7 @@ import inspect
 import io
 import os
 import re
+import signal
 import sys
 import traceback
 import typing
@@ -104,6 +105,40 @@ class PipeWatch:
             raise ReaderGone() from None
         except OSError as err:
             raise _named_standard_output(err)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class StderrWatch:
+    """sys.stderr whose reader may go away mid-command (`nmt train ... 2>&1 | head`, a `tee` or an ssh session that
+    ended): the next write was a BrokenPipeError that ended training where it stood, without a checkpoint, and its
+    error could not be said either (exit 1). Now the rest goes to the null device and the command is stopped as a
+    scheduler stops it (SIGTERM): training saves a checkpoint at the next update boundary and ends, anything else
+    unwinds as after Ctrl-C; `main` then exits 141, quietly, as for a reader of stdout that went away."""
+
+    def __init__(self, stream):
+        self._stream, self.reader_gone = stream, False
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_left()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_left()
+
+    def _reader_left(self) -> None:
+        if self.reader_gone:
+            return
+        self.reader_gone = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())  # torch's C++ writes too, and what is buffered
+        signal.raise_signal(signal.SIGTERM)
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

@@ -65,3 +65,21 @@ def test_a_progress_line():
     assert progress_line(1200, 5000, figures, 1.5e-3, 83.2) == \
         "train: step 1,200/5,000, loss 3.142, lr 1.50e-03, 12,346 tok/s, MFU 9.9%, 01:23"
     assert progress_line(0, 10, {**figures, "loss": None}, 0.0, 0).startswith("train: step 0/10, loss -,")
+
+
+def test_training_whose_output_reader_leaves_stops_with_a_checkpoint(tmp_path, toy_data_dir):
+    """`nmt train ... 2>&1 | head`, or a `tee` or an ssh session that ended: the next line was a BrokenPipeError that
+    ended training where it stood, without a checkpoint, and exit 1. Now it stops as SIGTERM stops it, exit 141."""
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 100000, "log_every": 2, "eval_every": 100000,
+                                                         "save_every": 100000})
+    training = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                                 str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL)
+    for line in training.stderr:  # the reader takes lines until training has begun, then leaves
+        if line.startswith(b"train: step "):
+            break
+    training.stderr.close()
+    assert training.wait(timeout=300) == 141
+    said = (tmp_path / "run" / "train.log").read_text().splitlines()
+    assert said[-2].endswith("run the same command to resume") and " interrupted: checkpoint saved at step " in said[-2]
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
