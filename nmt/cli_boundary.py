@@ -123,22 +123,26 @@ class StderrWatch:
     def write(self, text):
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            self._reader_left()
+        except OSError as err:
+            self._gone(err)
             return len(text)
 
     def flush(self):
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            self._reader_left()
+        except OSError as err:
+            self._gone(err)
 
-    def _reader_left(self) -> None:
-        if self.reader_gone:
-            return
-        self.reader_gone = True
+    def _gone(self, err: OSError) -> None:
+        """EPIPE: the reader left (stop, as above). EIO: the terminal is gone under a command that outlives it
+        (`nmt train ... & disown`, then the window closed): it goes on, its record in RUN/train.log; that write
+        ended training at once too. Anything else (a full disk under `2> log`) is raised as it was."""
+        if err.errno not in (errno.EPIPE, errno.EIO):
+            raise err
         os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())  # torch's C++ writes too, and what is buffered
-        signal.raise_signal(signal.SIGTERM)
+        if err.errno == errno.EPIPE and not self.reader_gone:
+            self.reader_gone = True
+            signal.raise_signal(signal.SIGTERM)
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

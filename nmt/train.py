@@ -119,8 +119,13 @@ class UpdatePlan:
     planned_in: int  # the epoch whose plan the micro-batches come from: which draw of the pairs they read
 
 
+# Ctrl-C, a scheduler's stop, and the hangup of the terminal training runs in (an ssh session that dropped): SIGHUP
+# killed training where it stood, losing every update since the last save.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 class StopRequest:
-    """Ctrl-C or SIGTERM (a scheduler's stop) sets a flag; the loop stops at the next update boundary, so a
+    """Ctrl-C, SIGTERM (a scheduler's stop) or SIGHUP sets a flag; the loop stops at the next update boundary, so a
     checkpoint never holds weights of one step with the counters of another. A second signal stops at once."""
 
     def __init__(self):
@@ -129,7 +134,7 @@ class StopRequest:
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in STOP_SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
@@ -955,7 +960,7 @@ def progress_line(step: int, total: int, figures: dict, lr: float, elapsed_s: fl
 
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,
           log: Callable[[str], None] = print) -> Progress:
-    """Train (or resume) the model of `cfg` in `run_dir` (default runs/<name>); Ctrl-C or SIGTERM saves a
+    """Train (or resume) the model of `cfg` in `run_dir` (default runs/<name>); Ctrl-C, SIGTERM or SIGHUP saves a
     checkpoint at the next update boundary and returns. What rank 0 says is kept in RUN/train.log too."""
     run = Run.for_config(cfg, run_dir)
     run.check_usable()

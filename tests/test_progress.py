@@ -83,3 +83,40 @@ def test_training_whose_output_reader_leaves_stops_with_a_checkpoint(tmp_path, t
     said = (tmp_path / "run" / "train.log").read_text().splitlines()
     assert said[-2].endswith("run the same command to resume") and " interrupted: checkpoint saved at step " in said[-2]
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
+def test_a_hangup_stops_training_with_a_checkpoint(tmp_path, toy_data_dir):
+    """SIGHUP (the terminal of an ssh session that dropped) killed training where it stood, losing every update
+    since the last save; it stops as Ctrl-C and SIGTERM do now."""
+    import signal
+
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 100000, "log_every": 2, "eval_every": 100000,
+                                                         "save_every": 100000})
+    training = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                                 str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, text=True)
+    for line in training.stderr:
+        if line.startswith("train: step "):
+            training.send_signal(signal.SIGHUP)
+            break
+    rest = training.stderr.read()
+    assert training.wait(timeout=300) == 0, rest
+    assert "interrupted: checkpoint saved at step " in rest and (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
+def test_training_goes_on_when_its_terminal_is_gone(tmp_path, toy_data_dir):
+    """`nmt train ... & disown`, then the window closed: no hangup reaches it, but each write to the terminal is
+    EIO, and the first ended training at once. It goes on to its end now, its record in RUN/train.log."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 60, "log_every": 2, "eval_every": 60})
+    training = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                                 str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], stderr=follower,
+                                stdout=subprocess.DEVNULL)
+    os.close(follower)
+    said = b""
+    while b"training from step" not in said:
+        said += os.read(leader, 65536)
+    os.close(leader)  # the terminal goes: every later write to it fails with EIO
+    assert training.wait(timeout=300) == 0
+    assert " done at step 60, best dev BLEU " in (tmp_path / "run" / "train.log").read_text().splitlines()[-1]
