@@ -28,8 +28,11 @@ from pathlib import Path
 SERVER = Path(__file__).with_name("cli_fork_server.py")
 # nmt's own; pytest's (the running test's name); what a test that trains or compiles in its own process leaves set
 # there: oneDNN's cache bound (nmt sets it; oneDNN reads it as it builds its first kernel) and inductor's settings (it
-# sets its cache's place and a pointer of its C++ code's; read as it compiles, never by `import torch`).
-READ_AFTER_FORK = ("NMT_", "PYTEST_", "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "TORCHINDUCTOR_", "_TORCHINDUCTOR_")
+# sets its cache's place and a pointer of its C++ code's; read as it compiles, never by `import torch`); torchrun's
+# layout (nmt reads it as training starts, torch.distributed as its process group does) and sacrebleu's bootstrap
+# seed (read as it resamples).
+READ_AFTER_FORK = ("NMT_", "PYTEST_", "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "TORCHINDUCTOR_", "_TORCHINDUCTOR_",
+                   "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SACREBLEU_SEED")
 
 
 class ForkServer:

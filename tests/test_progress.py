@@ -12,7 +12,7 @@ import termios
 import pytest
 
 from nmt.train import progress_line
-from tests_helpers import TOY_RUN, write_config
+from tests_helpers import TOY_RUN, nmt, write_config
 
 
 def _train(tmp_path, toy_data_dir, stderr) -> subprocess.Popen:
@@ -23,9 +23,10 @@ def _train(tmp_path, toy_data_dir, stderr) -> subprocess.Popen:
 
 
 def test_training_into_a_file_says_a_line_per_window(tmp_path, toy_data_dir):
-    with open(tmp_path / "stderr.txt", "wb") as log:
-        assert _train(tmp_path, toy_data_dir, log).wait(timeout=300) == 0
-    said = (tmp_path / "stderr.txt").read_bytes().decode()
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 12, "log_every": 4, "eval_every": 100})
+    done = nmt("train", "--config", config, "--run-dir", tmp_path / "run", data_dir=toy_data_dir)  # stderr: a pipe
+    assert done.returncode == 0, done.stderr
+    said = done.stderr
     assert "\r" not in said, said
     windows = [line for line in said.splitlines() if line.startswith("train: step ")]
     assert [line.split(",")[0] for line in windows] == [f"train: step {n}/12" for n in (4, 8, 12)], said
