@@ -10,6 +10,7 @@ import netrc
 import os
 import re
 import shutil
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -305,6 +306,11 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
         kept = part.stat().st_size if part.is_file() else 0
         then = (f"{kept:,} bytes kept: re-run to resume" if kept else
                 "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
+        if isinstance(reason, ssl.SSLCertVerificationError):  # the network is there: the advice above misled
+            bundle = os.environ.get("SSL_CERT_FILE")
+            then = ("a certificate this machine does not trust: a self-signed server, or a proxy that inspects TLS; "
+                    + (f"SSL_CERT_FILE={bundle} does not hold the CA that signs it" if bundle else
+                       "name the CA certificate that signs it with SSL_CERT_FILE=PATH"))
         raise DownloadFailed(f"download failed for {url}{proxy_used(url)}: {reason} ({then})", str(reason)) from None
     if total is not None and part.stat().st_size != total:
         raise DownloadFailed(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to "

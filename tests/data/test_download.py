@@ -1,6 +1,7 @@
 import hashlib
 import http.server
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -471,3 +472,37 @@ def test_a_netrc_that_cannot_be_read_is_named(tmp_path, monkeypatch):
     (tmp_path / "netrc").write_text("machine example.org login alice passwd x\n")  # a token netrc does not know
     with pytest.raises(NMTError, match="^cannot read the netrc file for example.org's password: "):
         netrc_authorization("example.org")
+
+
+@pytest.mark.skipif(not shutil.which("openssl"), reason="no openssl to make a certificate")
+def test_a_certificate_this_machine_does_not_trust_says_how_to_trust_it(tmp_path, monkeypatch):
+    """A self-signed server, or a proxy that inspects TLS: the advice was "without network access, give a local
+    copy", where the network is there and SSL_CERT_FILE is what helps."""
+    import functools
+    import ssl
+
+    from nmt.data.download import fetch_file
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "key.pem"),
+                    "-out", str(tmp_path / "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "pairs.tsv").write_text("hello\tbonjour\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www"))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}/pairs.tsv"
+    try:
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        with pytest.raises(NMTError, match=r"\(a certificate this machine does not trust: a self-signed server, or a "
+                                           r"proxy that inspects TLS; name the CA certificate that signs it with "
+                                           r"SSL_CERT_FILE=PATH\)$"):
+            fetch_file(url, tmp_path / "cache", progress=False)
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))
+        assert fetch_file(url, tmp_path / "cache", progress=False).read_text() == "hello\tbonjour\n"
+    finally:
+        server.shutdown()
