@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# Headless (no display on servers and CI), set before the import: matplotlib's import validates MPLBACKEND, so a
-# user's MPLBACKEND=abc stopped `nmt plot` at an internal ValueError, although Agg replaced it anyway.
+# Headless (no display on servers and CI), named before the import too: matplotlib's import validates MPLBACKEND, so a
+# user's MPLBACKEND=abc stopped `nmt plot` at an internal ValueError, although Agg replaced it anyway. `use` still
+# holds where matplotlib was imported before (a notebook's own backend).
 os.environ["MPLBACKEND"] = "Agg"
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from nmt.atomic import atomic_file  # noqa: E402

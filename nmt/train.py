@@ -205,7 +205,6 @@ class Trainer:
                  log: Callable[[str], None] = print):
         self.cfg, self.run, self.log = cfg, run, log
         self.startup = StartupParts()  # imports end here
-        self.bar_on_terminal = True  # progress as a bar (a terminal) or a line per log window (a file)
         self.resuming = run.checkpoint_path(CheckpointKind.LAST).is_file()  # as when this training was asked for
         self.ctx = setup_distributed(cfg.train.device)
         self.device = pick_device(cfg.train.device, self.ctx.local_rank)
@@ -527,10 +526,10 @@ class Trainer:
             return p
         self.planned_steps = self._planned_steps()
         # A bar redraws itself with carriage returns: in a log file (nohup, a scheduler's output file) that was ten
-        # frames a second on one endless line. There, as fairseq's `simple` log format does, each window is a line.
-        self.bar_on_terminal = terminal_columns(sys.stderr) > 0
+        # frames a second on one endless line. There, as fairseq's `simple` log format does, each window is a line
+        # (`_log_train`: rank 0's bar disabled means stderr is no terminal).
         bar = tqdm(total=self.planned_steps, initial=p.step, desc="train",
-                   disable=not ctx.is_main or not self.bar_on_terminal, dynamic_ncols=True)
+                   disable=not ctx.is_main or terminal_columns(sys.stderr) == 0, dynamic_ncols=True)
         window = ThroughputWindow(self.peak_flops)
         session_start, elapsed_before = time.perf_counter(), p.elapsed_s
         # Signals are caught before the start record is written: a Ctrl-C that follows it stops at an update's end
@@ -887,7 +886,7 @@ class Trainer:
         if self.cfg.train.time_budget_s:  # the bar ends where the budget will, not at a max_steps never reached
             bar.total = steps_within_budget(p.step, p.elapsed_s, self.cfg.train.time_budget_s, self.planned_steps)
             bar.refresh()
-        if self.ctx.is_main and not self.bar_on_terminal:
+        if self.ctx.is_main and bar.disable:  # stderr is no terminal: a line instead of the bar
             print(progress_line(p.step, bar.total, figures, lr, p.elapsed_s), file=sys.stderr, flush=True)
         if self.ctx.is_main:
             self.record({"type": "train", "step": p.step, "epoch": p.epoch,

@@ -147,7 +147,7 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     netloc to the resolver ("Name or service not known")."""
     parts = urllib.parse.urlsplit(url)
     if "@" not in parts.netloc:
-        return url, netrc_authorization(parts.hostname or "")
+        return url, None
     user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or "")
     address = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
     return address, "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
@@ -264,6 +264,7 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
         part.unlink(missing_ok=True)  # a part beside a whole copy is of another version: not resumable
     offset = part.stat().st_size if part.is_file() and not part.is_symlink() else 0
     address, authorization = split_credentials(url)
+    authorization = authorization or netrc_authorization(urllib.parse.urlsplit(address).hostname or "")
     request = urllib.request.Request(address, headers={"User-Agent": "nmt"})
     if authorization:  # not sent on to where a redirect points (urllib copies the other headers there)
         request.add_unredirected_header("Authorization", authorization)
