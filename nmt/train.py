@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 import os
 import random
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 import torch
@@ -30,75 +27,38 @@ from nmt import PROCESS_STARTED, __version__
 from nmt.background_validation import BackgroundValidation, Validated
 from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
-from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
-from nmt.config import Config, TrainConfig, from_dict, to_dict
+from nmt.config import Config, from_dict, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
-from nmt.data.batching import (Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed,
-                               token_batches)
-from nmt.data.dataset import ParallelArrays, load_arrays, load_drawn_training_arrays, load_references
-from nmt.data.sources import languages, resolve_normalizer
+from nmt.data.batching import Batch
+from nmt.data.dataset import ParallelArrays, load_arrays, load_drawn_training_arrays
+from nmt.data.feed import TrainingFeed, eager_layout
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
+from nmt.data.sources import resolve_normalizer
 from nmt.data.tokenizer import Tokenizers, same_vocabulary
-from nmt.device import (EMULATED_BF16_NOTE, autocast, autocast_dtype, cap_threads_at_usable_cpus,
-                        context_in_background, emulated_bf16, oversubscribed_threads_warning, pick_device,
-                        training_attention_kernels, usable_cpus)
+from nmt.device import (autocast, autocast_dtype, cap_threads_at_usable_cpus, context_in_background,
+                        oversubscribed_threads_warning, pick_device, training_attention_kernels, usable_cpus)
 from nmt.distributed import setup_distributed, teardown_distributed, torchrun_layout
 from nmt.errors import NMTError, counted
 from nmt.finetune import check_parent_shape, load_parent_weights, starting_from, with_borrowed_tokenizer
-from nmt.metrics import corpus_scores
+from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
+from nmt.memory import check_fits, count_parameters, packed_mask_bytes, training_bytes
 from nmt.models import build_model
 from nmt.models.base import set_loss_block_rows
 from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
 from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import (TrainingClock, make_optimizer, make_scheduler, resume_schedule,
                        scheduler_steps_per_update)
-from nmt.memory import check_fits, count_parameters, packed_mask_bytes, training_bytes
+from nmt.progress import METRIC_NAMES, Progress, finished_reason, improves, steps_within_budget
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
+from nmt.stop_request import StopRequest
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
                                  check_available as check_tensorboard_available)
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
+from nmt.training_report import StartupParts, progress_line, terminal_columns, training_summary
 from nmt.translator import Translator
+from nmt.validation import dev_scores, load_dev_set, validation_decode
 from nmt.weight_average import WeightAverage
-
-
-METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "loss": "loss"}  # train.best_metric as the log says it
-LARGE_VALIDATION = 5_000  # valid sentences past which a CPU run is told how to bound each validation
-
-
-def improves(value: float, best: float | None, metric: str) -> bool:
-    """Whether a validation's `value` of `metric` beats `best` (lower is better for the loss)."""
-    return best is None or (value < best if metric == "loss" else value > best)
-
-
-@dataclass
-class Progress:
-    """Where training stands; with the RNG states this is all exact resume needs besides tensors."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0  # batches of this epoch consumed so far, by all ranks together
-    best_bleu: float = -1.0  # the best dev BLEU seen, whatever train.best_metric is (-1: none yet, as checkpoints say)
-    best_metric: str = "bleu"  # what best_score and evals_without_gain count (train.best_metric when they were set)
-    best_score: float | None = None  # its best value so far (None: no validation yet, or from before this field)
-    evals_without_gain: int = 0
-    finished: bool = False
-    elapsed_s: float = 0.0  # training wall-clock up to the last checkpoint, over every resumed session
-    # train.eval_in_background: this step's validation was handed over, its outcome not yet taken (a checkpoint
-    # saved then is validated again when resumed: nmt.background_validation)
-    validation_pending: bool = False
-    averaged_since: int = 0  # train.ema_decay: the step its average started from (the updates since set the decay)
-
-    @property
-    def validated(self) -> bool:
-        """A validation has scored dev BLEU (best_bleu holds a score, not the sentinel)."""
-        return self.best_bleu >= 0
-
-    def chosen_best(self) -> str:
-        """What picked best.pt, for a log line, when it is not dev BLEU (which the line names anyway)."""
-        if self.best_metric == "bleu" or self.best_score is None:
-            return ""
-        return f"; best.pt by dev {METRIC_NAMES[self.best_metric]}: {self.best_score:.4g}"
 
 
 @dataclass
@@ -111,93 +71,10 @@ class StepResult:
     applied: torch.Tensor  # the update was applied (not skipped as non-finite), on the device
 
 
-@dataclass(frozen=True)
-class UpdatePlan:
-    micro_batches: list[np.ndarray | PackedPlan]  # this rank's sentences, one plan per micro-batch
-    epoch: int  # where training stands once this update is done
-    batch_in_epoch: int
-    planned_in: int  # the epoch whose plan the micro-batches come from: which draw of the pairs they read
-
-
-# Ctrl-C, a scheduler's stop, and the hangup of the terminal training runs in (an ssh session that dropped): SIGHUP
-# killed training where it stood, losing every update since the last save.
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-class StopRequest:
-    """Ctrl-C, SIGTERM (a scheduler's stop) or SIGHUP sets a flag; the loop stops at the next update boundary, so a
-    checkpoint never holds weights of one step with the counters of another. A second signal stops at once."""
-
-    def __init__(self):
-        self.requested = False
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> "StopRequest":
-        if threading.current_thread() is threading.main_thread():
-            for signum in STOP_SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-
-def training_summary(cfg: Config, parameters: int, tokenizers: Tokenizers, pairs: int, device: torch.device,
-                     dtype: torch.dtype | None, world_size: int) -> str:
-    """One line on what trains, on what, where: the first thing a run says (the model's size and the vocabulary
-    SentencePiece made are not in the config)."""
-    source, target = languages(cfg.data)
-    sizes = tokenizers.source.get_piece_size(), tokenizers.target.get_piece_size()
-    vocabulary = f"{sizes[0]:,} joint" if tokenizers.joint else f"{sizes[0]:,} + {sizes[1]:,}"
-    where = f"{device}, {counted(torch.get_num_threads(), 'thread')}" if device.type == "cpu" else str(device)
-    processes = f" × {world_size} processes" if world_size > 1 else ""
-    precision = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}[dtype]
-    if emulated_bf16(device, dtype):
-        precision += f" ({EMULATED_BF16_NOTE})"
-    return (f"{cfg.model.arch}: {parameters:,} parameters, vocabulary {vocabulary}; {source}→{target}, {pairs:,} "
-            f"training pairs; {where}{processes}, {precision}")
-
-
-def finished_reason(p: Progress, cfg: TrainConfig, out_of_time: bool) -> str | None:
-    """Which limit of the config ends (or ended) training at `p`, in the config's terms; None: none does."""
-    if p.step >= cfg.max_steps:
-        return f"train.max_steps {cfg.max_steps} reached"
-    if p.epoch >= cfg.max_epochs:
-        return f"train.max_epochs {cfg.max_epochs} reached"
-    if p.finished:
-        return (f"no dev-{METRIC_NAMES[cfg.best_metric]} gain in the last {p.evals_without_gain} validations "
-                f"(train.patience {cfg.patience})")
-    if out_of_time:
-        return f"train.time_budget_s {cfg.time_budget_s:g} spent"
-    return None
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-class StartupParts:
-    """Where a process's seconds before its first update go (the `start` record): each mark ends a part, the first
-    (imports, from nmt's import to the trainer) when made, the last (`rest`) at the first update."""
-
-    def __init__(self):
-        self.marks = [("imports", time.perf_counter())]
-
-    def mark(self, part: str) -> None:
-        self.marks.append((part, time.perf_counter()))
-
-    def parts(self, started: float, first_update: float) -> dict[str, float]:
-        ends = [at for _, at in self.marks] + [first_update]
-        names = [name for name, _ in self.marks] + ["rest"]
-        return {name: round(end - begin, 3) for name, begin, end in zip(names, [started] + ends, ends)}
 
 
 class Trainer:
@@ -273,10 +150,6 @@ class Trainer:
         self.dtype = autocast_dtype(cfg.train.precision, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
         self.train_data: ParallelArrays = load_arrays(self.prepared, "train", vocab[:2])
-        # With data.subword_alpha, epoch e reads the training pairs in their drawn segmentation e mod the draws.
-        self.epoch_data: list[ParallelArrays] = load_drawn_training_arrays(self.prepared, vocab[:2]) \
-            or [self.train_data]
-        self.valid_data: ParallelArrays = load_arrays(self.prepared, "valid", vocab[:2])
         self.progress = Progress(best_metric=cfg.train.best_metric)
         self.timer = StepTimer(self.device)
         self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)
@@ -296,22 +169,12 @@ class Trainer:
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
         self.trim_heap = heap_trimmer_for(self.device)
-        self.static_shapes = StaticShapes(cfg.train.length_multiple, cfg.train.max_tokens) \
-            if cfg.train.length_multiple else None
-        # Packed rows are one shape already; compiled or captured, every position also goes to the loss (fixed-size
-        # targets). Packed rows trained eagerly (train.pack_length alone) send the real targets only.
-        self.packed_rows = PackedRows(cfg.train.pack_length, cfg.train.max_tokens,
-                                      static=cfg.train.compile or self.captures_updates) \
-            if cfg.train.pack_length else None
-        if self.packed_rows:
-            for data in self.epoch_data:
-                check_pack_length(data, cfg.train.pack_length)
-        # A recurrent encoder packs its input: batches come longest source first with their lengths on the host, so
-        # that packing needs no host sync. Not under compile or in a captured update, which run the masked
-        # recurrence on static shapes (a host array in a graph would be a graph input, or a recompile per batch; a
-        # CUDA graph would keep the captured batch's layout).
-        self.sources_longest_first = self.model.takes_source_lengths and not (cfg.train.compile or
-                                                                               self.captures_updates)
+        # With data.subword_alpha, epoch e reads the training pairs in their drawn segmentation e mod the draws.
+        epoch_data = load_drawn_training_arrays(self.prepared, vocab[:2]) or [self.train_data]
+        self.feed = TrainingFeed(epoch_data, cfg.train, self.ctx.rank, self.ctx.world_size,
+                                 static_layout=cfg.train.compile or self.captures_updates,
+                                 takes_source_lengths=self.model.takes_source_lengths,
+                                 pin_memory=self.device.type == "cuda")
         self.startup.mark("optimizer_and_arrays")
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
@@ -372,7 +235,7 @@ class Trainer:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.cfg.train.compile:
-            widths = self.training_width_count() if self.static_shapes else None
+            widths = self.feed.width_count() if self.feed.static_shapes else None
             compiled = compile_for_training(self.model, self.train_model, self.cfg.train, self.device, widths,
                                             self.log if self.ctx.is_main else None)
             self.train_model, self.cuda_graphs = compiled.model, compiled.cuda_graphs
@@ -384,24 +247,13 @@ class Trainer:
             capture_recurrences(self.model)
             self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
             # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
-            shapes = self.training_width_count() ** self.cfg.train.accum_steps if self.static_shapes else 1
+            shapes = self.feed.width_count() ** self.cfg.train.accum_steps if self.feed.static_shapes else 1
             self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
                      f"eagerly, then that shape's update is one replayed CUDA graph ("
                      f"{f'up to {shapes} shapes' if shapes > 1 else '1 shape'})")
         self.startup.mark("compile_and_graphs")  # wrapped only: compiling and capturing come with the first updates
-        # Only the sentences validation translates are read (a WMT-size valid split need not sit in memory).
-        self.valid_sources, self.valid_references = load_references(self.prepared, "valid",
-                                                                    self.cfg.train.eval_max_sentences or None)
-        if (not self.cfg.train.eval_max_sentences and len(self.valid_sources) > LARGE_VALIDATION
-                and self.device.type == "cpu"):
-            # A corpus of millions of pairs split by data.valid_fraction: each validation would decode tens of
-            # thousands of sentences (a 2M-pair TSV: 23,870, minutes on a CPU).
-            self.log(f"validation decodes all {len(self.valid_sources):,} valid source sentences every "
-                     f"{self.cfg.train.eval_every:,} updates: train.eval_max_sentences N reads the first N only")
-        # Validation decodes greedily, or by train.eval_beam_size's beam search (dev BLEU picks best.pt): a config
-        # that samples for back-translation must not make that choice a matter of chance.
-        validation_decode = dataclasses.replace(self.cfg.decode, sampling_topk=1,
-                                                batch_size=validation_batch_size(self.cfg, self.device))
+        self.dev_set = load_dev_set(self.prepared, self.vocab[:2], self.cfg.train, self.device.type == "cpu",
+                                    self.log)
         # What validation scores: the model itself, or (train.eval_in_background) a copy that a thread validates
         # while training goes on.
         validated = kept = self.kept_model  # the average of the weights under train.ema_decay
@@ -422,18 +274,18 @@ class Trainer:
                 self.background = BackgroundValidation(kept, validated, self.validate, self.device)
                 self.log("train.eval_in_background: each validation scores a copy of the weights while training "
                          "goes on; its outcome counts at the next validation or checkpoint")
-        self.translator = Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),
-                                     validation_decode, self.device, self.dtype, config=self.cfg)  # its languages too
+        self.translator = Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),  # its languages too
+                                     validation_decode(self.cfg, self.device), self.device, self.dtype, config=self.cfg)
         peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.peak_flops = peak * 1e12
         self.update_flops = UpdateFlops(self.model)
         if self.ctx.is_main:
             self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
                                       self.device, self.dtype, self.ctx.world_size))
-            if len(self.epoch_data) > 1:
-                self.log(f"subword regularization: the training pairs in {len(self.epoch_data)} drawn segmentations "
-                         f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod "
-                         f"{len(self.epoch_data)}")
+            if len(self.feed.epoch_data) > 1:
+                draws = len(self.feed.epoch_data)
+                self.log(f"subword regularization: the training pairs in {draws} drawn segmentations "
+                         f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod {draws}")
             self.log(f"MFU relative to {peak:.3g} TFLOP/s ({source})")  # 3 figures: an emulated bf16 peak is ~0.001
             if self.average is not None:
                 self.log(f"train.ema_decay {self.average.decay:g}: validation, best.pt and the checkpoints hold an "
@@ -524,7 +376,7 @@ class Trainer:
         if reason:
             self.log(f"{self.run.directory} already finished at step {p.step}: {reason}; raise it to train on")
             return p
-        self.planned_steps = self._planned_steps()
+        self.planned_steps = self.feed.planned_steps()
         # A bar redraws itself with carriage returns: in a log file (nohup, a scheduler's output file) that was ten
         # frames a second on one endless line. There, as fairseq's `simple` log format does, each window is a line
         # (`_log_train`: rank 0's bar disabled means stderr is no terminal).
@@ -558,8 +410,8 @@ class Trainer:
         cfg, p = self.cfg.train, self.progress
         if p.validation_pending and self.ctx.is_main:  # saved as its own step's validation began: validate again
             self._revalidate_checkpoint()
-        plans = self.update_plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
-        with Prefetcher(plans, lambda plan: self.host_batches(plan.micro_batches, plan.planned_in)) as updates:
+        plans = self.feed.update_plans(p.epoch, p.batch_in_epoch, cfg.max_steps - p.step)
+        with Prefetcher(plans, lambda plan: self.feed.host_batches(plan.micro_batches, plan.planned_in)) as updates:
             self.timer.phase("data")  # waiting for the prefetcher counts as data time
             for plan, micro_batches in updates:
                 log_line = (p.step + 1) % cfg.log_every == 0 or p.step + 1 == cfg.max_steps
@@ -632,73 +484,21 @@ class Trainer:
             return False, False
         return stop_requested, bool(budget) and self.clock.elapsed_s >= budget
 
-    def update_plans(self, epoch: int, batch_in_epoch: int, updates: int) -> Iterator[UpdatePlan]:
-        """This rank's micro-batches for the next `updates` updates from (epoch, batch_in_epoch), each with where
-        training stands after it. Reads nothing that training changes, so it can run ahead on another thread."""
-        cfg, ctx = self.cfg.train, self.ctx
-        group = ctx.world_size * cfg.accum_steps  # batches per update, over all ranks
-        while updates > 0 and epoch < cfg.max_epochs:
-            data = self.data_of_epoch(epoch)
-            batches = EpochPlan(data.lengths, len(data), cfg.max_tokens, cfg.seed, epoch,
-                                length_multiple=cfg.length_multiple, pack_length=cfg.pack_length)
-            usable = len(batches) // group * group
-            if usable == 0:
-                raise NMTError(f"the training split ({counted(len(data), 'pair')}) makes {len(batches):,} batch"
-                               f"{'' if len(batches) == 1 else 'es'} "
-                               f"of train.max_tokens {cfg.max_tokens} an epoch, fewer than one update takes ({group}: "
-                               f"train.accum_steps × ranks): lower them, or train on more pairs")
-            while batch_in_epoch + group <= usable and updates > 0:
-                start = batch_in_epoch + ctx.rank * cfg.accum_steps
-                micro_batches = [batches[i] for i in range(start, min(start + cfg.accum_steps, len(batches)))]
-                batch_in_epoch, updates = batch_in_epoch + group, updates - 1
-                if batch_in_epoch + group > usable:  # the rest of this epoch cannot make a whole update
-                    yield UpdatePlan(micro_batches, epoch + 1, 0, epoch)
-                else:
-                    yield UpdatePlan(micro_batches, epoch, batch_in_epoch, epoch)
-            epoch, batch_in_epoch = epoch + 1, 0
-
-    def data_of_epoch(self, epoch: int) -> ParallelArrays:
-        return self.epoch_data[epoch % len(self.epoch_data)]
-
-    def training_width_count(self) -> int:
-        """How many batch widths training makes (static shapes), over every drawn segmentation an epoch may read:
-        one draw's lengths in memory at a time."""
-        return len(functools.reduce(np.union1d, (self.static_shapes.widths(data.src_lengths, data.tgt_lengths)
-                                                 for data in self.epoch_data)))
-
-    def host_batches(self, micro_batches: list[np.ndarray | PackedPlan], epoch: int = 0) -> list[Batch]:
-        """One update's micro-batches, planned in `epoch`, collated (and pinned, for a GPU): what the prefetch thread
-        builds."""
-        data = self.data_of_epoch(epoch)
-        batches = [collate_packed(data, indices, self.packed_rows) if self.packed_rows
-                   else collate(data, indices, self.static_shapes, self.sources_longest_first)
-                   for indices in micro_batches]
-        return [b.pin_memory() for b in batches] if self.device.type == "cuda" else batches
-
-    def _planned_steps(self) -> int:
-        """max_steps, or fewer when max_epochs ends training first (so the progress bar's ETA means something)."""
-        cfg = self.cfg.train
-        first = self.data_of_epoch(0)  # the draws' lengths are alike (data.subword_alpha): one epoch's batches
-        batches = len(EpochPlan(first.lengths, len(first), cfg.max_tokens, cfg.seed, 0,
-                                shuffle=False, length_multiple=cfg.length_multiple, pack_length=cfg.pack_length))
-        per_epoch = max(1, batches // (self.ctx.world_size * cfg.accum_steps))
-        return min(cfg.max_steps, per_epoch * cfg.max_epochs)
-
     def token_loss(self, model, batch, label_smoothing: float) -> torch.Tensor:
         """Summed cross-entropy over the non-pad target tokens of one batch: the model projects to the vocabulary
         only there, a block of rows at a time, fused with the loss (nmt.models.loss)."""
         inputs = {} if batch.packing is None else {"packing": batch.packing}  # the Transformer's alone
-        if batch.source_lengths is not None:  # the recurrent models' (see sources_longest_first)
+        if batch.source_lengths is not None:  # the recurrent models' (see TrainingFeed.sources_longest_first)
             inputs["src_lengths"] = batch.source_lengths
         with autocast(self.device, self.dtype, cache=self.graphed_update is None), \
                 training_attention_kernels(self.device, self.dtype):
             return model(batch.src, batch.tgt_in, batch.keep, batch.targets, label_smoothing, **inputs)
 
     def train_step(self, micro_batches: list[Batch]) -> StepResult:
-        """Forward/backward over this rank's micro-batches (collated on the host: `host_batches`), then one update,
-        without waiting for the device: the loss and the non-finite check stay there (read every log_every updates,
-        see `_check_nonfinite`), and an update with non-finite gradients is skipped by the fused AdamW itself (its
-        `found_inf`), as GradScaler does.
+        """Forward/backward over this rank's micro-batches (collated on the host: `TrainingFeed.host_batches`), then
+        one update, without waiting for the device: the loss and the non-finite check stay there (read every log_every
+        updates, see `_check_nonfinite`), and an update with non-finite gradients is skipped by the fused AdamW
+        itself (its `found_inf`), as GradScaler does.
         With several ranks the gradients are all-reduced, so every rank finds the same non-finite norm.
         Under train.cuda_graph the update is one replayed graph, timed as the forward phase."""
         self.train_model.train()
@@ -767,38 +567,13 @@ class Trainer:
                            "(lower train.lr, or set train.nonfinite_loss: skip)")
 
     # --- validation, logging, checkpoints -------------------------------------------------------------------------
-    @torch.no_grad()
     def validate(self) -> dict:
-        """Dev loss (token NLL, no smoothing) and dev BLEU/chrF with greedy decoding (train.eval_beam_size: beam
-        search) through the Translator, of the translator's model: the model itself (or its average, under
-        train.ema_decay), or the copy train.eval_in_background validates on its own thread."""
-        model = self.translator.model
-        model.eval()
+        """Dev loss and dev BLEU/chrF (nmt.validation) of the translator's model: the model itself (or its average,
+        under train.ema_decay), or the copy train.eval_in_background validates on its own thread."""
         # The training thread's trimmer is not to be shared: on a thread of its own, validation trims with the
         # translator's (nmt.cpu_memory).
         trim_heap = self.trim_heap if self.background is None else self.translator.trim_heap
-        started = time.perf_counter()
-        nll, tokens = torch.zeros((), dtype=torch.float64, device=self.device), 0  # summed on the device
-        # train.eval_max_sentences bounds the loss as well as the BLEU: the first N pairs (fairseq's max_valid_steps).
-        pairs = self.cfg.train.eval_max_sentences or None  # None: the whole split
-        for indices in token_batches(self.valid_data.src_lengths[:pairs], self.valid_data.tgt_lengths[:pairs],
-                                     self.cfg.train.max_tokens, seed=0, epoch=0, shuffle=False):
-            batch = collate(self.valid_data, indices, longest_source_first=model.takes_source_lengths
-                            ).to(self.device)
-            nll += self.token_loss(model, batch, 0.0)
-            tokens += batch.tgt_tokens
-            trim_heap()  # each batch is a shape of its own: see nmt.cpu_memory
-        nll = float(nll)  # a host read: the loss's seconds end here on a GPU too
-        loss_done = time.perf_counter()
-        hypotheses = [t.text for t in self.translator.translate(self.valid_sources,
-                                                                 beam_size=self.cfg.train.eval_beam_size)]
-        decoded = time.perf_counter()
-        scores = corpus_scores(hypotheses, self.valid_references, target_lang=self.translator.target_lang)
-        # Where a validation's seconds go (on the 2026-11-26 H100 lease, 96 of a 164-s time-to-BLEU run).
-        split = {"loss_s": loss_done - started, "decode_s": decoded - loss_done,
-                 "score_s": time.perf_counter() - decoded}
-        return {"dev_loss": round(nll / tokens, 4), "dev_ppl": round(math.exp(min(nll / tokens, 50)), 2), **scores,
-                **{key: round(value, 3) for key, value in split.items()}}
+        return dev_scores(self.translator, self.dev_set, self.cfg.train, self.token_loss, trim_heap)
 
     def evaluate_and_maybe_stop(self, final: bool = False) -> bool:
         """Validate on rank 0 (or, under train.eval_in_background and unless `final`, hand this step's weights to
@@ -940,23 +715,6 @@ class Trainer:
         self.writer.submit(write)
 
 
-def terminal_columns(stream) -> int:
-    """The width of the terminal `stream` writes to; 0 for a file or a pipe, and for a terminal that reports no size
-    (a serial console, `docker exec -t` before its first resize), where tqdm drew a bar of no width: nothing."""
-    try:
-        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
-    except (OSError, ValueError, AttributeError):  # no file descriptor (a stream of Python's own), or closed
-        return 0
-
-
-def progress_line(step: int, total: int, figures: dict, lr: float, elapsed_s: float) -> str:
-    """What the bar shows, as one line for a log file: the step of the planned total, the window's loss, the learning
-    rate, its speed and MFU, and the training time so far (all sessions)."""
-    loss = "-" if figures["loss"] is None else f"{figures['loss']:.3f}"
-    return (f"train: step {step:,}/{total:,}, loss {loss}, lr {lr:.2e}, {figures['tokens_per_s']:,.0f} tok/s, "
-            f"MFU {figures['mfu']:.1%}, {tqdm.format_interval(elapsed_s)}")
-
-
 def train(cfg: Config, run_dir: Path | None, data_dir: Path, url: str | None = None,
           log: Callable[[str], None] = print) -> Progress:
     """Train (or resume) the model of `cfg` in `run_dir` (default runs/<name>); Ctrl-C, SIGTERM or SIGHUP saves a
@@ -1004,38 +762,3 @@ def _train(cfg: Config, run: Run, data_dir: Path, url: str | None, log: Callable
         return progress
     finally:
         teardown_distributed(trainer.ctx)
-
-
-def eager_layout(cfg: Config) -> Config:
-    """`cfg` where train.cuda_graph cannot capture (a CPU, torchrun) and nothing compiles: its static batch layout
-    (packed rows, rounded widths) served only the captures, so batches are tight token buckets. On this 2-core CPU
-    transformer.yaml's packed rows trained at 0.74x the tokens/s of its token buckets
-    (results/packed-vs-buckets-transformer-cpu-bf16.json)."""
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, cuda_graph=False, pack_length=0,
-                                                              length_multiple=0))
-
-
-def check_pack_length(data: ParallelArrays, pack_length: int) -> None:
-    """Every training sentence must fit a packed row: its longer side and its marker."""
-    longest = int(np.maximum(data.src_lengths, data.tgt_lengths).max(initial=0)) + 1
-    if longest > pack_length:
-        raise NMTError(f"train.pack_length {pack_length} is shorter than the longest training sentence "
-                       f"({longest} positions with its marker): raise it to at least {longest}")
-
-
-GPU_VALIDATION_BATCH = 1024  # sentences: see TrainConfig.eval_batch_size
-
-
-def validation_batch_size(cfg: Config, device: torch.device) -> int:
-    """Sentences per greedy decoding batch in validation: train.eval_batch_size, or by device when it is 0."""
-    if cfg.train.eval_batch_size:
-        return cfg.train.eval_batch_size
-    return GPU_VALIDATION_BATCH if device.type == "cuda" else cfg.decode.batch_size
-
-
-def steps_within_budget(step: int, elapsed_s: float, budget_s: float, planned_steps: int) -> int:
-    """The step at which a time budget will end training at the pace so far (validation included), never past the
-    planned steps nor before the current one."""
-    if step <= 0 or elapsed_s <= 0:
-        return planned_steps
-    return max(step, min(planned_steps, round(budget_s * step / elapsed_s)))

@@ -47,9 +47,9 @@ def measure(config: Path, settings: list[str], data_dir: Path, updates: int) -> 
         trainer = Trainer(cfg, Run(Path(tmp) / "run"), data_dir, log=lambda *_: None)
         trainer.setup()
         seconds, losses = [], []
-        for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=updates + 1):
+        for plan in trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=updates + 1):
             started = time.perf_counter()
-            result = trainer.train_step(trainer.host_batches(plan.micro_batches))
+            result = trainer.train_step(trainer.feed.host_batches(plan.micro_batches))
             synchronize(trainer.device)
             seconds.append(time.perf_counter() - started)
             losses.append(float(result.loss_sum) / result.tgt_tokens)

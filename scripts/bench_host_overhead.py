@@ -60,7 +60,7 @@ def real_update_flops(cfg, data_dir: Path) -> tuple[float, dict]:
         trainer = Trainer(cfg, Run(Path(tmp)), data_dir, log=lambda *_: None)
         data = trainer.train_data
         plan = EpochPlan(data.lengths, len(data), cfg.train.max_tokens, cfg.train.seed, 0)
-        batches = [trainer.host_batches([plan[i]])[0] for i in range(len(plan))]
+        batches = [trainer.feed.host_batches([plan[i]])[0] for i in range(len(plan))]
         src = sum(b.src_tokens for b in batches) / len(batches)
         tgt = sum(b.tgt_tokens for b in batches) / len(batches)
         sentences = sum(b.sentences for b in batches) / len(batches)
@@ -76,7 +76,7 @@ def batch_like(trainer: Trainer, plan: EpochPlan, widths: tuple[int, int]):
     step per position, so its operator count follows the widths, not the token count."""
     best, best_gap = None, None
     for i in range(len(plan)):
-        batch = trainer.host_batches([plan[i]])
+        batch = trainer.feed.host_batches([plan[i]])
         gap = abs(batch[0].src.shape[1] - widths[0]) + abs(batch[0].tgt_in.shape[1] - widths[1])
         if best_gap is None or gap < best_gap:
             best, best_gap = batch, gap

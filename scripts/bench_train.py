@@ -69,7 +69,7 @@ def bench(cfg: Config, data_dir: Path, steps: int, warmup: int, warmup_epoch: bo
             splits.append(trainer.timer.report())
             return time.perf_counter()
         # As the training loop does: the next batches collated (and pinned) by a background thread meanwhile.
-        with Prefetcher(([indices] for indices in batches), trainer.host_batches) as updates:
+        with Prefetcher(([indices] for indices in batches), trainer.feed.host_batches) as updates:
             for i, (_, micro_batches) in enumerate(updates):
                 if i == warmup or i in ends:
                     now = window_end()

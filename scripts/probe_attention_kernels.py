@@ -50,8 +50,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
         trainer.setup()
-        batches = [trainer.host_batches(plan.micro_batches) for _, plan in zip(range(updates),
-                                                                                 trainer.update_plans(0, 0, updates))]
+        plans = trainer.feed.update_plans(0, 0, updates)
+        batches = [trainer.feed.host_batches(plan.micro_batches) for _, plan in zip(range(updates), plans)]
         for batch in batches[:args.warmup]:
             trainer.train_step(batch)
         blocks = iter(range(args.warmup, updates, args.steps))

@@ -73,14 +73,14 @@ def main() -> None:
 
         trimmer.malloc_trim = tracked_trim
         total = args.warmup + args.updates
-        plans = [plan for _, plan in zip(range(total), trainer.update_plans(0, 0, total))]
+        plans = [plan for _, plan in zip(range(total), trainer.feed.update_plans(0, 0, total))]
         tokens, began = 0, 0.0
         for i, plan in enumerate(plans):
             if i == args.warmup:
                 reset_peak_rss()
                 tokens, began, trims_before = 0, time.perf_counter(), trimmer.trims
                 faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            batches = trainer.host_batches(plan.micro_batches)
+            batches = trainer.feed.host_batches(plan.micro_batches)
             size = sum(b.src.numel() + b.tgt_in.numel() for b in batches)
             if (args.trim_before_larger and since_trim["trough"] is not None and size > since_trim["largest"]
                     and resident_bytes() > since_trim["trough"] + trimmer.slack_bytes):

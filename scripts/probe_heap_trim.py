@@ -46,7 +46,7 @@ def main() -> None:
         plan = EpochPlan(trainer.train_data.lengths, len(trainer.train_data), 4096, 0, 0)
         started, tokens, samples = time.perf_counter(), 0, []
         for i in range(args.steps):
-            tokens += trainer.train_step(trainer.host_batches([plan[i]])).tgt_tokens
+            tokens += trainer.train_step(trainer.feed.host_batches([plan[i]])).tgt_tokens
             if args.trim_every == -1:
                 trainer.trim_heap()
             elif args.trim_every and (i + 1) % args.trim_every == 0:

@@ -59,11 +59,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp)), args.data_dir, log=lambda *_: None)
         phases.run("setup", trainer.setup)
-        plans = trainer.update_plans(0, 0, args.steps)
+        plans = trainer.feed.update_plans(0, 0, args.steps)
 
         def updates(count: int) -> None:
             for _, plan in zip(range(count), plans):
-                trainer.train_step(trainer.host_batches(plan.micro_batches))
+                trainer.train_step(trainer.feed.host_batches(plan.micro_batches))
                 trainer.trim_heap()
                 trainer.progress.step += 1
 

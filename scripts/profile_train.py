@@ -36,11 +36,11 @@ def main() -> None:
         batches = token_batches(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths,
                                 cfg.train.max_tokens, seed=0, epoch=0)
         for indices in batches[:args.warmup]:
-            trainer.train_step(trainer.host_batches([indices]))
+            trainer.train_step(trainer.feed.host_batches([indices]))
         tokens, started = 0, time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for indices in batches[args.warmup:args.warmup + args.steps]:
-                result = trainer.train_step(trainer.host_batches([indices]))
+                result = trainer.train_step(trainer.feed.host_batches([indices]))
                 tokens += result.src_tokens + result.tgt_tokens
             float(result.loss_sum)
         elapsed = time.perf_counter() - started

@@ -100,10 +100,11 @@ def profile_updates(cfg, data_dir: Path, warmup: int, updates: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Run(Path(tmp) / "run"), data_dir, log=lambda *_: None)
         trainer.setup()
-        plans = trainer.update_plans(epoch=0, batch_in_epoch=0, updates=warmup + updates)
+        plans = trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=warmup + updates)
         for _, plan in zip(range(warmup), plans):  # compile, capture and every kernel choice made outside the window
-            trainer.train_step(trainer.host_batches(plan.micro_batches))
-        host = [trainer.host_batches(plan.micro_batches) for plan in plans]  # collated before: only the update timed
+            trainer.train_step(trainer.feed.host_batches(plan.micro_batches))
+        # Collated before: only the update is timed.
+        host = [trainer.feed.host_batches(plan.micro_batches) for plan in plans]
         synchronize(trainer.device)
         cuda = trainer.device.type == "cuda"
         flops, tokens = 0.0, 0

@@ -119,8 +119,8 @@ def test_a_whole_update_replayed_as_one_cuda_graph_trains_like_eager(tmp_path, t
                           warmup_steps=3, max_tokens=300, **shapes)
         trainer = Trainer(cfg, Run(tmp_path / f"g{graph}"), toy_data_dir, log=lambda *_: None)
         trainer.setup()
-        plans = [plan.micro_batches for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=12)]
-        hosts = [trainer.host_batches(plan) for plan in plans]  # pinned before: not the update's work
+        plans = [plan.micro_batches for plan in trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=12)]
+        hosts = [trainer.feed.host_batches(plan) for plan in plans]  # pinned before: not the update's work
         losses[graph], replays = [], 0
         for host in hosts:
             shape = trainer.graphed_update.shapes.get(shape_key(host)) if graph else None
@@ -239,7 +239,7 @@ def test_cuda_rng_state_round_trips_for_this_device():
 
 def test_batches_reach_the_gpu_through_pinned_memory(toy_data_dir, tmp_path):
     trainer = Trainer(cuda_config(tmp_path), Run(tmp_path / "x"), toy_data_dir, log=lambda *_: None)
-    host = trainer.host_batches([list(range(8))])[0]  # as the prefetch thread builds them
+    host = trainer.feed.host_batches([list(range(8))])[0]  # as the prefetch thread builds them
     assert host.src.is_pinned() and host.keep.is_pinned() and host.targets.is_pinned()
     batch = host.to(trainer.device)
     assert batch.src.is_cuda and batch.keep.is_cuda and batch.targets.is_cuda
@@ -274,12 +274,12 @@ def test_a_training_update_never_waits_for_the_gpu(tmp_path, toy_data_dir, model
                       log=lambda *_: None)
     trainer.setup()
     # The trainer's own plans: sentence indices, or packed rows' plans (which sentence goes to which row).
-    plans = [plan.micro_batches for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=4)]
-    trainer.train_step(trainer.host_batches(plans[0]))  # the first update may allocate and choose kernels
+    plans = [plan.micro_batches for plan in trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=4)]
+    trainer.train_step(trainer.feed.host_batches(plans[0]))  # the first update may allocate and choose kernels
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # any synchronizing call below raises
     try:
-        for host in [trainer.host_batches(plan) for plan in plans[1:]]:  # built before: not the update's
+        for host in [trainer.feed.host_batches(plan) for plan in plans[1:]]:  # built before: not the update's
             result = trainer.train_step(host)
     finally:
         torch.cuda.set_sync_debug_mode("default")
@@ -290,11 +290,11 @@ def test_nonfinite_update_is_skipped_on_the_gpu(tmp_path, toy_data_dir):
     trainer = Trainer(cuda_config(tmp_path, nonfinite_loss="skip"), Run(tmp_path / "x"), toy_data_dir,
                       log=lambda *_: None)
     trainer.setup()
-    trainer.train_step(trainer.host_batches([list(range(8))]))
+    trainer.train_step(trainer.feed.host_batches([list(range(8))]))
     before = snapshot(trainer.model.state_dict())
     original = trainer.token_loss
     trainer.token_loss = lambda *args: original(*args) * float("nan")
-    result = trainer.train_step(trainer.host_batches([list(range(8, 16))]))
+    result = trainer.train_step(trainer.feed.host_batches([list(range(8, 16))]))
     assert not bool(result.applied) and float(result.loss_sum) == 0.0
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(value.cpu(), before[key]), key

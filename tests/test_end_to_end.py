@@ -292,7 +292,7 @@ def test_eval_max_sentences_bounds_the_dev_loss_too(tmp_path, toy_data_dir):
         trainers[limit].setup()
         dev_loss[limit] = trainers[limit].validate()["dev_loss"]
     bounded = trainers[5]
-    first_five = collate(bounded.valid_data, np.arange(5))
+    first_five = collate(bounded.dev_set.pairs, np.arange(5))
     with torch.no_grad():
         bounded.model.eval()
         expected = float(bounded.token_loss(bounded.model, first_five, 0.0)) / first_five.tgt_tokens
@@ -312,7 +312,7 @@ def test_recurrent_training_batches_come_longest_source_first(tmp_path, toy_data
 
     cfg = toy_config(tmp_path, model={"arch": arch, "hidden_size": 32}, train=train_settings)
     trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
-    batch = trainer.host_batches([np.arange(12)])[0]
+    batch = trainer.feed.host_batches([np.arange(12)])[0]
     if not longest_first:
         assert batch.source_lengths is None
         return

@@ -87,9 +87,9 @@ def make_trainer(cfg, directory, data_dir, captured: bool, log=lambda *_: None) 
     with mock.patch("nmt.train.eager_layout", lambda config: config):
         trainer = Trainer(cfg, Run(directory), data_dir, log=log)
     if captured:  # what __init__ decides on one GPU
-        trainer.captures_updates, trainer.sources_longest_first = True, False
-        if trainer.packed_rows:  # fixed-size targets, as captured updates take them
-            trainer.packed_rows = dataclasses.replace(trainer.packed_rows, static=True)
+        trainer.captures_updates, trainer.feed.sources_longest_first = True, False
+        if trainer.feed.packed_rows:  # fixed-size targets, as captured updates take them
+            trainer.feed.packed_rows = dataclasses.replace(trainer.feed.packed_rows, static=True)
     trainer.setup()
     if captured:
         FakeGraph.trainer = trainer
@@ -99,8 +99,8 @@ def make_trainer(cfg, directory, data_dir, captured: bool, log=lambda *_: None) 
 def train_updates(trainer: Trainer, updates: int) -> tuple[list[float], list[float], list]:
     """(losses, lrs, batch shapes) of `updates` updates from the start of epoch 0."""
     losses, lrs, shapes = [], [], []
-    for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=updates):
-        host = trainer.host_batches(plan.micro_batches)
+    for plan in trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=updates):
+        host = trainer.feed.host_batches(plan.micro_batches)
         lrs.append(float(trainer.optimizer.param_groups[0]["lr"]))
         shapes.append(shape_key(host))
         losses.append(float(trainer.train_step(host).loss_sum))
@@ -140,7 +140,7 @@ def test_a_graph_per_batch_width_each_captured_after_one_eager_run(tmp_path, toy
     for captured in (False, True):
         trainer = make_trainer(cfg, tmp_path / f"run-{captured}", toy_data_dir, captured, log=said.append)
         losses[captured], _, shapes = train_updates(trainer, updates)
-    widths = trainer.static_shapes.width_count(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths)
+    widths = trainer.feed.static_shapes.width_count(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths)
     assert any(f"then that shape's update is one replayed CUDA graph (up to {widths} shapes)" in line for line in said)
     graphed = trainer.graphed_update
     seen = collections.Counter()
@@ -248,7 +248,7 @@ def test_a_captured_update_never_reads_the_device(tmp_path, toy_data_dir, fake_c
     # The mode sees what it should: the packed encoder an RNN's eager fallback runs reads its lengths back.
     if model:
         fallback = make_trainer(cfg, tmp_path / "eager", toy_data_dir, captured=False)
-        (batch,) = fallback.host_batches(next(iter(fallback.update_plans(0, 0, 1))).micro_batches[:1])
+        (batch,) = fallback.feed.host_batches(next(iter(fallback.feed.update_plans(0, 0, 1))).micro_batches[:1])
         with reads:
             fallback.model.encoder(batch.src)
         assert reads.found
@@ -261,7 +261,7 @@ def test_packed_rows_take_fixed_size_targets_only_where_a_graph_or_compiler_need
     position of the rows; compiled, every position."""
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"pack_length": 100, **settings}))
     trainer = make_trainer(cfg, tmp_path / "run", toy_data_dir, captured=False)
-    plan = next(trainer.update_plans(epoch=0, batch_in_epoch=0, updates=1))
-    batch = trainer.host_batches(plan.micro_batches)[0]
-    assert trainer.packed_rows.static is static
+    plan = next(trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=1))
+    batch = trainer.feed.host_batches(plan.micro_batches)[0]
+    assert trainer.feed.packed_rows.static is static
     assert (batch.targets.numel() == batch.tgt_in.numel()) is static  # padding in the loss only when static

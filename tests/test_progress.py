@@ -11,7 +11,7 @@ import termios
 
 import pytest
 
-from nmt.train import progress_line
+from nmt.training_report import progress_line
 from tests_helpers import TOY_RUN, nmt, write_config
 
 

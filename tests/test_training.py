@@ -16,7 +16,8 @@ from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.errors import NMTError
 from nmt.run_dir import Run
-from nmt.train import Trainer, steps_within_budget, train
+from nmt.progress import steps_within_budget
+from nmt.train import Trainer, train
 from tests_helpers import TOY_RUN, nmt, write_config
 
 pytestmark = pytest.mark.slow
@@ -423,8 +424,8 @@ def test_gradients_kept_in_place_train_exactly_as_gradients_dropped(tmp_path, to
         if in_place:
             trainer.keep_gradients_in_place()
             buffers = [p.grad for p in trainer.model.parameters()]
-        losses[in_place] = [float(trainer.train_step(trainer.host_batches(plan.micro_batches)).loss_sum)
-                            for plan in trainer.update_plans(epoch=0, batch_in_epoch=0, updates=3)]
+        losses[in_place] = [float(trainer.train_step(trainer.feed.host_batches(plan.micro_batches)).loss_sum)
+                            for plan in trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=3)]
         weights[in_place] = trainer.model.state_dict()
         if in_place:  # the same buffers throughout, zeroed for the next update
             assert all(p.grad is b and not p.grad.any() for p, b in zip(trainer.model.parameters(), buffers))
@@ -467,16 +468,17 @@ def test_cuda_graph_with_compile_on_a_cpu_keeps_its_packed_rows(tmp_path, toy_da
                                                                   "compile": True}))
     said = []
     trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=said.append)
-    assert trainer.packed_rows is not None and trainer.cfg.train.pack_length == 100 and not trainer.captures_updates
+    assert trainer.feed.packed_rows is not None and trainer.cfg.train.pack_length == 100
+    assert not trainer.captures_updates
     assert "train.cuda_graph: no CUDA graph on the CPU: updates run eagerly" in said
 
 
 def test_a_large_valid_split_on_a_cpu_says_how_to_bound_validation(tmp_path, toy_data_dir, monkeypatch):
     """A corpus of millions of pairs split by data.valid_fraction gives a valid split of tens of thousands of
     sentences, each validation decoding them all (minutes on a CPU): the log says so, once, and how to bound it."""
-    import nmt.train as train_module
+    import nmt.validation
 
-    monkeypatch.setattr(train_module, "LARGE_VALIDATION", 5)  # the toy valid split is larger than 5 sentences
+    monkeypatch.setattr(nmt.validation, "LARGE_VALIDATION", 5)  # the toy valid split is larger than 5 sentences
     for bounded, told in ((0, True), (8, False)):
         (tmp_path / str(bounded)).mkdir()
         cfg = load_config(write_config(tmp_path / str(bounded), base=TOY_RUN, train={"eval_max_sentences": bounded}))
@@ -486,7 +488,7 @@ def test_a_large_valid_split_on_a_cpu_says_how_to_bound_validation(tmp_path, toy
         hints = [line for line in said if "train.eval_max_sentences N reads the first N only" in line]
         assert len(hints) == (1 if told else 0), said
         if told:
-            assert hints[0].startswith(f"validation decodes all {len(trainer.valid_sources):,} valid source")
+            assert hints[0].startswith(f"validation decodes all {len(trainer.dev_set.sources):,} valid source")
 
 
 @pytest.mark.parametrize("metric, better", [("loss", min), ("chrf", max)])

@@ -8,7 +8,8 @@ from nmt import translator as translator_module
 from nmt.config import load_config
 from nmt.errors import ConfigError
 from nmt.run_dir import Run
-from nmt.train import GPU_VALIDATION_BATCH, Trainer, validation_batch_size
+from nmt.train import Trainer
+from nmt.validation import GPU_VALIDATION_BATCH, validation_batch_size
 from tests_helpers import TOY_RUN, write_config
 
 
@@ -36,7 +37,7 @@ def test_validation_decodes_in_batches_of_eval_batch_size_and_translation_keeps_
     monkeypatch.setattr(translator_module, "search", recorded)
     scores = trainer.validate()
     assert 0.0 <= scores["bleu"] <= 100.0 and cfg.decode.batch_size != 3
-    assert sum(rows) == len(trainer.valid_sources) > 3 and max(rows) == 3  # every sentence, three at a time
+    assert sum(rows) == len(trainer.dev_set.sources) > 3 and max(rows) == 3  # every sentence, three at a time
 
 
 def test_a_negative_eval_batch_size_is_refused(tmp_path):
@@ -63,5 +64,5 @@ def test_validation_searches_with_eval_beam_size_and_scores_what_that_search_giv
     monkeypatch.setattr(translator_module, "search", recorded)
     scores = trainer.validate()
     assert set(beams) == {3} and cfg.decode.beam_size == 2  # neither greedy nor the run's own beam
-    beam3 = [t.text for t in trainer.translator.translate(trainer.valid_sources, beam_size=3)]
-    assert scores["bleu"] == corpus_scores(beam3, trainer.valid_references, target_lang="fr")["bleu"] > 0
+    beam3 = [t.text for t in trainer.translator.translate(trainer.dev_set.sources, beam_size=3)]
+    assert scores["bleu"] == corpus_scores(beam3, trainer.dev_set.references, target_lang="fr")["bleu"] > 0

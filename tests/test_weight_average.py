@@ -151,8 +151,8 @@ def test_validation_in_the_background_scores_a_copy_of_the_average(tmp_path, toy
     cfg = _config(tmp_path, "background", max_steps=4, ema_decay=0.9, eval_in_background=True)
     trainer = Trainer(cfg, Run(tmp_path / "run"), toy_data_dir, log=lambda *_: None)
     trainer.setup()
-    for plan in trainer.update_plans(0, 0, 3):  # the average and the trained weights part ways
-        trainer.train_step(trainer.host_batches(plan.micro_batches))
+    for plan in trainer.feed.update_plans(0, 0, 3):  # the average and the trained weights part ways
+        trainer.train_step(trainer.feed.host_batches(plan.micro_batches))
     trainer.background.copy_weights()
     validated = trainer.translator.model.state_dict()
     assert _same(validated, trainer.average.model.state_dict())

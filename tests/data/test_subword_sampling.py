@@ -106,20 +106,20 @@ def test_a_drawn_side_longer_than_max_pieces_keeps_the_best(tmp_path):
 def test_epoch_e_trains_on_draw_e_mod_the_draws(tmp_path):
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, data={**_corpus(tmp_path), **SAMPLED}))
     trainer = Trainer(cfg, Run(tmp_path / "run"), tmp_path / "data", log=lambda *_: None)
-    assert len(trainer.epoch_data) == 3
-    plans = list(trainer.update_plans(epoch=0, batch_in_epoch=0, updates=10_000))  # until max_epochs ends them
+    assert len(trainer.feed.epoch_data) == 3
+    plans = list(trainer.feed.update_plans(epoch=0, batch_in_epoch=0, updates=10_000))  # until max_epochs ends them
     epochs = sorted({plan.planned_in for plan in plans})
     assert len(epochs) >= 4  # past the third draw: the first comes again
     read_another = False
     for epoch in epochs:
         plan = next(plan for plan in plans if plan.planned_in == epoch)
-        (batch,) = trainer.host_batches(plan.micro_batches, plan.planned_in)
-        own, other = (collate(trainer.epoch_data[e % 3], plan.micro_batches[0]) for e in (epoch, epoch + 1))
+        (batch,) = trainer.feed.host_batches(plan.micro_batches, plan.planned_in)
+        own, other = (collate(trainer.feed.epoch_data[e % 3], plan.micro_batches[0]) for e in (epoch, epoch + 1))
         assert torch.equal(batch.src, own.src) and torch.equal(batch.tgt_in, own.tgt_in)
         read_another |= batch.src.shape != other.src.shape or not torch.equal(batch.src, other.src)
     assert read_another  # the same sentences in another draw would have been other batches
     # The batch plan of each epoch is made on its draw's lengths.
-    lengths = [trainer.data_of_epoch(e).src_lengths for e in range(3)]
+    lengths = [trainer.feed.data_of_epoch(e).src_lengths for e in range(3)]
     assert not np.array_equal(lengths[0], lengths[1])
 
 
@@ -174,8 +174,8 @@ def test_static_shapes_count_the_widths_of_every_draw(tmp_path):
     cfg = load_config(write_config(tmp_path, base=TOY_RUN, data={**_corpus(tmp_path), **SAMPLED},
                                    train={"length_multiple": 2}))
     trainer = Trainer(cfg, Run(tmp_path / "run"), tmp_path / "data", log=lambda *_: None)
-    static = trainer.static_shapes
+    static = trainer.feed.static_shapes
     best = set(static.widths(trainer.train_data.src_lengths, trainer.train_data.tgt_lengths).tolist())
-    drawn = set().union(*(static.widths(d.src_lengths, d.tgt_lengths).tolist() for d in trainer.epoch_data))
+    drawn = set().union(*(static.widths(d.src_lengths, d.tgt_lengths).tolist() for d in trainer.feed.epoch_data))
     assert drawn - best  # widths only the draws make
-    assert trainer.training_width_count() == len(drawn)
+    assert trainer.feed.width_count() == len(drawn)
