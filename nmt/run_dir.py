@@ -26,12 +26,11 @@ import yaml
 
 from nmt import __version__
 from nmt.atomic import copy_file_atomic, unwritable_reason, write_text_atomic
-from nmt.config import Config, ConfigError, data_order_settings, fingerprint_settings, from_dict, model_args, \
-    read_yaml, to_dict
+from nmt.config import Config, data_order_settings, fingerprint_settings, from_dict, model_args, read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
 from nmt.data.tokenizer import Tokenizers
-from nmt.errors import NMTError
+from nmt.errors import ConfigError, NMTError
 from nmt.lock import DirectoryLock
 
 if TYPE_CHECKING:

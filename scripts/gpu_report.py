@@ -262,7 +262,7 @@ def unshipped(record: dict) -> list[str]:
     """The bench's settings of the update that its config as shipped now does not have (the config at the bench's
     commit with the bench's overrides and --compile, against the config today; the environment the bench set for
     the compiler), as KEY=VALUE."""
-    from nmt.config import ConfigError
+    from nmt.errors import ConfigError
 
     shipped = shipped_settings(record.get("config", "configs/transformer.yaml"))
     try:

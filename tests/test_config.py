@@ -145,9 +145,9 @@ def test_cli_errors_are_one_line(tmp_path, args, message):
 def _int_settings() -> list[str]:
     import dataclasses
 
-    from nmt.config import _SECTIONS
+    from nmt.config import SECTIONS
 
-    return [f"{name}.{f.name}" for name, section in _SECTIONS.items() for f in dataclasses.fields(section)
+    return [f"{name}.{f.name}" for name, section in SECTIONS.items() for f in dataclasses.fields(section)
             if f.type in (int, "int")]
 
 

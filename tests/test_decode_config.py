@@ -133,7 +133,8 @@ def test_bf16_asked_for_on_a_cpu_without_native_bf16_is_said_to_be_emulated(toy_
     ({"sampling_topk": 10, "sampling_topp": 0.9}, "sampling (top-k 10, top-p 0.9) draws"),
 ])
 def test_sampling_with_a_beam_is_refused_naming_the_settings_given(sampling, named):
-    from nmt.config import ConfigError, check_n_best
+    from nmt.config import check_n_best
+    from nmt.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"it takes beam 1, not 4") as refused:
         check_n_best(1, DecodeConfig(beam_size=4, **sampling))
@@ -147,7 +148,7 @@ def test_sampling_with_a_beam_is_refused_naming_the_settings_given(sampling, nam
 ])
 def test_a_sampler_setting_without_sampling_is_refused_not_ignored(overrides, named):
     """Before, `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused."""
-    from nmt.config import ConfigError
+    from nmt.errors import ConfigError
     from nmt.translator import with_overrides
 
     with pytest.raises(ConfigError, match=named):

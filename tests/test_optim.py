@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from nmt.config import ConfigError, TrainConfig, load_config
+from nmt.config import TrainConfig, load_config
+from nmt.errors import ConfigError
 from nmt.optim import (TrainingClock, cosine_decay, inverse_sqrt, linear_decay, make_optimizer, make_scheduler,
                        resume_schedule, scheduler_steps_per_update)
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.config import ConfigError, load_config
+from nmt.config import load_config
+from nmt.errors import ConfigError
 from nmt.run_dir import Run
 from nmt.train import train
 from nmt.weight_average import WeightAverage, decay_after
