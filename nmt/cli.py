@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 import typer
 
@@ -17,7 +17,9 @@ from nmt.cli_boundary import (TYPER_INTERRUPTED, debug_asked, drop_settings_mean
                               interrupt_on_sigterm, is_usage_error, os_error_place, out_of_memory, path_option_problem,
                               PipeWatch, ReaderGone, standard_streams_present, StderrWatch, usage_message,
                               without_debug, write_utf8)
-from nmt.errors import NMTError, RepeatedWarning, counted, warn
+from nmt.errors import NMTError, counted, warn
+from nmt.translate_input import (argument_text, stdin_lines, warn_of_the_other_language,
+                                 warn_of_whole_files)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Neural machine translation (any pair; Tatoeba English→French built in): download, prepare, "
@@ -279,11 +281,11 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     if (attention is not None or show_attention) and not translator.has_attention:
         warn("no attention to show: " + ("the CTranslate2 engine returns none (the nmt engine, --run, does)"
                                          if translator.name == "ctranslate2" else "a seq2seq model has none"))
-    given_prefix = _argument_text(prefix) if prefix else None
-    phrases = [_argument_text(c) for c in constraint or []]
+    given_prefix = argument_text(prefix) if prefix else None
+    phrases = [argument_text(c) for c in constraint or []]
     languages = (translator.source_lang, translator.target_lang)
     if sentences:
-        texts = list(_warn_of_the_other_language([_argument_text(s) for s in sentences], languages))
+        texts = list(warn_of_the_other_language([argument_text(s) for s in sentences], languages))
         texts, held = with_constraints(texts, phrases, tab_constraints)
         results: Iterable = translator.translate(texts, attention=choice if want_attention else None,
                                                  n_best=n_best or 1,
@@ -291,7 +293,7 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                                  constraints=held)
     else:
         # At a terminal, answer each line as it is typed; from a pipe, translate in batches.
-        lines = _warn_of_the_other_language(_warn_of_whole_files(_stdin_lines(), tab_constraints), languages)
+        lines = warn_of_the_other_language(warn_of_whole_files(stdin_lines(), tab_constraints), languages)
         results = translate_stream(translator, lines,
                                    chunk_size=1 if sys.stdin.isatty() else None,
                                    n_best=n_best or 1, prefix=given_prefix,
@@ -331,73 +333,6 @@ def _check_run_first(engine: Optional[str], run: Optional[Path], checkpoint: Opt
 
         Run.of_checkpoint(run, checkpoint).find_checkpoint(checkpoint)
     return engine
-
-
-def _stdin_lines() -> Iterable[str]:
-    """stdin's lines as text, each with its line feed; only \n ends a line (a lone \r is text, as in `cut` or
-    `wc -l`), unless none comes and CRs end the lines (classic Mac OS text: nmt/data/text_files.py). A line that is
-    not UTF-8 is read with U+FFFD for its bad bytes rather than ending the stream (one output line per input line,
-    always), and a warning names it: garbled input is not translated in silence."""
-    from nmt.data.text_files import compression, line_feed_lines
-
-    not_utf8 = RepeatedWarning(warn, "non-UTF-8 line")
-    for number, raw in enumerate(line_feed_lines(sys.stdin.buffer), 1):
-        if number == 1 and (compressed := compression(raw[:4])):
-            # Its bytes were translated line by line as text, a warning per line.
-            raise NMTError(f"stdin is {compressed[0]}-compressed data, not text: decompress it first "
-                           f"({compressed[1]} FILE | nmt ...)")
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            not_utf8(f"stdin line {number} is not UTF-8 (byte {err.start}): its bad bytes are read as U+FFFD")
-            yield raw.decode("utf-8", errors="replace")
-    not_utf8.summarize()
-
-
-def _warn_of_whole_files(lines: Iterable[str], tabs_expected: bool = False) -> Iterator[str]:
-    """`lines` as they are, with one warning if the first that holds text has a TAB (unless `tabs_expected`, as
-    --tab-constraints reads them): `cat test.tsv | nmt translate` translates each source<TAB>target line whole (the
-    TAB read as a space), its target too; or starts as IWSLT's or WMT's tagged text (a test set's XML), whose markup
-    lines would be translated as sentences."""
-    from nmt.data.tagged_text import tagging
-
-    checked = False
-    for number, line in enumerate(lines, 1):
-        if not checked and line.strip():
-            checked = True
-            if "\t" in line and not tabs_expected:
-                warn(f"stdin line {number} holds a TAB, which is read as a space: a source<TAB>target file? "
-                     "Translate its first column: cut -f1 FILE | nmt translate")
-            elif tagging(line):
-                warn(f"stdin line {number} starts IWSLT's or WMT's tagged text (a test set's XML?): every line is "
-                     "translated as it is, markup too. nmt evaluate --src FILE --ref REF reads its sentences and "
-                     "writes their translations")
-        yield line
-
-
-def _warn_of_the_other_language(lines: Iterable[str], languages: tuple[str, str]) -> Iterator[str]:
-    """`lines` as they are (a stream's, not held back), with one warning if the first of them read as the run's
-    target language by their commonest words (nmt/data/function_words.py): the other side's text, or a run of the
-    other direction, translated into noise with no word of why."""
-    from nmt.data.function_words import WordTally
-    from nmt.data.writing_systems import SAMPLE
-
-    tally, undecided = WordTally(languages), True
-    for number, line in enumerate(lines, 1):
-        if undecided and number <= SAMPLE:
-            tally.add(line)
-            verdict = tally.reads_as()
-            undecided = verdict is None
-            if verdict == languages[1]:
-                warn(f"the input reads as {languages[1]} (by its commonest words), but the run translates "
-                     f"{languages[0]}→{languages[1]}: the other side's text, or a run of the other direction?")
-        yield line
-
-
-def _argument_text(argument: str) -> str:
-    """A command-line argument as text: bytes that were not UTF-8 (kept by Python as surrogate escapes) become
-    U+FFFD, as on stdin."""
-    return os.fsencode(argument).decode("utf-8", errors="replace")
 
 
 def _save_heatmap(result, path: Path) -> None:
@@ -491,7 +426,7 @@ def score(run: Optional[Path] = RunOption,
     settings = {**_decode_settings(sets, {"length_penalty": length_penalty}), "patient_stop": False}
     scorer = open_engine(engine, run, checkpoint, model, device, settings, warn=warn, ensemble=ensemble or [])
     if src is None:
-        pairs = pairs_of_lines(_stdin_lines())
+        pairs = pairs_of_lines(stdin_lines())
     else:
         from nmt.evaluate import read_lines, refuse_swapped
 
