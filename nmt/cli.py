@@ -386,7 +386,8 @@ def serve(run: Optional[Path] = RunOption,
     """
     engine = _check_run_first(engine, run, checkpoint, model)
     from nmt.engines import open_engine
-    from nmt.serve import allowed_host_name, check_bind_address, host_address, run_server
+    from nmt.serve import run_server
+    from nmt.serve_hosts import allowed_host_name, check_bind_address, host_address
 
     allow_host = [allowed_host_name(name) for name in allow_host or []]
     host = host_address(host)

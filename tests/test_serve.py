@@ -17,7 +17,8 @@ pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[s
 pytest.importorskip("httpx", reason="httpx (FastAPI's test client) not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from nmt.serve import Limits, create_app  # noqa: E402
+from nmt.serve import create_app  # noqa: E402
+from nmt.serve_scheduler import Limits  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
@@ -453,7 +454,7 @@ def _ipv6_loopback() -> bool:
 
 def test_an_ipv6_host_in_brackets_is_served_as_urls_write_it():
     """`--host [::1]` (as the server's own line and every URL write it) was "not an address of this machine"."""
-    from nmt.serve import check_bind_address, host_address, server_url
+    from nmt.serve_hosts import check_bind_address, host_address, server_url
 
     assert host_address("[::1]") == "::1" and host_address("::1") == "::1"
     assert host_address("localhost") == "localhost" and host_address("[fe80::1%eth0]") == "fe80::1%eth0"
@@ -468,7 +469,7 @@ def test_a_port_below_1024_for_a_user_says_whose_it_is(monkeypatch):
     """`nmt serve --port 80` as a user said "Permission denied" alone. Root may bind it, so the refusal is made."""
     import errno
 
-    import nmt.serve as serve
+    import nmt.serve_hosts as serve
 
     class Unprivileged(socket.socket):
         def bind(self, address):

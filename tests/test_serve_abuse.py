@@ -18,8 +18,9 @@ pytest.importorskip("fastapi", reason="FastAPI not installed (pip install 'nmt[s
 from fastapi.testclient import TestClient  # noqa: E402
 
 from nmt.errors import NMTError  # noqa: E402
-from nmt.serve import (Limits, allowed_host_name, allowed_hosts, chunk_sentences, create_app,  # noqa: E402
-                       exposure_notice, host_of, server_url)
+from nmt.serve import create_app  # noqa: E402
+from nmt.serve_hosts import allowed_host_name, allowed_hosts, exposure_notice, host_of, server_url  # noqa: E402
+from nmt.serve_scheduler import Limits, chunk_sentences  # noqa: E402
 
 GOOD = {"sentences": ["I have two cats."], "beam": 2}
 
