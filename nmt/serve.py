@@ -20,6 +20,7 @@ What keeps it standing when a client misbehaves:
   not done twice;
 - bad input is a 4xx with a reason (inf/NaN in the JSON included), never a 500; on loopback the Host header must
   name this machine (DNS rebinding), other names only with --allow-host.
+The queue is `nmt.serve_scheduler`, the socket and the Host names `nmt.serve_hosts`; this module is the app.
 """
 
 

@@ -1,4 +1,6 @@
 """`nmt train`: a Trainer whose `train` loop reads top to bottom; setup, validation and checkpoints are methods.
+What each update reads is `nmt.data.feed`, what a validation scores `nmt.validation`, where training stands
+`nmt.progress`.
 
     trainer = Trainer(cfg, run, data_dir)   # setup: data, model, optimizer, resume
     progress = trainer.train()             # batch → forward under autocast → backward → clip → step → log
