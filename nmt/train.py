@@ -284,8 +284,8 @@ class Trainer:
         if self.ctx.is_main:
             self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
                                       self.device, self.dtype, self.ctx.world_size))
-            if len(self.feed.epoch_data) > 1:
-                draws = len(self.feed.epoch_data)
+            draws = len(self.feed.epoch_data)
+            if draws > 1:
                 self.log(f"subword regularization: the training pairs in {draws} drawn segmentations "
                          f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod {draws}")
             self.log(f"MFU relative to {peak:.3g} TFLOP/s ({source})")  # 3 figures: an emulated bf16 peak is ~0.001

@@ -24,6 +24,11 @@ def _feed(pairs, rank=0, world_size=1, **train) -> TrainingFeed:
                         pin_memory=False)
 
 
+def _updates_per_epoch(pairs, world_size=1, **train) -> int:
+    """Counted from the plans themselves (an epoch's end stops them at max_epochs 1), not from planned_steps."""
+    return len(list(_feed(pairs, 0, world_size, max_epochs=1, **train).update_plans(0, 0, 10 ** 6)))
+
+
 def _sentences(plan) -> list[int]:
     return [int(i) for micro_batch in plan.micro_batches for i in micro_batch]
 
@@ -31,7 +36,8 @@ def _sentences(plan) -> list[int]:
 def test_ranks_read_disjoint_batches_that_cover_the_epoch_and_agree_on_where_it_stands():
     pairs = _pairs()
     feeds = [_feed(pairs, rank, 2, accum_steps=2) for rank in range(2)]
-    updates = feeds[0].planned_steps() // feeds[0].cfg.max_epochs  # one epoch's
+    updates = _updates_per_epoch(pairs, 2, accum_steps=2)  # a rank's, the same for both
+    assert feeds[0].planned_steps() == updates * feeds[0].cfg.max_epochs  # the bar's total counts a rank's share
     plans = [list(feed.update_plans(0, 0, updates)) for feed in feeds]
     seen = [i for rank_plans in plans for plan in rank_plans for i in _sentences(plan)]
     assert len(seen) == len(set(seen))  # no sentence read twice in the epoch, by one rank or by both
@@ -43,11 +49,12 @@ def test_ranks_read_disjoint_batches_that_cover_the_epoch_and_agree_on_where_it_
 
 
 def test_plans_resume_where_they_stood_and_epochs_shuffle_anew():
-    feed = _feed(_pairs())
+    pairs = _pairs()
+    feed = _feed(pairs)
     whole = list(feed.update_plans(0, 0, 12))
     resumed = list(feed.update_plans(whole[4].epoch, whole[4].batch_in_epoch, 7))
     assert [_sentences(p) for p in resumed] == [_sentences(p) for p in whole[5:]]
-    per_epoch = feed.planned_steps() // feed.cfg.max_epochs
+    per_epoch = _updates_per_epoch(pairs)
     first, second = (list(feed.update_plans(epoch, 0, per_epoch)) for epoch in (0, 1))
     assert [_sentences(p) for p in first] != [_sentences(p) for p in second]
     assert {p.planned_in for p in second} == {1}
@@ -55,7 +62,7 @@ def test_plans_resume_where_they_stood_and_epochs_shuffle_anew():
 
 def test_planned_steps_end_at_max_epochs_and_an_epoch_too_small_for_an_update_is_refused():
     pairs = _pairs()
-    per_epoch = _feed(pairs).planned_steps() // TrainConfig().max_epochs
+    per_epoch = _updates_per_epoch(pairs)
     assert _feed(pairs, max_epochs=3).planned_steps() == 3 * per_epoch
     assert _feed(pairs, max_epochs=3, max_steps=5).planned_steps() == 5
     assert len(list(_feed(pairs, max_epochs=2).update_plans(0, 0, 10 ** 6))) == 2 * per_epoch
