@@ -100,6 +100,20 @@ def oversubscribed_threads_warning(threads: int, cpus: int) -> str:
             f"threads wait on each other at every kernel and slow training (train.threads: {cpus}, or 0)")
 
 
+def set_training_threads(threads: int, device: torch.device) -> str:
+    """torch's intra-op threads for training: train.threads where set, else its default capped at the usable CPUs
+    on a CPU. Returns what to say of it ("" for nothing)."""
+    if threads:
+        torch.set_num_threads(threads)
+        oversubscribed = oversubscribed_threads_warning(threads, usable_cpus())
+        return oversubscribed and f"warning: {oversubscribed}"
+    if device.type == "cpu" and (capped := cap_threads_at_usable_cpus()):
+        return (f"train.threads 0: torch's default of {capped[0]} threads is more than the "
+                f"{counted(capped[1], 'CPU')} this process may use (its affinity or CPU quota): training with "
+                f"{capped[1]}")
+    return ""
+
+
 def context_in_background(device: torch.device) -> threading.Thread | None:
     """Starts making a GPU's context on a thread (the driver's state and the first allocation: seconds) while this
     thread goes on with Python work, which the driver's calls do not block. Join it before this thread's first use

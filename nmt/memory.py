@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, TrainConfig
 from nmt.errors import NMTError
 
 GIB = 2**30
@@ -82,6 +82,19 @@ def check_fits(what: str, needed: int, device: torch.device, hint: str) -> None:
     if needed > free:
         raise NMTError(f"{what} needs at least {needed / GIB:,.1f} GiB but {device.type} has {free / GIB:,.1f} GiB "
                        f"available; {hint}")
+
+
+def check_training_fits(parameters: int, model: ModelConfig, train: TrainConfig, target_vocab: int,
+                        device: torch.device) -> None:
+    """Refuse a model, or packed rows' attention masks, that cannot fit the device, before either is allocated."""
+    check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {train.max_tokens})",
+               training_bytes(parameters, model, train.max_tokens, target_vocab, bool(train.ema_decay)), device,
+               "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
+    if train.pack_length and train.packed_attention == "sdpa":  # flex's block masks grow as the row does
+        check_fits(f"attention masks of packed rows (train.pack_length {train.pack_length}, train.max_tokens "
+                   f"{train.max_tokens})", packed_mask_bytes(train.pack_length, train.max_tokens), device,
+                   "lower train.pack_length (rows of 128 to 1,024 positions pack sentences as well) or use "
+                   "train.packed_attention: flex")
 
 
 def decode_rows_that_fit(bytes_per_row: int, device: torch.device, share: float = 0.5) -> int:

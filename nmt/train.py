@@ -27,9 +27,9 @@ from tqdm import tqdm
 
 from nmt import PROCESS_STARTED, __version__
 from nmt.background_validation import BackgroundValidation, Validated
-from nmt.checkpoint import BackgroundWriter, capture_rng_state, restore_rng_state, snapshot
+from nmt.checkpoint import BackgroundWriter, capture_rng_state, snapshot
 from nmt.compile_model import compile_for_training, compiler_failures_explained
-from nmt.config import Config, from_dict, to_dict
+from nmt.config import Config, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import Batch
 from nmt.data.dataset import ParallelArrays, load_arrays, load_drawn_training_arrays
@@ -38,20 +38,20 @@ from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.sources import resolve_normalizer
 from nmt.data.tokenizer import Tokenizers, same_vocabulary
-from nmt.device import (autocast, autocast_dtype, cap_threads_at_usable_cpus, context_in_background,
-                        oversubscribed_threads_warning, pick_device, training_attention_kernels, usable_cpus)
+from nmt.device import (autocast, autocast_dtype, context_in_background, pick_device, set_training_threads,
+                        training_attention_kernels)
 from nmt.distributed import setup_distributed, teardown_distributed, torchrun_layout
-from nmt.errors import NMTError, counted
+from nmt.errors import NMTError
 from nmt.finetune import check_parent_shape, load_parent_weights, starting_from, with_borrowed_tokenizer
 from nmt.graphed_update import WARMUP_UPDATES, GraphedUpdate
-from nmt.memory import check_fits, count_parameters, packed_mask_bytes, training_bytes
+from nmt.memory import check_training_fits, count_parameters
 from nmt.models import build_model
 from nmt.models.base import set_loss_block_rows
-from nmt.models.builder import checkpoint_model_args, upgrade_state_dict
+from nmt.models.builder import checkpoint_model_args
 from nmt.models.rnn_encoder import capture_recurrences
-from nmt.optim import (TrainingClock, make_optimizer, make_scheduler, resume_schedule,
-                       scheduler_steps_per_update)
-from nmt.progress import METRIC_NAMES, Progress, finished_reason, improves, steps_within_budget
+from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
+from nmt.progress import Progress, finished_reason, improves, steps_within_budget
+from nmt.resume import TrainingParts, restore_training
 from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
 from nmt.stop_request import StopRequest
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
@@ -86,21 +86,7 @@ class Trainer:
         self.startup = StartupParts()  # imports end here
         self.resuming = run.checkpoint_path(CheckpointKind.LAST).is_file()  # as when this training was asked for
         self.ctx = setup_distributed(cfg.train.device)
-        self.device = pick_device(cfg.train.device, self.ctx.local_rank)
-        if cfg.train.packed_attention == "flex" and self.device.type != "cuda":  # `device: auto` resolved, too
-            raise NMTError(f"train.packed_attention flex trains on a GPU only (FlexAttention has no backward on a "
-                           f"CPU); this run's device is {self.device.type}")
-        if self.device.type == "cpu":
-            limit_onednn_cache(cfg.train.onednn_cache)  # before the first matmul (nmt.cpu_memory)
-        if cfg.train.threads:
-            oversubscribed = oversubscribed_threads_warning(cfg.train.threads, usable_cpus())
-            if oversubscribed and self.ctx.is_main:
-                self.log(f"warning: {oversubscribed}")
-            torch.set_num_threads(cfg.train.threads)
-        elif self.device.type == "cpu" and (capped := cap_threads_at_usable_cpus()) and self.ctx.is_main:
-            self.log(f"train.threads 0: torch's default of {capped[0]} threads is more than the "
-                     f"{counted(capped[1], 'CPU')} this process may use (its affinity or CPU quota): training with "
-                     f"{capped[1]}")
+        self.device = self._pick_device()
         self.prepared = self._prepare_data(data_dir, url)
         seed_everything(cfg.train.seed + self.ctx.rank)
         self.tokenizers = Tokenizers.from_dir(self.prepared)
@@ -111,32 +97,7 @@ class Trainer:
         vocab = self.vocab = (self.tokenizers.source.get_piece_size(), self.tokenizers.target.get_piece_size(),
                               self.tokenizers.joint)
         self.model_args = checkpoint_model_args(cfg.model, *vocab)
-        # Four start-up parts of their own, so that a GPU's start says which seconds to shorten (the H200's lease:
-        # 4.7-7.0 s for the four together): the parameter count on the meta device (torch imports its compiler there,
-        # ~1 s on a 2-core CPU, at the first function that turns it off; the optimizer's first parameter group would
-        # otherwise), what is left of the wait for the GPU's context, the weights' initialization on the host, and
-        # their copy to the device.
-        parameters = self.parameter_count = count_parameters(lambda: build_model(cfg.model, *vocab))
-        self.startup.mark("parameter_count")
-        if context is not None:
-            context.join()
-        check_fits(f"training the model ({parameters:,} parameters, AdamW, train.max_tokens {cfg.train.max_tokens})",
-                   training_bytes(parameters, cfg.model, cfg.train.max_tokens, vocab[1], bool(cfg.train.ema_decay)),
-                   self.device,
-                   "shrink model.embed_dim, model.ff_dim, model.hidden_size or model.num_layers, or train.max_tokens")
-        if cfg.train.pack_length and cfg.train.packed_attention == "sdpa":  # flex's block masks grow as the row does
-            check_fits(f"attention masks of packed rows (train.pack_length {cfg.train.pack_length}, train.max_tokens "
-                       f"{cfg.train.max_tokens})", packed_mask_bytes(cfg.train.pack_length, cfg.train.max_tokens),
-                       self.device, "lower train.pack_length (rows of 128 to 1,024 positions pack sentences as well) "
-                       "or use train.packed_attention: flex")
-        self.startup.mark("device_context")
-        model = build_model(cfg.model, *vocab)
-        self.startup.mark("model_init")
-        self.model = model.to(self.device)
-        set_loss_block_rows(self.model, cfg.train.loss_block_rows)
-        if cfg.train.packed_attention == "flex":  # the config refused it off packed rows and with attention dropout
-            self.model.packed_attention = "flex"
-        self.startup.mark("model_to_device")
+        self.model = self._build_model(context)
         self.init_record = None  # fine-tuning: where the first weights came from (env.json)
         self.tensorboard: TensorBoardLog | None = None  # train.tensorboard, rank 0's, opened in setup
         if cfg.train.init_from and not self.resuming:
@@ -156,28 +117,70 @@ class Trainer:
         self.timer = StepTimer(self.device)
         self.graphed_update: GraphedUpdate | None = None  # train.cuda_graph on a GPU (made in setup)
         self.background: BackgroundValidation | None = None  # train.eval_in_background, on rank 0 (made in setup)
-        # Captured updates need one GPU outside torchrun (its collectives are not captured); elsewhere
-        # train.cuda_graph trains eagerly.
-        self.captures_updates = cfg.train.cuda_graph and self.device.type == "cuda" and not self.ctx.enabled
-        if cfg.train.cuda_graph and not self.captures_updates:
-            where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
-            how = "eagerly"
-            if not cfg.train.compile:  # a compiled update still wants its static shapes
-                cfg = self.cfg = eager_layout(cfg)  # the settings in force: what config.yaml and checkpoints keep
-                how += ", on token buckets (the static batch layout was for the captured update)"
-            if self.ctx.is_main:
-                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run {how}")
+        self.captures_updates = self._captures_updates()  # may switch self.cfg to the eager batch layout
         self.writer = BackgroundWriter()  # checkpoints are written while training goes on
         self.first_nonfinite = torch.zeros((), dtype=torch.long, device=self.device)  # step; 0: none this session
         # On a CPU, memory held for earlier batch shapes goes back to the OS (nmt.cpu_memory).
         self.trim_heap = heap_trimmer_for(self.device)
         # With data.subword_alpha, epoch e reads the training pairs in their drawn segmentation e mod the draws.
         epoch_data = load_drawn_training_arrays(self.prepared, vocab[:2]) or [self.train_data]
-        self.feed = TrainingFeed(epoch_data, cfg.train, self.ctx.rank, self.ctx.world_size,
-                                 static_layout=cfg.train.compile or self.captures_updates,
+        self.feed = TrainingFeed(epoch_data, self.cfg.train, self.ctx.rank, self.ctx.world_size,
+                                 static_layout=self.cfg.train.compile or self.captures_updates,
                                  takes_source_lengths=self.model.takes_source_lengths,
                                  pin_memory=self.device.type == "cuda")
         self.startup.mark("optimizer_and_arrays")
+
+    def _pick_device(self) -> torch.device:
+        """This rank's device, with its threads set (and on a CPU oneDNN's cache bounded) before the first matmul."""
+        train = self.cfg.train
+        device = pick_device(train.device, self.ctx.local_rank)
+        if train.packed_attention == "flex" and device.type != "cuda":  # `device: auto` resolved, too
+            raise NMTError(f"train.packed_attention flex trains on a GPU only (FlexAttention has no backward on a "
+                           f"CPU); this run's device is {device.type}")
+        if device.type == "cpu":
+            limit_onednn_cache(train.onednn_cache)  # nmt.cpu_memory
+        said = set_training_threads(train.threads, device)
+        if said and self.ctx.is_main:
+            self.log(said)
+        return device
+
+    def _build_model(self, context) -> nn.Module:
+        """The model on the device, once it is known to fit. Four start-up parts of their own, so that a GPU's start
+        says which seconds to shorten (the H200's lease: 4.7-7.0 s for the four together): the parameter count on the
+        meta device (torch imports its compiler there, ~1 s on a 2-core CPU, at the first function that turns it off;
+        the optimizer's first parameter group would otherwise), what is left of the wait for the GPU's `context`, the
+        weights' initialization on the host, and their copy to the device."""
+        cfg, vocab = self.cfg, self.vocab
+        parameters = self.parameter_count = count_parameters(lambda: build_model(cfg.model, *vocab))
+        self.startup.mark("parameter_count")
+        if context is not None:
+            context.join()
+        check_training_fits(parameters, cfg.model, cfg.train, vocab[1], self.device)
+        self.startup.mark("device_context")
+        model = build_model(cfg.model, *vocab)
+        self.startup.mark("model_init")
+        model = model.to(self.device)
+        set_loss_block_rows(model, cfg.train.loss_block_rows)
+        if cfg.train.packed_attention == "flex":  # the config refused it off packed rows and with attention dropout
+            model.packed_attention = "flex"
+        self.startup.mark("model_to_device")
+        return model
+
+    def _captures_updates(self) -> bool:
+        """Whether train.cuda_graph captures updates: on one GPU outside torchrun (its collectives are not
+        captured). Elsewhere updates run eagerly, and uncompiled on token buckets: `self.cfg` then holds the eager
+        batch layout, the settings in force that config.yaml and the checkpoints keep."""
+        cfg = self.cfg
+        captures = cfg.train.cuda_graph and self.device.type == "cuda" and not self.ctx.enabled
+        if cfg.train.cuda_graph and not captures:
+            where = "under torchrun (its collectives are not captured)" if self.ctx.enabled else "on the CPU"
+            how = "eagerly"
+            if not cfg.train.compile:  # a compiled update still wants its static shapes
+                self.cfg = eager_layout(cfg)
+                how += ", on token buckets (the static batch layout was for the captured update)"
+            if self.ctx.is_main:
+                self.log(f"train.cuda_graph: no CUDA graph {where}: updates run {how}")
+        return captures
 
     def _prepare_data(self, data_dir: Path, url: str | None) -> Path:
         if self.ctx.is_main:  # rank 0 downloads and prepares; the others wait, then find the result
@@ -213,22 +216,43 @@ class Trainer:
     # --- setup on the locked run directory ------------------------------------------------------------------------
     def setup(self) -> None:
         """Resume if the run has a last checkpoint, (re)write the run directory, wrap the model for training."""
-        run = self.run
         if self.ctx.is_main:
-            run.clean_stale_temp_files()
-        if run.checkpoint_path(CheckpointKind.LAST).is_file():
+            self.run.clean_stale_temp_files()
+        if self.run.checkpoint_path(CheckpointKind.LAST).is_file():
             self._resume()
-        if self.ctx.is_main:  # on resume too: config.yaml then shows the settings in force (e.g. a raised max_steps)
-            run.initialize(self.cfg, self.prepared, self.device, self.ctx.world_size, self.init_record)
-            dropped = run.metrics.trim_after(self.progress.step)
-            if dropped:
-                self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
-            if self.cfg.train.tensorboard:  # rewritten from the trimmed log: what metrics.jsonl holds, once
-                earlier = run.metrics.records() if run.metrics.path.is_file() else []
-                self.tensorboard = TensorBoardLog(run.tensorboard_path, earlier)
-                self.log(f"TensorBoard scalars in {run.tensorboard_path} (tensorboard --logdir "
-                         f"{run.directory.parent})")
+        if self.ctx.is_main:
+            self._write_run_directory()
         self.startup.mark("resume_and_run_directory")
+        self._wrap_for_training()
+        self.startup.mark("compile_and_graphs")  # wrapped only: compiling and capturing come with the first updates
+        self.dev_set = load_dev_set(self.prepared, self.vocab[:2], self.cfg.train, self.device.type == "cpu",
+                                    self.log)
+        self.translator = self._validation_translator()
+        peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
+        self.peak_flops = peak * 1e12
+        self.update_flops = UpdateFlops(self.model)
+        if self.ctx.is_main:
+            # 3 figures: an emulated bf16 peak is ~0.001
+            self._say_what_trains(f"MFU relative to {peak:.3g} TFLOP/s ({source})")
+        self.startup.mark("validation_and_flops")
+
+    def _write_run_directory(self) -> None:
+        """Rank 0's: config.yaml and env.json (on resume too: config.yaml then shows the settings in force, e.g. a
+        raised max_steps), the metrics log trimmed to the resumed step, TensorBoard's event files."""
+        run = self.run
+        run.initialize(self.cfg, self.prepared, self.device, self.ctx.world_size, self.init_record)
+        dropped = run.metrics.trim_after(self.progress.step)
+        if dropped:
+            self.log(f"dropped {dropped} metrics records written after the step-{self.progress.step} checkpoint")
+        if self.cfg.train.tensorboard:  # rewritten from the trimmed log: what metrics.jsonl holds, once
+            earlier = run.metrics.records() if run.metrics.path.is_file() else []
+            self.tensorboard = TensorBoardLog(run.tensorboard_path, earlier)
+            self.log(f"TensorBoard scalars in {run.tensorboard_path} (tensorboard --logdir {run.directory.parent})")
+
+    def _wrap_for_training(self) -> None:
+        """The model as updates call it: under DistributedDataParallel with several ranks, compiled under
+        train.compile, and under train.cuda_graph one captured update per batch shape."""
+        cfg = self.cfg.train
         self.train_model = self.model
         self.cuda_graphs = False
         self.gradients_in_place = False  # see keep_gradients_in_place
@@ -236,29 +260,28 @@ class Trainer:
         if self.ctx.enabled:
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        if self.cfg.train.compile:
+        if cfg.compile:
             widths = self.feed.width_count() if self.feed.static_shapes else None
-            compiled = compile_for_training(self.model, self.train_model, self.cfg.train, self.device, widths,
+            compiled = compile_for_training(self.model, self.train_model, cfg, self.device, widths,
                                             self.log if self.ctx.is_main else None)
             self.train_model, self.cuda_graphs = compiled.model, compiled.cuda_graphs
             self.compile_guard = compiler_failures_explained
-        if self.cuda_graphs and self.cfg.train.accum_steps > 1:
+        if self.cuda_graphs and cfg.accum_steps > 1:
             self.keep_gradients_in_place()
         if self.captures_updates:
             self.keep_gradients_in_place()  # every graph adds into the same buffers
             capture_recurrences(self.model)
             self.graphed_update = GraphedUpdate(self.device_update, self.optimizer, self.device)
             # An update's shape is its micro-batches' widths together: up to widths ** accum_steps graphs.
-            shapes = self.feed.width_count() ** self.cfg.train.accum_steps if self.feed.static_shapes else 1
+            shapes = self.feed.width_count() ** cfg.accum_steps if self.feed.static_shapes else 1
             self.log(f"train.cuda_graph: the first {WARMUP_UPDATES} updates and each batch shape's first run "
                      f"eagerly, then that shape's update is one replayed CUDA graph ("
                      f"{f'up to {shapes} shapes' if shapes > 1 else '1 shape'})")
-        self.startup.mark("compile_and_graphs")  # wrapped only: compiling and capturing come with the first updates
-        self.dev_set = load_dev_set(self.prepared, self.vocab[:2], self.cfg.train, self.device.type == "cpu",
-                                    self.log)
-        # What validation scores: the model itself, or (train.eval_in_background) a copy that a thread validates
-        # while training goes on.
-        validated = kept = self.kept_model  # the average of the weights under train.ema_decay
+
+    def _validation_translator(self) -> Translator:
+        """What validation decodes with: the model itself (its average under train.ema_decay), or under
+        train.eval_in_background a copy that a thread validates while training goes on."""
+        validated = kept = self.kept_model
         if self.cfg.train.eval_in_background and self.ctx.is_main:
             if self.device.type == "cpu" and self.dtype == torch.bfloat16:
                 # Training switches SDPA's kernels at every update there (training_attention_kernels), a process-wide
@@ -276,23 +299,20 @@ class Trainer:
                 self.background = BackgroundValidation(kept, validated, self.validate, self.device)
                 self.log("train.eval_in_background: each validation scores a copy of the weights while training "
                          "goes on; its outcome counts at the next validation or checkpoint")
-        self.translator = Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),  # its languages too
-                                     validation_decode(self.cfg, self.device), self.device, self.dtype, config=self.cfg)
-        peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
-        self.peak_flops = peak * 1e12
-        self.update_flops = UpdateFlops(self.model)
-        if self.ctx.is_main:
-            self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
-                                      self.device, self.dtype, self.ctx.world_size))
-            draws = len(self.feed.epoch_data)
-            if draws > 1:
-                self.log(f"subword regularization: the training pairs in {draws} drawn segmentations "
-                         f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod {draws}")
-            self.log(f"MFU relative to {peak:.3g} TFLOP/s ({source})")  # 3 figures: an emulated bf16 peak is ~0.001
-            if self.average is not None:
-                self.log(f"train.ema_decay {self.average.decay:g}: validation, best.pt and the checkpoints hold an "
-                         f"exponential moving average of the weights (last.pt the trained ones too)")
-        self.startup.mark("validation_and_flops")
+        return Translator(validated, self.tokenizers, resolve_normalizer(self.cfg.data),  # its languages too
+                          validation_decode(self.cfg, self.device), self.device, self.dtype, config=self.cfg)
+
+    def _say_what_trains(self, peak_line: str) -> None:
+        self.log(training_summary(self.cfg, self.parameter_count, self.tokenizers, len(self.train_data),
+                                  self.device, self.dtype, self.ctx.world_size))
+        draws = len(self.feed.epoch_data)
+        if draws > 1:
+            self.log(f"subword regularization: the training pairs in {draws} drawn segmentations "
+                     f"(data.subword_alpha {self.cfg.data.subword_alpha:g}), epoch e on draw e mod {draws}")
+        self.log(peak_line)
+        if self.average is not None:
+            self.log(f"train.ema_decay {self.average.decay:g}: validation, best.pt and the checkpoints hold an "
+                     f"exponential moving average of the weights (last.pt the trained ones too)")
 
     def keep_gradients_in_place(self) -> None:
         """Gradients in buffers of their own, zeroed in place at each update instead of dropped. Under CUDA
@@ -307,67 +327,14 @@ class Trainer:
                 parameter.grad = torch.zeros_like(parameter)
 
     def _resume(self) -> None:
-        # On the CPU: RNG states must stay CPU tensors; load_state_dict copies weights onto the model's device.
         say = self.log if self.ctx.is_main else lambda _: None  # every rank resumes; rank 0 speaks for them
         path = self.run.checkpoint_path(CheckpointKind.LAST)
         state = self.run.load_training(path)
         for warning in self.run.check_resumable(state.config, self.cfg):
             say(f"warning: {warning}")
-        averaged = state.trained_model is not None  # saved under train.ema_decay: `model` is the average
-        try:
-            self.model.load_state_dict(upgrade_state_dict(state.trained_model if averaged else state.model))
-            if self.average is not None and averaged:
-                self.average.model.load_state_dict(upgrade_state_dict(state.model))
-            self.optimizer.load_state_dict(state.optimizer)
-            for group in self.optimizer.param_groups:  # as a train.cuda_graph run saves them (see GraphedUpdate)
-                group["lr"], group["capturable"] = float(group["lr"]), False
-            changed = resume_schedule(self.optimizer, self.scheduler, state.scheduler, from_dict(state.config).train,
-                                      self.cfg.train, state.progress["step"])
-            self.scaler.load_state_dict(state.scaler)
-        except (KeyError, RuntimeError, ValueError, TypeError) as err:
-            raise NMTError(f"{path} does not fit this model: {str(err).splitlines()[0]}") from None
-        for line in changed:
-            say(line)
-        rng = state.rng
-        if isinstance(rng, list):  # one state per rank (newer checkpoints)
-            if len(rng) != self.ctx.world_size:
-                say(f"warning: checkpoint holds {len(rng)} ranks' RNG states, this run has "
-                    f"{self.ctx.world_size}: dropout after resume differs from an uninterrupted run")
-            rng = rng[self.ctx.rank % len(rng)]
-        restore_rng_state(rng, self.device)
-        fields = {f.name for f in dataclasses.fields(Progress)}
-        self.progress = Progress(**{k: v for k, v in state.progress.items() if k in fields})
-        say(f"resuming {self.run.directory} from step {self.progress.step}")
-        self._carry_best_metric(say)
-        self._carry_average(averaged, say)
-
-    def _carry_average(self, saved: bool, say: Callable[[str], None]) -> None:
-        """The resumed average goes on with its update count; train.ema_decay set or unset since, it starts from the
-        trained weights, or ends (the trained weights are validated and saved from here on)."""
-        if self.average is not None:
-            if not saved:
-                self.average.restart_from_trained()
-                self.progress.averaged_since = self.progress.step
-                say(f"train.ema_decay {self.average.decay:g}: the average of the weights starts from the "
-                    f"weights of step {self.progress.step}")
-        elif saved and self.ctx.is_main:
-            say("train.ema_decay is 0 now: training goes on from the trained weights and validates and saves them, "
-                "not their average")
-
-    def _carry_best_metric(self, say: Callable[[str], None]) -> None:
-        """A resumed run's best score and patience count stand for the metric they were kept in: a checkpoint from
-        before train.best_metric kept dev BLEU; another metric now starts both afresh (best.pt is replaced at the
-        next validation)."""
-        p, metric = self.progress, self.cfg.train.best_metric
-        if p.best_score is None and p.best_metric == "bleu" and p.validated:
-            p.best_score = p.best_bleu
-        if p.best_metric != metric:
-            if not scheduler_steps_per_update(self.scheduler):  # its saved state compares values of the old metric
-                raise NMTError(f"this run's plateau schedule follows dev {METRIC_NAMES[p.best_metric]}: resume it "
-                               f"with train.best_metric {p.best_metric}, or start a new run for {metric}")
-            say(f"train.best_metric is {metric} now, {p.best_metric} before: best.pt and train.patience count "
-                f"from the next validation")
-            p.best_metric, p.best_score, p.evals_without_gain = metric, None, 0
+        parts = TrainingParts(self.model, self.average, self.optimizer, self.scheduler, self.scaler, self.device)
+        self.progress = restore_training(state, path, self.run.directory, parts, self.cfg, self.ctx.rank,
+                                         self.ctx.world_size, self.ctx.is_main, say)
 
     # --- the loop ---------------------------------------------------------------------------------------------------
     def train(self) -> Progress:

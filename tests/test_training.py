@@ -374,9 +374,9 @@ def test_layers_compiled_one_graph_per_kind_train_as_eager(tmp_path, monkeypatch
 
 
 def test_train_threads_past_the_usable_cpus_are_warned_of_once(tmp_path, toy_data_dir, monkeypatch):
-    import nmt.train as train_module
+    import nmt.device as device_module
 
-    monkeypatch.setattr(train_module, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(device_module, "usable_cpus", lambda: 1)
     threads = torch.get_num_threads()
     said = {}
     try:
