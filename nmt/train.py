@@ -57,7 +57,8 @@ from nmt.stop_request import StopRequest
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
                                  check_available as check_tensorboard_available)
 from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
-from nmt.training_report import StartupParts, progress_line, terminal_columns, training_summary
+from nmt.training_report import (StartupParts, progress_line, terminal_columns, train_record, training_summary,
+                                 valid_record)
 from nmt.translator import Translator
 from nmt.validation import dev_scores, load_dev_set, validation_decode
 from nmt.weight_average import WeightAverage
@@ -400,43 +401,52 @@ class Trainer:
                         self._check_nonfinite()
                     self._log_train(bar, window)
                 pause = time.perf_counter()  # validation and checkpoints are records of their own, not training
-                if self.background is not None and self.background.ready():  # recorded at once, acted on below
-                    self.take_validation(self.background.take(), waited_s=0.0)
                 # The last update, by steps or by epochs, is validated and saved like a time budget's last: the
                 # weights a run ends with have their dev BLEU, and best.pt has seen them.
                 last_update = p.step >= cfg.max_steps or p.epoch >= cfg.max_epochs
-                evaluate = p.step % cfg.eval_every == 0 or last_update or out_of_time
-                save = p.step % cfg.save_every == 0 or last_update or interrupted or out_of_time
-                if evaluate or save:
-                    self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
-                    self.wait_for_validation()
-                if evaluate:  # decoding starts from a trimmed heap and meets shapes of its own
-                    self.trim_heap(force=True)
-                    p.finished = self.evaluate_and_maybe_stop(final=last_update or out_of_time)
-                    self.trim_heap(force=True)
-                if save or p.finished:
-                    saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
-                    self.save_checkpoint()
-                    if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
-                        self.record({"type": "checkpoint", "step": p.step,
-                                     "seconds": round(time.perf_counter() - saving, 3),
-                                     "previous_write_s": previous_write_s and round(previous_write_s, 3)})
+                self._validate_and_save(last_update, interrupted, out_of_time)
                 window.started += time.perf_counter() - pause
-                if interrupted:
-                    self.writer.wait()
-                    self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
-                    break
-                if out_of_time:
-                    self.log(f"time budget of {cfg.time_budget_s:g} s spent at step {p.step}")
-                    break
-                if p.finished:
-                    if not last_update:  # patience running out on the last update stops nothing early
-                        self.log(f"stopped early at step {p.step}: {finished_reason(p, cfg, False)}")
+                if self._ends_here(last_update, interrupted, out_of_time):
                     break
                 self.timer.phase("data")
         self.timer.phase(None)
         if p.epoch >= cfg.max_epochs:
             self.log(f"{finished_reason(p, cfg, False)} at step {p.step}")
+
+    def _validate_and_save(self, last_update: bool, interrupted: bool, out_of_time: bool) -> None:
+        """After an update: a finished background validation's outcome taken, then validation and a checkpoint on
+        their cadence, and always at the end of training (`p.finished` set when patience runs out)."""
+        cfg, p = self.cfg.train, self.progress
+        if self.background is not None and self.background.ready():  # recorded at once, acted on below
+            self.take_validation(self.background.take(), waited_s=0.0)
+        evaluate = p.step % cfg.eval_every == 0 or last_update or out_of_time
+        save = p.step % cfg.save_every == 0 or last_update or interrupted or out_of_time
+        if evaluate or save:
+            self._check_nonfinite()  # never validate or save weights past a non-finite update (policy stop)
+            self.wait_for_validation()
+        if evaluate:  # decoding starts from a trimmed heap and meets shapes of its own
+            self.trim_heap(force=True)
+            p.finished = self.evaluate_and_maybe_stop(final=last_update or out_of_time)
+            self.trim_heap(force=True)
+        if save or p.finished:
+            saving, previous_write_s = time.perf_counter(), self.writer.last_seconds
+            self.save_checkpoint()
+            if self.ctx.is_main:  # training waits only for the snapshot; the write runs beside it
+                self.record({"type": "checkpoint", "step": p.step, "seconds": round(time.perf_counter() - saving, 3),
+                             "previous_write_s": previous_write_s and round(previous_write_s, 3)})
+
+    def _ends_here(self, last_update: bool, interrupted: bool, out_of_time: bool) -> bool:
+        """Whether training stops after this update, said with its reason (the step and epoch limits are the
+        loop's own end)."""
+        cfg, p = self.cfg.train, self.progress
+        if interrupted:
+            self.writer.wait()
+            self.log(f"interrupted: checkpoint saved at step {p.step}; run the same command to resume")
+        elif out_of_time:
+            self.log(f"time budget of {cfg.time_budget_s:g} s spent at step {p.step}")
+        elif p.finished and not last_update:  # patience running out on the last update stops nothing early
+            self.log(f"stopped early at step {p.step}: {finished_reason(p, cfg, False)}")
+        return interrupted or out_of_time or p.finished
 
     def _agreed_flags(self, stop_requested: bool, agree_now: bool) -> tuple[bool, bool]:
         """(a stop was requested, the time budget is spent), the same on every rank, and `self.clock` moved to the
@@ -604,15 +614,7 @@ class Trainer:
             p.evals_without_gain += 1
         if not scheduler_steps_per_update(self.scheduler):
             self.scheduler.step(value)
-        timing = {"seconds": round(time.perf_counter() - started, 3)} if started is not None else \
-            {"seconds": round(outcome.seconds, 3), "background": True, "taken_at_step": p.step,
-             "taken_time_s": round(p.elapsed_s, 3), "waited_s": round(waited_s or 0.0, 3)}
-        self.record({"type": "valid", "step": outcome.step, "epoch": outcome.epoch,
-                     "time_s": round(outcome.time_s, 3), "dev_loss": scores["dev_loss"],
-                     "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
-                     "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu,
-                     "best_metric": metric, "best_score": p.best_score, **timing,
-                     **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}})
+        self.record(valid_record(outcome, p, metric, started, waited_s))
         self.log(f"step {outcome.step}: dev loss {scores['dev_loss']:.3f}, dev BLEU {scores['bleu']:.2f} "
                  f"(best {p.best_bleu:.2f}), chrF {scores['chrf']:.2f}{p.chosen_best()}")
 
@@ -632,14 +634,9 @@ class Trainer:
             bar.refresh()
         if self.ctx.is_main and bar.disable:  # stderr is no terminal: a line instead of the bar
             print(progress_line(p.step, bar.total, figures, lr, p.elapsed_s), file=sys.stderr, flush=True)
+        step_split = self.timer.report()  # on every rank: each window's phases are read and let go
         if self.ctx.is_main:
-            self.record({"type": "train", "step": p.step, "epoch": p.epoch,
-                         "time_s": round(p.elapsed_s, 3), "loss": None if loss is None else round(loss, 4),
-                         "lr": lr, "updates": figures["updates"], "skipped_updates": figures["skipped_updates"],
-                         "tokens_per_s": round(figures["tokens_per_s"], 1),
-                         "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1),
-                         **self.timer.report(),
-                         "mfu": round(figures["mfu"], 5)})
+            self.record(train_record(p, figures, lr, step_split))
 
     def record(self, record: dict) -> None:
         """A metrics record: to metrics.jsonl, and as TensorBoard scalars under train.tensorboard. Train and valid

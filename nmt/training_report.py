@@ -1,5 +1,5 @@
-"""What training says as it goes: the summary line it starts with, where its start-up seconds went, and a log
-window as one line where stderr is no terminal."""
+"""What training says as it goes: the summary line it starts with, where its start-up seconds went, a log window as
+one line where stderr is no terminal, and the train and valid records of metrics.jsonl."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import time
 import torch
 from tqdm import tqdm
 
+from nmt.background_validation import Validated
 from nmt.config import Config
 from nmt.data.sources import languages
 from nmt.data.tokenizer import Tokenizers
 from nmt.device import EMULATED_BF16_NOTE, emulated_bf16
 from nmt.errors import counted
+from nmt.progress import Progress
 
 
 def training_summary(cfg: Config, parameters: int, tokenizers: Tokenizers, pairs: int, device: torch.device,
@@ -63,3 +65,29 @@ def progress_line(step: int, total: int, figures: dict, lr: float, elapsed_s: fl
     loss = "-" if figures["loss"] is None else f"{figures['loss']:.3f}"
     return (f"train: step {step:,}/{total:,}, loss {loss}, lr {lr:.2e}, {figures['tokens_per_s']:,.0f} tok/s, "
             f"MFU {figures['mfu']:.1%}, {tqdm.format_interval(elapsed_s)}")
+
+
+def train_record(progress: Progress, figures: dict, lr: float, step_split: dict) -> dict:
+    """A log window's record: its loss, learning rate, updates made and skipped, tokens/s (non-pad and padded), the
+    step split (`StepTimer.report`) and MFU."""
+    p, loss = progress, figures["loss"]
+    return {"type": "train", "step": p.step, "epoch": p.epoch, "time_s": round(p.elapsed_s, 3),
+            "loss": None if loss is None else round(loss, 4), "lr": lr, "updates": figures["updates"],
+            "skipped_updates": figures["skipped_updates"], "tokens_per_s": round(figures["tokens_per_s"], 1),
+            "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1), **step_split,
+            "mfu": round(figures["mfu"], 5)}
+
+
+def valid_record(outcome: Validated, progress: Progress, metric: str, started: float | None,
+                 waited_s: float | None) -> dict:
+    """A validation's record, once its outcome is taken: its scores and the best so far; its seconds (`started`: when
+    an inline validation began, its best.pt snapshot counted too), or for a background one when it was taken and how
+    long training waited for it (`waited_s`)."""
+    scores, p = outcome.scores, progress
+    timing = {"seconds": round(time.perf_counter() - started, 3)} if started is not None else \
+        {"seconds": round(outcome.seconds, 3), "background": True, "taken_at_step": p.step,
+         "taken_time_s": round(p.elapsed_s, 3), "waited_s": round(waited_s or 0.0, 3)}
+    return {"type": "valid", "step": outcome.step, "epoch": outcome.epoch, "time_s": round(outcome.time_s, 3),
+            "dev_loss": scores["dev_loss"], "dev_ppl": scores["dev_ppl"], "dev_bleu": scores["bleu"],
+            "dev_chrf": scores["chrf"], "best_bleu": p.best_bleu, "best_metric": metric, "best_score": p.best_score,
+            **timing, **{key: scores[key] for key in ("loss_s", "decode_s", "score_s")}}

@@ -126,6 +126,33 @@ def test_trainer_reads_the_agreed_clock_under_torchrun_and_its_own_alone():
     assert trainer.clock.elapsed_s == 400.0
 
 
+def test_a_rank_that_logs_nothing_still_lets_go_of_each_windows_phase_timings():
+    """Only rank 0 writes train records, but every rank's StepTimer collects each update's phases (CUDA events on a
+    GPU): a rank that never read them kept them all, a list growing by five entries an update for the whole run."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from nmt.throughput import StepTimer, ThroughputWindow
+    from nmt.train import Trainer
+
+    records = []
+    trainer = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(time_budget_s=0.0)),
+                              ctx=SimpleNamespace(is_main=False, world_size=2), progress=SimpleNamespace(step=3),
+                              optimizer=SimpleNamespace(param_groups=[{"lr": 1e-3}]),
+                              timer=StepTimer(torch.device("cpu")), log=records.append, record=records.append)
+    window = ThroughputWindow(peak_flops=1e12)
+    for _ in range(3):
+        for phase in ("data", "forward", "backward", "optimizer"):
+            trainer.timer.phase(phase)
+        trainer.timer.phase(None)
+        window.add(torch.tensor(2.0), 10, 10, 1e6)
+    bar = SimpleNamespace(set_postfix=lambda **_: None, disable=True)
+    Trainer._log_train(trainer, bar, window)
+    assert trainer.timer.pending == [] and records == []  # let go of, and nothing written by this rank
+    assert trainer.timer.report()["forward_s"] == 0.0  # the next window starts from nothing
+
+
 @pytest.mark.parametrize("environ, said", [
     ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 without RANK, MASTER_ADDR, MASTER_PORT"),
     ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' is not a whole number"),
