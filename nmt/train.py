@@ -52,7 +52,8 @@ from nmt.models.rnn_encoder import capture_recurrences
 from nmt.optim import TrainingClock, make_optimizer, make_scheduler, scheduler_steps_per_update
 from nmt.progress import Progress, finished_reason, improves, steps_within_budget
 from nmt.resume import TrainingParts, restore_training
-from nmt.run_dir import CheckpointKind, Run, TrainingLog, TrainingState, Weights
+from nmt.run_dir import CheckpointKind, Run, TrainingState, Weights
+from nmt.run_logs import TrainingLog
 from nmt.stop_request import StopRequest
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
                                  check_available as check_tensorboard_available)

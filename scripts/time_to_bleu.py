@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmt.run_dir import RECORD_TYPES, MetricsLog
+from nmt.run_logs import RECORD_TYPES, MetricsLog
 
 sys.path.insert(0, str(Path(__file__).parent))
 from results_record import write_record  # noqa: E402

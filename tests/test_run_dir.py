@@ -10,7 +10,8 @@ import yaml
 
 from nmt.config import Config, load_config
 from nmt.errors import NMTError
-from nmt.run_dir import MetricsLog, Run
+from nmt.run_dir import Run
+from nmt.run_logs import MetricsLog
 from nmt.train import train
 from tests_helpers import TOY_RUN, nmt, write_config
 

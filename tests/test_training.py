@@ -150,7 +150,7 @@ def test_signals_are_caught_before_the_start_record_says_training_began(tmp_path
                                                                           monkeypatch):
     """The interrupt tests send their signal once metrics.jsonl has a line (the start record): by then the stop
     handler must be in place, or a Ctrl-C ends the process with Python's KeyboardInterrupt and no checkpoint."""
-    from nmt.run_dir import MetricsLog
+    from nmt.run_logs import MetricsLog
 
     handlers, append = {}, MetricsLog.append
 
