@@ -22,12 +22,13 @@ from typing import Callable, Sequence
 from nmt.config import Config, DataConfig, DecodeConfig, check_n_best
 from nmt.data.normalizer import Normalizer
 from nmt.data.tokenizer import Tokenizers, is_utf8_name
+from nmt.engine_inputs import (check_overrides_fit_positions, check_target_room, count_pieces, encode_prefixes,
+                               encode_source, with_overrides)
 from nmt.errors import NMTError, RepeatedWarning, environment_settings
 from nmt.models.base import AttentionChoice
 from nmt.run_dir import EXPORT_METADATA, Run
 from nmt.search import SearchCancelled
-from nmt.translator import (Hypothesis, Translation, check_overrides_fit_positions, check_target_room, count_pieces,
-                            encode_prefixes, encode_source, with_overrides)
+from nmt.translator import Hypothesis, Translation
 
 INSTALL_HINT = "pip install 'nmt[export]' (or pip install ctranslate2)"
 # DecodeConfig.precision → CTranslate2 compute type ("default" keeps the export's own quantization).

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from nmt.data.stream import in_chunks
+from nmt.engine_inputs import TargetTooLong
 from nmt.engines import Engine
 from nmt.errors import NMTError
-from nmt.translator import Hypothesis, TargetTooLong
+from nmt.translator import Hypothesis
 
 
 @dataclass

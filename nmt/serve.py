@@ -35,13 +35,13 @@ from typing import Callable
 from nmt.config import INT64_MAX, DecodeConfig, check_n_best, sampling_overrides
 from nmt.constrained_search import MAX_PHRASES
 from nmt.data.normalizer import replace_lone_surrogates
+from nmt.engine_inputs import (check_target_room, checked_constraints, encode_prefixes, prefix_count, sum_of_lengths,
+                               with_overrides)
 from nmt.engines import Engine
 from nmt.errors import ConfigError, NMTError
 from nmt.models.base import AttentionChoice
 from nmt.serve_hosts import HostCheck, allowed_hosts, exposure_notice, server_url
 from nmt.serve_scheduler import Busy, ClientGone, Limits, Scheduler, request_costs
-from nmt.translator import (check_target_room, checked_constraints, encode_prefixes, prefix_count, sum_of_lengths,
-                            with_overrides)
 
 INSTALL_HINT = "pip install 'nmt[serve]' (or pip install fastapi uvicorn)"
 

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nmt.translator import Translator, checked_constraints, encode_prefixes  # noqa: E402
+from nmt.engine_inputs import checked_constraints, encode_prefixes  # noqa: E402
+from nmt.translator import Translator  # noqa: E402
 from results_record import write_record  # noqa: E402
 
 # A request of the server's largest default size (8 sentences), each with a prefix and three phrases to hold.

@@ -297,7 +297,7 @@ def test_a_phrase_the_vocabulary_cannot_spell_is_refused():
     """Without byte fallback an unseen character is <unk>: a phrase of it would be met by any unknown word."""
     from types import SimpleNamespace
 
-    from nmt.translator import encode_constraints
+    from nmt.engine_inputs import encode_constraints
 
     target = SimpleNamespace(encode=lambda text, out_type: [9, 0] if "漢" in text else [9], unk_id=lambda: 0)
     tokenizers, normalizer = SimpleNamespace(target=target), SimpleNamespace(target=lambda text: text)

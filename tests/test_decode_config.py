@@ -149,7 +149,7 @@ def test_sampling_with_a_beam_is_refused_naming_the_settings_given(sampling, nam
 def test_a_sampler_setting_without_sampling_is_refused_not_ignored(overrides, named):
     """Before, `--set decode.sampling_topp=0.5` alone decoded by beam search, the setting silently unused."""
     from nmt.errors import ConfigError
-    from nmt.translator import with_overrides
+    from nmt.engine_inputs import with_overrides
 
     with pytest.raises(ConfigError, match=named):
         with_overrides(DecodeConfig(), overrides)

@@ -7,7 +7,8 @@ import pytest
 
 from nmt.errors import NMTError
 from nmt.scoring import Totals, pairs_of_lines, score_stream
-from nmt.translator import TargetTooLong, Translator, runs_within
+from nmt.engine_inputs import TargetTooLong
+from nmt.translator import Translator, runs_within
 from tests_helpers import nmt, text_of_pieces, toy_parallel_corpus
 
 
