@@ -252,18 +252,11 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     if n_best is not None and show_attention:
         raise NMTError("--show-attention adds lines of its own, which an n-best list cannot hold: use one or the "
                        "other (--attention PNG works with --n-best)")
-    from nmt.config import DecodeConfig, check_n_best, sampling_overrides
-
-    overrides = _decode_settings(sets, {"beam_size": beam, "length_penalty": length_penalty,
-                                        "no_repeat_ngram_size": no_repeat_ngram, "sampling_topp": sample_topp,
-                                        "sampling_temperature": temperature, "sampling_seed": seed,
-                                        **sampling_overrides(sample_topk, sample_topp, temperature, beam)})
-    if "sampling_topk" in overrides and "beam_size" in overrides:
-        # Only where the command line fixes both the beam and whether to sample: else the run's config has a say.
-        check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
-                                               sampling_topk=overrides["sampling_topk"]))
+    overrides = _translate_overrides(sets, beam, length_penalty, no_repeat_ngram, sample_topk, sample_topp,
+                                     temperature, seed, n_best)
     engine = _check_run_first(engine, run, checkpoint, model)
-    from nmt.engines import n_best_lines, open_engine, translate_stream, with_constraints
+    from nmt.config import check_n_best
+    from nmt.engines import open_engine, translate_stream, with_constraints
     from nmt.models.base import AttentionChoice
 
     translator = open_engine(engine, run, checkpoint, model, device, overrides, warn=warn, ensemble=ensemble or [])
@@ -273,9 +266,6 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
     choice = AttentionChoice(-1 if attention_layer is None else attention_layer, attention_head)
     if translator.has_attention:
         translator.check_attention_choice(choice)
-
-    def output(index: int, result) -> str:
-        return "\n".join(n_best_lines(index, result)) if n_best else result.text
 
     want_attention = (attention is not None or show_attention) and translator.has_attention
     if (attention is not None or show_attention) and not translator.has_attention:
@@ -299,15 +289,40 @@ def translate(sentences: Optional[List[str]] = typer.Argument(None, help="Senten
                                    n_best=n_best or 1, prefix=given_prefix,
                                    attention=choice if want_attention else None, constraints=phrases,
                                    tab_constraints=tab_constraints)
+    _echo_translations(results, n_best is not None, show_attention, attention if want_attention else None)
+    translator.truncations.summarize()
+
+
+def _translate_overrides(sets: Optional[List[str]], beam: Optional[int], length_penalty: Optional[float],
+                         no_repeat_ngram: Optional[int], sample_topk: Optional[int], sample_topp: Optional[float],
+                         temperature: Optional[float], seed: Optional[int], n_best: Optional[int]) -> dict:
+    """`nmt translate`'s decode overrides from its options, an n-best list the beam cannot hold refused where the
+    command line fixes both the beam and whether to sample (else the run's config has a say, checked once open)."""
+    from nmt.config import DecodeConfig, check_n_best, sampling_overrides
+
+    overrides = _decode_settings(sets, {"beam_size": beam, "length_penalty": length_penalty,
+                                        "no_repeat_ngram_size": no_repeat_ngram, "sampling_topp": sample_topp,
+                                        "sampling_temperature": temperature, "sampling_seed": seed,
+                                        **sampling_overrides(sample_topk, sample_topp, temperature, beam)})
+    if "sampling_topk" in overrides and "beam_size" in overrides:
+        check_n_best(n_best or 1, DecodeConfig(beam_size=overrides["beam_size"],
+                                               sampling_topk=overrides["sampling_topk"]))
+    return overrides
+
+
+def _echo_translations(results: Iterable, n_best: bool, show_attention: bool, heatmap: Optional[Path]) -> None:
+    """Each translation as it comes (its n-best lines, under --n-best), with its strongest alignments under
+    --show-attention; the first sentence's heatmap saved to `heatmap`."""
+    from nmt.engines import n_best_lines
+
     for index, result in enumerate(results):
-        typer.echo(output(index, result))
+        typer.echo("\n".join(n_best_lines(index, result)) if n_best else result.text)
         if show_attention and result.attention is not None:
             strongest = result.attention.argmax(-1).tolist()
             typer.echo("  " + "  ".join(f"{t}→{result.source_pieces[s]}"
                                         for t, s in zip(result.target_pieces, strongest)))
-        if index == 0 and attention is not None and want_attention:  # the first sentence's, given or read
-            _save_heatmap(result, attention)
-    translator.truncations.summarize()
+        if index == 0 and heatmap is not None:  # the first sentence's, given or read
+            _save_heatmap(result, heatmap)
 
 
 def _decode_settings(sets: Optional[List[str]], named: dict) -> dict:
