@@ -173,27 +173,10 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
 
     @app.post("/translate")
     async def translate(request: TranslateRequest, http: Request):
+        problem = request_shape_problem(request, limits)
+        if problem is not None:
+            raise HTTPException(status_code=problem[0], detail=problem[1])
         sentences, prefixes, constraints = request.sentences, request.prefixes, request.constraints
-        if prefixes is not None and len(prefixes) != len(sentences):
-            raise HTTPException(status_code=422, detail=f"{prefix_count(len(prefixes), len(sentences))}: "
-                                                        "one per sentence (null for none)")
-        if constraints is not None and len(constraints) != len(sentences):
-            raise HTTPException(status_code=422, detail=f"constraints for {len(constraints)} sentences but "
-                                                        f"{len(sentences)} sentences: a list for each ([] for none)")
-        if any(len(phrases) > MAX_PHRASES for phrases in constraints or []):
-            raise HTTPException(status_code=422, detail=f"at most {MAX_PHRASES} constraints a sentence")
-        for what, texts in (("sentence", sentences), ("prefix", [p or "" for p in prefixes or []]),
-                            ("constraint", [c for phrases in constraints or [] for c in phrases])):
-            too_long = [i for i, s in enumerate(texts) if len(s) > limits.max_chars]
-            if too_long:
-                raise HTTPException(status_code=413, detail=f"{what} {too_long[0]} is longer than "
-                                                            f"{limits.max_chars} characters")
-            if any("\n" in s or "\r" in s for s in texts):
-                raise HTTPException(status_code=422, detail=f"one {what} per list item: no line breaks inside")
-        if not request.attention and (request.layer is not None or request.head is not None):
-            # Else the layer or head would be ignored and the answer hold no attention: the client meant to ask for it.
-            raise HTTPException(status_code=422, detail='"layer" and "head" choose which attention "attention": '
-                                                        'true returns: add it')
         choice = None
         if request.attention and engine.has_attention:
             choice = AttentionChoice(-1 if request.layer is None else request.layer, request.head)
@@ -232,6 +215,30 @@ def create_app(engine: Engine, limits: Limits = Limits(), hosts: set[str] | None
         return resources.files("nmt").joinpath("static/index.html").read_text(encoding="utf-8")
 
     return app
+
+
+def request_shape_problem(request, limits: Limits) -> tuple[int, str] | None:
+    """(HTTP status, detail) for a request whose lists do not pair up with its sentences, whose texts are too long or
+    hold line breaks, or that chooses an attention layer or head without asking for attention; None when none."""
+    sentences, prefixes, constraints = request.sentences, request.prefixes, request.constraints
+    if prefixes is not None and len(prefixes) != len(sentences):
+        return 422, f"{prefix_count(len(prefixes), len(sentences))}: one per sentence (null for none)"
+    if constraints is not None and len(constraints) != len(sentences):
+        return 422, (f"constraints for {len(constraints)} sentences but {len(sentences)} sentences: a list for each "
+                     "([] for none)")
+    if any(len(phrases) > MAX_PHRASES for phrases in constraints or []):
+        return 422, f"at most {MAX_PHRASES} constraints a sentence"
+    for what, texts in (("sentence", sentences), ("prefix", [p or "" for p in prefixes or []]),
+                        ("constraint", [c for phrases in constraints or [] for c in phrases])):
+        too_long = [i for i, s in enumerate(texts) if len(s) > limits.max_chars]
+        if too_long:
+            return 413, f"{what} {too_long[0]} is longer than {limits.max_chars} characters"
+        if any("\n" in s or "\r" in s for s in texts):
+            return 422, f"one {what} per list item: no line breaks inside"
+    if not request.attention and (request.layer is not None or request.head is not None):
+        # Else the layer or head would be ignored and the answer hold no attention: the client meant to ask for it.
+        return 422, '"layer" and "head" choose which attention "attention": true returns: add it'
+    return None
 
 
 def _as_json(result, with_attention: bool, with_n_best: bool) -> dict:
