@@ -86,6 +86,16 @@ def check_fits_positions(lengths: list[tuple[str, int]], positions: int | None, 
 
 def check_consistency(cfg: Config) -> list[str]:
     """Rules across fields: raise ConfigError for what cannot work, return warnings for what is ignored."""
+    _check_model(cfg)
+    if cfg.decode.samples:
+        check_n_best(1, cfg.decode)  # sampling takes beam 1: said when the config loads, not at its first translation
+    _check_data(cfg.data)
+    _check_train(cfg.train, cfg.model)
+    return [*_ignored_train_settings(cfg.train), *_ignored_model_settings(cfg.model),
+            *_ignored_decode_and_data_settings(cfg)]
+
+
+def _check_model(cfg: Config) -> None:
     m, d = cfg.model, cfg.decode
     if m.arch == "transformer":
         if m.embed_dim % m.num_heads:
@@ -94,32 +104,56 @@ def check_consistency(cfg: Config) -> list[str]:
             raise ConfigError(f"model.embed_dim {m.embed_dim} must be even (sinusoidal positions come in pairs)")
         check_fits_positions([*decode_lengths(d), ("data.max_pieces + 1", cfg.data.max_pieces + 1)],
                              m.max_positions, "lower it or raise model.max_positions")
-    if d.samples:
-        check_n_best(1, d)  # sampling takes beam 1: said when the config loads, not at its first translation
-    if cfg.data.tokenizer_type == "word" and cfg.data.byte_fallback:
+
+
+def _check_data(data: DataConfig) -> None:
+    if data.tokenizer_type == "word" and data.byte_fallback:
         raise ConfigError("data.tokenizer_type word with data.byte_fallback: an unseen word would be spelt in bytes "
                           "with its '▁' marker, which decodes as that character, not a space; set "
                           "data.byte_fallback: false (an unseen word is then <unk>, as in a word vocabulary)")
-    if refused := subword_sampling_refused(cfg.data):
+    if refused := subword_sampling_refused(data):
         raise ConfigError(refused)
-    source_column, target_column = tsv_columns(cfg.data)
+    source_column, target_column = tsv_columns(data)
     if source_column == target_column:
         raise ConfigError(f"data.source_column and data.target_column both read column {source_column} (unset: 1 "
                           "and 2): name two columns")
-    if 0 < cfg.data.max_length_ratio < 1:
-        raise ConfigError(f"data.max_length_ratio {cfg.data.max_length_ratio:g} would drop every pair (a longer side "
+    if 0 < data.max_length_ratio < 1:
+        raise ConfigError(f"data.max_length_ratio {data.max_length_ratio:g} would drop every pair (a longer side "
                           "over a shorter one is at least 1): set 0 (no filter) or 1 and more, e.g. 3")
     for key in ("source_lang", "target_lang"):
-        code = getattr(cfg.data, key)
+        code = getattr(data, key)
         if code and not _LANGUAGE_CODE.fullmatch(code):
             raise ConfigError(f"data.{key} {code!r} is not a language code (ISO 639, e.g. en, fr, de, pt-BR)")
-    t = cfg.train
+
+
+def _check_train(t: TrainConfig, m: ModelConfig) -> None:
     if 0 < t.peak_tflops < MIN_PEAK_TFLOPS:
         raise ConfigError(f"train.peak_tflops {t.peak_tflops!r} is below any device's: set 0 (the GPU's peak from a "
                           f"table, or a matmul measured on CPU) or the device's peak, from {MIN_PEAK_TFLOPS:g}")
     if t.schedule in ("linear", "cosine") and t.warmup_steps >= t.max_steps:
         raise ConfigError(f"train.schedule {t.schedule} decays from train.warmup_steps {t.warmup_steps} to "
                           f"train.max_steps {t.max_steps}: warmup_steps must be smaller")
+    if t.eval_in_background and t.schedule == "plateau":
+        raise ConfigError("train.eval_in_background: the plateau schedule changes the lr at each validation's "
+                          "outcome, which training would have to wait for; use another train.schedule, or validate "
+                          "inline (train.eval_in_background: false)")
+    _check_compiled_and_captured(t, m)
+    if t.pack_length:
+        if m.arch != "transformer":
+            raise ConfigError(f"train.pack_length packs several sentences into a row, which only the Transformer "
+                              f"can keep apart (a {m.arch} model's recurrence runs along the row): set it to 0")
+        if t.length_multiple:
+            raise ConfigError("train.pack_length and train.length_multiple are two ways to static shapes: set one")
+        if t.pack_length > t.max_tokens:
+            raise ConfigError(f"train.pack_length {t.pack_length} exceeds train.max_tokens {t.max_tokens}: a batch "
+                              "must hold at least one row")
+    if t.packed_attention == "flex":
+        _check_flex_attention(m, t)
+
+
+def _check_compiled_and_captured(t: TrainConfig, m: ModelConfig) -> None:
+    """train.compile and train.cuda_graph: the static shapes CUDA graphs need, and the ways of getting them that
+    exclude each other."""
     graphs = (f"train.compile_backend {t.compile_backend}" if t.compile_backend == "cudagraphs"
               else f"train.compile_mode {t.compile_mode}" if t.compile_mode in CUDA_GRAPH_MODES else None)
     if t.compile and graphs and not (t.length_multiple or t.pack_length):
@@ -134,10 +168,6 @@ def check_consistency(cfg: Config) -> list[str]:
             raise ConfigError(f"train.compile_scope layers and {graphs}: CUDA graphs of single layers would leave "
                               "the launches between them to the host; set train.cuda_graph for one graph of the "
                               "whole update, or compile the whole model (train.compile_scope: model)")
-    if t.eval_in_background and t.schedule == "plateau":
-        raise ConfigError("train.eval_in_background: the plateau schedule changes the lr at each validation's "
-                          "outcome, which training would have to wait for; use another train.schedule, or validate "
-                          "inline (train.eval_in_background: false)")
     if t.cuda_graph:
         if not (t.pack_length or t.length_multiple):
             raise ConfigError("train.cuda_graph captures an update per batch shape: set train.pack_length (e.g. "
@@ -149,17 +179,9 @@ def check_consistency(cfg: Config) -> list[str]:
                               "fuses the kernels that train.cuda_graph then captures)")
         if t.precision == "fp16":
             raise ConfigError("train.cuda_graph takes precision bf16 or fp32 (fp16's loss scaler decides on the host)")
-    if t.pack_length:
-        if m.arch != "transformer":
-            raise ConfigError(f"train.pack_length packs several sentences into a row, which only the Transformer "
-                              f"can keep apart (a {m.arch} model's recurrence runs along the row): set it to 0")
-        if t.length_multiple:
-            raise ConfigError("train.pack_length and train.length_multiple are two ways to static shapes: set one")
-        if t.pack_length > t.max_tokens:
-            raise ConfigError(f"train.pack_length {t.pack_length} exceeds train.max_tokens {t.max_tokens}: a batch "
-                              "must hold at least one row")
-    if t.packed_attention == "flex":
-        _check_flex_attention(m, t)
+
+
+def _ignored_train_settings(t: TrainConfig) -> list[str]:
     warnings = []
     for name, default in (("compile_mode", "default"), ("compile_backend", "inductor"), ("compile_scope", "model")):
         if getattr(t, name) != default and not t.compile:
@@ -176,6 +198,11 @@ def check_consistency(cfg: Config) -> list[str]:
     if t.compile and t.compile_backend == "cudagraphs" and t.compile_mode != "default":
         warnings.append(f"train.compile_mode {t.compile_mode} is inductor's: train.compile_backend cudagraphs "
                         "ignores it")
+    return warnings
+
+
+def _ignored_model_settings(m: ModelConfig) -> list[str]:
+    warnings = []
     defaults = ModelConfig()
     transformer_only = ("num_heads", "ff_dim", "pre_norm", "max_positions", "bf16_residual", "attention_dropout",
                         "activation_dropout")
@@ -188,6 +215,11 @@ def check_consistency(cfg: Config) -> list[str]:
             warnings.append(f"model.{name} has no effect on a {m.arch} model (ignored)")
     if m.arch == "luong" and m.attention != "local-p" and m.local_window != defaults.local_window:
         warnings.append("model.local_window only applies to model.attention: local-p (ignored)")
+    return warnings
+
+
+def _ignored_decode_and_data_settings(cfg: Config) -> list[str]:
+    warnings = []
     for name in sampler_settings_unused(cfg.decode):
         warnings.append(f"decode.{name} {getattr(cfg.decode, name):g} has no effect without sampling "
                         "(decode.sampling_topk 1: search) (ignored)")
