@@ -220,15 +220,9 @@ class Translator:
                 if ranked[0][1] == float("-inf"):
                     unmet.append(i)
                     continue
-                tokens = hyps.tokens[j]
-                hypotheses = [self._hypothesis(pieces, score, norm, greedy=decode.beam_size == 1)
-                              for pieces, score in ranked]
-                results[i] = Translation(sentences[i], hypotheses[0].text, [], [], hypotheses=hypotheses,
-                                         source_cut=cut[i])
-                if attention is not None:  # pieces label the heatmap axes
-                    results[i].source_pieces = [self.tokenizers.source.id_to_piece(t) for t in encoded[i]] + ["</s>"]
-                    results[i].target_pieces = [self.tokenizers.target.id_to_piece(t) for t in tokens] + ["</s>"]
-                    results[i].attention = hyps.attention[j][:, :len(encoded[i]) + 1]
+                weights = hyps.attention[j] if attention is not None else None
+                results[i] = self._translation(sentences[i], encoded[i], cut[i], ranked, hyps.tokens[j], weights,
+                                               norm, greedy=decode.beam_size == 1)
             self.trim_heap()  # the search's freed cache and logits go back to the OS once they add up
         if unmet:
             self.warn(f"{len(unmet)} sentence(s) could not hold their constraints within the length limit (e.g. "
@@ -238,6 +232,18 @@ class Translator:
             for i, translation in zip(unmet, again):
                 results[i] = translation
         return results  # type: ignore[return-value]
+
+    def _translation(self, sentence: str, source_ids: list[int], cut: bool, ranked: list, target_ids: list[int],
+                     weights: torch.Tensor | None, norm: LengthNormalization, greedy: bool) -> Translation:
+        """One sentence's result from its ranked hypotheses (the best's `target_ids`); with attention `weights`, the
+        pieces that label the heatmap's axes too."""
+        hypotheses = [self._hypothesis(pieces, score, norm, greedy) for pieces, score in ranked]
+        result = Translation(sentence, hypotheses[0].text, [], [], hypotheses=hypotheses, source_cut=cut)
+        if weights is not None:
+            result.source_pieces = [self.tokenizers.source.id_to_piece(t) for t in source_ids] + ["</s>"]
+            result.target_pieces = [self.tokenizers.target.id_to_piece(t) for t in target_ids] + ["</s>"]
+            result.attention = weights[:, :len(source_ids) + 1]
+        return result
 
     def _word_continuations(self) -> torch.Tensor | None:
         """The target pieces that glue onto a constraint phrase's last word (nmt.constrained_search); None for a
