@@ -149,61 +149,18 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
     """Stream the corpus through three passes in bounded memory (nmt/data/stream.py): normalized, deduplicated text
     per split; SentencePiece on (a sample of) the training text; encoded shards."""
     workers = os.cpu_count() or 1
-    heldout, heldout_report = {}, {}
-    for name, files in spec.heldout.items():
-        heldout[name], heldout_report[name] = _heldout_pairs(files, spec, cfg.max_words)
-        if not heldout[name]:
-            read_as = heldout_report[name].get("read_as")
-            why = f"it holds no sentence, read as {read_as}" if read_as else "every line is empty"
-            raise NMTError(f"{files[0]}: no {name} pairs left after normalization ({why})")
-        log(_heldout_summary(name, files[0], heldout_report[name], cfg.max_words))
+    heldout, heldout_report = _read_heldout(cfg, spec, log)
     bad = BadLines(skip=cfg.bad_lines == "skip", fix=" (or data.bad_lines: skip drops the pairs of such lines)")
     text, dropped, counts = stream.write_split_text(bad.counting(read_pairs(spec, log, bad)), spec.normalizer, cfg,
                                                     heldout, out, workers)
     skipped = bad.summary()
     if skipped:
         log(skipped)
-    if cfg.max_heldout_sources:
-        cut = stream.cap_heldout(text, counts, cfg.max_heldout_sources, cfg.split_salt, heldout)
-        for name, (sources, moved, pairs) in cut.items():
-            log(f"{name}: {cfg.max_heldout_sources:,} of its {sources:,} source sentences held out "
-                f"(data.max_heldout_sources); the other {moved:,} ({counted(pairs, 'pair')}) train")
-    else:
-        for name in (name for name in SPLITS if name != "train" and name not in heldout):
-            if counts[name] > LARGE_HELDOUT:
-                log(f"{name}: {counts[name]:,} pairs held out ({getattr(cfg, name + '_fraction'):.1%} of the "
-                    f"source sentences), each decoded at every {'validation' if name == 'valid' else 'evaluation'}: "
-                    "data.max_heldout_sources N holds out N sentences (a WMT test set: ~3,000)")
-    if not sum(counts.values()):
-        raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
-                       f"filtering (dropped {dropped})")
-    empty = [name for name in SPLITS if not counts[name]]
-    if empty:
-        usable = counted(sum(counts.values()), "usable pair")
-        raise NMTError(f"the {' and '.join(empty)} split would be empty ({usable}): use a larger corpus or raise "
-                       "data.valid_fraction / data.test_fraction")
+    _hold_out(cfg, text, counts, heldout, log)
+    _check_no_split_empty(spec, counts, dropped)
     tokenizers = _train_tokenizers(cfg, text["train"], out)
-    dropped["too_many_pieces"] = 0
-    split_counts, shards, encoded = {}, {}, {}
-    for name in SPLITS:
-        ratio = cfg.max_length_ratio if name == "train" else 0.0  # a filter of training text: held-out is scored
-        encoded[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers,
-                                            score_every_pair=name in heldout, max_length_ratio=ratio,
-                                            sampling=subword_sampling(cfg) if name == "train" else None)
-        shards[name] = encoded[name].shards
-        dropped["too_many_pieces"] += counts[name] - encoded[name].kept - encoded[name].unlike
-        if ratio:
-            dropped["length_ratio"] = encoded[name].unlike
-        split_counts[name] = {"pairs": encoded[name].kept, "sources": encoded[name].sources}
-    emptied = [name for name in SPLITS if not split_counts[name]["pairs"]]
-    if emptied:
-        filters = " and ".join(f"data.{key} {getattr(cfg, key):g}" for key in ("max_pieces", "max_length_ratio")
-                               if getattr(cfg, key))
-        lost = dropped["too_many_pieces"] + dropped.get("length_ratio", 0)
-        names = " and ".join([", ".join(emptied[:-1]), emptied[-1]] if len(emptied) > 1 else emptied)
-        raise NMTError(f"the {names} split{'s' if len(emptied) > 1 else ''} would be empty after "
-                       f"{filters} dropped {lost:,} pairs (longer than that many pieces, or sides that far apart in "
-                       "length): raise it")
+    encoded = _encode_splits(cfg, text, counts, heldout, tokenizers, out, workers, dropped)
+    split_counts = {name: {"pairs": split.kept, "sources": split.sources} for name, split in encoded.items()}
     for files in text.values():
         for path in files:
             path.unlink()
@@ -221,11 +178,80 @@ def _build(cfg: DataConfig, spec: CorpusSpec, out: Path, log) -> dict:
             "vocabulary": vocabulary,
             # Held-out files of one's own are scored whole (no length filter): older data dropped their long pairs.
             **({"heldout": heldout_report} if heldout else {}),
-            "source_lang": spec.source_lang, "target_lang": spec.target_lang, "shards": shards,
+            "source_lang": spec.source_lang, "target_lang": spec.target_lang,
+            "shards": {name: split.shards for name, split in encoded.items()},
             # Subword sampling's draws of the training pairs: epoch e trains on draw e mod their number.
             **({"drawn_train_shards": encoded["train"].drawn_shards} if encoded["train"].drawn_shards else {}),
             "tokenizer_files": Tokenizers.files(cfg.joint_vocab),
             "normalizer": dataclasses.asdict(spec.normalizer)}
+
+
+def _read_heldout(cfg: DataConfig, spec: CorpusSpec, log) -> tuple[dict, dict]:
+    """The valid and test files of one's own (data.valid_source_file, ...), read whole: their pairs and a report
+    each; a file that holds no pair after normalization is refused."""
+    heldout, report = {}, {}
+    for name, files in spec.heldout.items():
+        heldout[name], report[name] = _heldout_pairs(files, spec, cfg.max_words)
+        if not heldout[name]:
+            read_as = report[name].get("read_as")
+            why = f"it holds no sentence, read as {read_as}" if read_as else "every line is empty"
+            raise NMTError(f"{files[0]}: no {name} pairs left after normalization ({why})")
+        log(_heldout_summary(name, files[0], report[name], cfg.max_words))
+    return heldout, report
+
+
+def _hold_out(cfg: DataConfig, text: dict, counts: dict, heldout: dict, log) -> None:
+    """The split held-out text capped at data.max_heldout_sources source sentences (the rest trains), or, uncapped,
+    a held-out split large enough to slow every validation said."""
+    if cfg.max_heldout_sources:
+        cut = stream.cap_heldout(text, counts, cfg.max_heldout_sources, cfg.split_salt, heldout)
+        for name, (sources, moved, pairs) in cut.items():
+            log(f"{name}: {cfg.max_heldout_sources:,} of its {sources:,} source sentences held out "
+                f"(data.max_heldout_sources); the other {moved:,} ({counted(pairs, 'pair')}) train")
+        return
+    for name in (name for name in SPLITS if name != "train" and name not in heldout):
+        if counts[name] > LARGE_HELDOUT:
+            log(f"{name}: {counts[name]:,} pairs held out ({getattr(cfg, name + '_fraction'):.1%} of the "
+                f"source sentences), each decoded at every {'validation' if name == 'valid' else 'evaluation'}: "
+                "data.max_heldout_sources N holds out N sentences (a WMT test set: ~3,000)")
+
+
+def _check_no_split_empty(spec: CorpusSpec, counts: dict, dropped: dict) -> None:
+    if not sum(counts.values()):
+        raise NMTError(f"{' and '.join(map(str, spec.files))}: no sentence pairs left after normalization and "
+                       f"filtering (dropped {dropped})")
+    empty = [name for name in SPLITS if not counts[name]]
+    if empty:
+        usable = counted(sum(counts.values()), "usable pair")
+        raise NMTError(f"the {' and '.join(empty)} split would be empty ({usable}): use a larger corpus or raise "
+                       "data.valid_fraction / data.test_fraction")
+
+
+def _encode_splits(cfg: DataConfig, text: dict, counts: dict, heldout: dict, tokenizers: Tokenizers, out: Path,
+                   workers: int, dropped: dict) -> dict:
+    """Each split's text encoded into shards (the training split filtered by data.max_pieces and
+    data.max_length_ratio; held-out files of one's own scored whole); what the filters dropped is added to
+    `dropped`, and a split they empty is refused."""
+    dropped["too_many_pieces"] = 0
+    encoded = {}
+    for name in SPLITS:
+        ratio = cfg.max_length_ratio if name == "train" else 0.0  # a filter of training text: held-out is scored
+        encoded[name] = stream.encode_split(text[name], tokenizers, cfg.max_pieces, out, name, workers,
+                                            score_every_pair=name in heldout, max_length_ratio=ratio,
+                                            sampling=subword_sampling(cfg) if name == "train" else None)
+        dropped["too_many_pieces"] += counts[name] - encoded[name].kept - encoded[name].unlike
+        if ratio:
+            dropped["length_ratio"] = encoded[name].unlike
+    emptied = [name for name in SPLITS if not encoded[name].kept]
+    if emptied:
+        filters = " and ".join(f"data.{key} {getattr(cfg, key):g}" for key in ("max_pieces", "max_length_ratio")
+                               if getattr(cfg, key))
+        lost = dropped["too_many_pieces"] + dropped.get("length_ratio", 0)
+        names = " and ".join([", ".join(emptied[:-1]), emptied[-1]] if len(emptied) > 1 else emptied)
+        raise NMTError(f"the {names} split{'s' if len(emptied) > 1 else ''} would be empty after "
+                       f"{filters} dropped {lost:,} pairs (longer than that many pieces, or sides that far apart in "
+                       "length): raise it")
+    return encoded
 
 
 def prepared_normalizer(directory: Path, cfg: DataConfig) -> Normalizer:
