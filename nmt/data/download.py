@@ -263,18 +263,8 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
     if revalidate is not None:
         part.unlink(missing_ok=True)  # a part beside a whole copy is of another version: not resumable
     offset = part.stat().st_size if part.is_file() and not part.is_symlink() else 0
-    address, authorization = split_credentials(url)
-    authorization = authorization or netrc_authorization(urllib.parse.urlsplit(address).hostname or "")
-    request = urllib.request.Request(address, headers={"User-Agent": "nmt"})
-    if authorization:  # not sent on to where a redirect points (urllib copies the other headers there)
-        request.add_unredirected_header("Authorization", authorization)
+    request = _download_request(url, offset, revalidate)
     url = shown_url(url)  # in every message below
-    if offset:
-        request.add_header("Range", f"bytes={offset}-")
-    if revalidate and revalidate.get("etag"):
-        request.add_header("If-None-Match", revalidate["etag"])
-    if revalidate and revalidate.get("last_modified"):
-        request.add_header("If-Modified-Since", revalidate["last_modified"])
     total, validators = None, {}
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -301,23 +291,46 @@ def _http_download(url: str, final: Path, progress: bool, revalidate: dict | Non
         else:
             raise DownloadFailed(f"download failed: HTTP {err.code} for {url}", f"HTTP {err.code}") from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
-        # http.client's own errors are no OSError: a port that speaks no HTTP (BadStatusLine), a broken answer.
-        reason = (f"no HTTP answer ({type(err).__name__} {str(err).strip()!r})"
-                  if isinstance(err, http.client.HTTPException) else getattr(err, "reason", err))
-        kept = part.stat().st_size if part.is_file() else 0
-        then = (f"{kept:,} bytes kept: re-run to resume" if kept else
-                "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
-        if isinstance(reason, ssl.SSLCertVerificationError):  # the network is there: the advice above misled
-            bundle = os.environ.get("SSL_CERT_FILE")
-            then = ("a certificate this machine does not trust: a self-signed server, or a proxy that inspects TLS; "
-                    + (f"SSL_CERT_FILE={bundle} does not hold the CA that signs it" if bundle else
-                       "name the CA certificate that signs it with SSL_CERT_FILE=PATH"))
-        raise DownloadFailed(f"download failed for {url}{proxy_used(url)}: {reason} ({then})", str(reason)) from None
+        raise _network_failure(err, part, url) from None
     if total is not None and part.stat().st_size != total:
         raise DownloadFailed(f"download of {url} incomplete: {part.stat().st_size} of {total} bytes (re-run to "
                              "resume)", "the connection ended early")
     os.replace(part, final)
     return validators
+
+
+def _download_request(url: str, offset: int, revalidate: dict | None) -> urllib.request.Request:
+    """The GET for `url`: its credentials (in the URL, or ~/.netrc's) for its own host only, a Range from `offset`
+    to resume a part file, and the copy's validators (`revalidate`) as a conditional request."""
+    address, authorization = split_credentials(url)
+    authorization = authorization or netrc_authorization(urllib.parse.urlsplit(address).hostname or "")
+    request = urllib.request.Request(address, headers={"User-Agent": "nmt"})
+    if authorization:  # not sent on to where a redirect points (urllib copies the other headers there)
+        request.add_unredirected_header("Authorization", authorization)
+    if offset:
+        request.add_header("Range", f"bytes={offset}-")
+    if revalidate and revalidate.get("etag"):
+        request.add_header("If-None-Match", revalidate["etag"])
+    if revalidate and revalidate.get("last_modified"):
+        request.add_header("If-Modified-Since", revalidate["last_modified"])
+    return request
+
+
+def _network_failure(err: Exception, part: Path, url: str) -> DownloadFailed:
+    """What a download that met no (usable) answer says: why, and what to do (resume, a local copy, or the
+    certificate to trust)."""
+    # http.client's own errors are no OSError: a port that speaks no HTTP (BadStatusLine), a broken answer.
+    reason = (f"no HTTP answer ({type(err).__name__} {str(err).strip()!r})"
+              if isinstance(err, http.client.HTTPException) else getattr(err, "reason", err))
+    kept = part.stat().st_size if part.is_file() else 0
+    then = (f"{kept:,} bytes kept: re-run to resume" if kept else
+            "nothing downloaded; without network access, give a local copy instead: a path or a file:// URL")
+    if isinstance(reason, ssl.SSLCertVerificationError):  # the network is there: the advice above misled
+        bundle = os.environ.get("SSL_CERT_FILE")
+        then = ("a certificate this machine does not trust: a self-signed server, or a proxy that inspects TLS; "
+                + (f"SSL_CERT_FILE={bundle} does not hold the CA that signs it" if bundle else
+                   "name the CA certificate that signs it with SSL_CERT_FILE=PATH"))
+    return DownloadFailed(f"download failed for {url}{proxy_used(url)}: {reason} ({then})", str(reason))
 
 
 def fetch_file(url: str, cache: Path, progress: bool = True, warn=warn) -> Path:
