@@ -57,7 +57,7 @@ from nmt.run_logs import TrainingLog
 from nmt.stop_request import StopRequest
 from nmt.tensorboard_log import (MIRRORED_TYPES, WALL_TIME_KEY, TensorBoardLog,
                                  check_available as check_tensorboard_available)
-from nmt.throughput import StepTimer, ThroughputWindow, UpdateFlops, peak_tflops
+from nmt.throughput import StepTimer, ThroughputWindow, TrainingPeak, UpdateFlops
 from nmt.training_report import (StartupParts, progress_line, terminal_columns, train_record, training_summary,
                                  valid_record)
 from nmt.translator import Translator
@@ -230,12 +230,11 @@ class Trainer:
         self.dev_set = load_dev_set(self.prepared, self.vocab[:2], self.cfg.train, self.device.type == "cpu",
                                     self.log)
         self.translator = self._validation_translator()
-        peak, source = peak_tflops(self.device, self.cfg.train.peak_tflops, self.dtype)
-        self.peak_flops = peak * 1e12
+        self.peak = TrainingPeak.of(self.device, self.cfg.train.peak_tflops, self.dtype)
         self.update_flops = UpdateFlops(self.model)
         if self.ctx.is_main:
             # 3 figures: an emulated bf16 peak is ~0.001
-            self._say_what_trains(f"MFU relative to {peak:.3g} TFLOP/s ({source})")
+            self._say_what_trains(f"MFU relative to {self.peak.tflops:.3g} TFLOP/s ({self.peak.source})")
         self.startup.mark("validation_and_flops")
 
     def _write_run_directory(self) -> None:
@@ -637,7 +636,25 @@ class Trainer:
             print(progress_line(p.step, bar.total, figures, lr, p.elapsed_s), file=sys.stderr, flush=True)
         step_split = self.timer.report()  # on every rank: each window's phases are read and let go
         if self.ctx.is_main:
-            self.record(train_record(p, figures, lr, step_split))
+            self.record(train_record(p, figures, lr, step_split, self.peak.tflops))
+            self._measure_peak_again(window)
+
+    def _measure_peak_again(self, window: ThroughputWindow) -> None:
+        """After one of the first log windows, where the peak was measured at start-up: measure it once more (nmt.
+        throughput.TrainingPeak), for the windows that follow. After the window's figures were read: on a GPU the
+        measurement waits for the device, and that wait belongs to no window."""
+        started = time.perf_counter()
+        replaced = self.peak.measure_again()
+        window.peak_flops = self.peak_flops
+        window.started += time.perf_counter() - started  # the next window times training alone
+        if replaced is not None:
+            self.log(f"MFU relative to {self.peak.tflops:.3g} TFLOP/s from step {self.progress.step}: the "
+                     f"{self.peak.source} again (at start-up {replaced:.3g}: something else ran on the device then)")
+
+    @property
+    def peak_flops(self) -> float:
+        """FLOP/s that MFU is relative to (the benchmarks in scripts/ read it too)."""
+        return self.peak.tflops * 1e12
 
     def record(self, record: dict) -> None:
         """A metrics record: to metrics.jsonl, and as TensorBoard scalars under train.tensorboard. Train and valid

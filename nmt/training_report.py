@@ -67,15 +67,15 @@ def progress_line(step: int, total: int, figures: dict, lr: float, elapsed_s: fl
             f"MFU {figures['mfu']:.1%}, {tqdm.format_interval(elapsed_s)}")
 
 
-def train_record(progress: Progress, figures: dict, lr: float, step_split: dict) -> dict:
+def train_record(progress: Progress, figures: dict, lr: float, step_split: dict, peak_tflops: float) -> dict:
     """A log window's record: its loss, learning rate, updates made and skipped, tokens/s (non-pad and padded), the
-    step split (`StepTimer.report`) and MFU."""
+    step split (`StepTimer.report`), MFU and the peak it is relative to (3 figures: an emulated bf16 one is ~0.001)."""
     p, loss = progress, figures["loss"]
     return {"type": "train", "step": p.step, "epoch": p.epoch, "time_s": round(p.elapsed_s, 3),
             "loss": None if loss is None else round(loss, 4), "lr": lr, "updates": figures["updates"],
             "skipped_updates": figures["skipped_updates"], "tokens_per_s": round(figures["tokens_per_s"], 1),
             "padded_tokens_per_s": round(figures["padded_tokens_per_s"], 1), **step_split,
-            "mfu": round(figures["mfu"], 5)}
+            "mfu": round(figures["mfu"], 5), "peak_tflops": float(f"{peak_tflops:.3g}")}
 
 
 def valid_record(outcome: Validated, progress: Progress, metric: str, started: float | None,
