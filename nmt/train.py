@@ -640,9 +640,9 @@ class Trainer:
             self._measure_peak_again(window)
 
     def _measure_peak_again(self, window: ThroughputWindow) -> None:
-        """After one of the first log windows, where the peak was measured at start-up: measure it once more (nmt.
-        throughput.TrainingPeak), for the windows that follow. After the window's figures were read: on a GPU the
-        measurement waits for the device, and that wait belongs to no window."""
+        """After one of the first log windows, where the peak was measured at start-up: measure it once more
+        (`nmt.throughput.TrainingPeak`), for the windows that follow. After the window's figures were read: on a GPU
+        the measurement waits for the device, and that wait belongs to no window."""
         started = time.perf_counter()
         replaced = self.peak.measure_again()
         window.peak_flops = self.peak_flops
