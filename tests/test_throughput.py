@@ -185,7 +185,9 @@ def test_training_reports_mfu_against_the_peak_measured_again(tmp_path, toy_data
 
     readings = iter([1e-3, 4e-3, 4e-3, 4e-3])
     monkeypatch.setattr(throughput, "measured_matmul_tflops", lambda device, dtype=None: next(readings))
-    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"max_steps": 25, "eval_every": 100}))
+    # fp32 pinned: on a CPU with native bf16, precision auto would train (and name its peak) in bf16.
+    cfg = load_config(write_config(tmp_path, base=TOY_RUN, train={"max_steps": 25, "eval_every": 100,
+                                                                  "precision": "fp32"}))
     said = []
     train(cfg, tmp_path / "run", toy_data_dir, log=said.append)
     windows = [r for r in Run(tmp_path / "run").metrics.records() if r["type"] == "train"]
