@@ -33,16 +33,19 @@ def test_runs_of_every_record_vintage_are_read_and_experiments_left_out(tmp_path
     _record(tmp_path, "demo-en-fr-cpu-avx2-emulated-1fd0a74.json", "2026-11-25T09:00:00", "1fd0a74", steps=1985,
             test_bleu_beam5=40.15)
     _record(tmp_path, "demo-en-fr-cpu-bf16-nobleu.json", "2026-11-25T09:00:00", "0000000", steps=10)
+    _record(tmp_path, "demo-en-fr-cpu.json", "2026-11-23T09:00:00", "e0e0e0e", steps=980,
+            test_bleu_beam5_fp32_decoding=31.03, test_bleu_beam5_bf16_decoding=31.08)
 
     runs = demo_runs.demo_runs(tmp_path)
 
     assert [(run.commit, run.machine, run.steps, run.wall) for run in runs] == [
-        ("68639ad", "AVX2 (fp32)", 1499, "8 min 51 s"), ("c56ccfe", "Xeon with AMX", 2822, ""),
-        ("04c66b0", "AVX512-BF16", 3013, "8 min 9 s")]
+        ("e0e0e0e", "AVX512-BF16", 980, ""), ("68639ad", "AVX2 (fp32)", 1499, "8 min 51 s"),
+        ("c56ccfe", "Xeon with AMX", 2822, ""), ("04c66b0", "AVX512-BF16", 3013, "8 min 9 s")]
     rows = demo_runs.table(runs).splitlines()
     assert rows[-1] == ("| 2026-12-02 | 04c66b0 | AVX512-BF16 | 3,013 | 13,123 | 8 min 9 s | 44.81 ± 1.51 | 61.67 "
                         "| `results/demo-en-fr-cpu-bf16-04c66b0.json` |")
-    assert len(rows) == 2 + 3
+    assert len(rows) == 2 + 4
+    assert runs[0].test_bleu == 31.08
     assert demo_runs.summary(runs).splitlines()[0] == ("AVX2 (fp32): 1 runs, test BLEU 34.72-34.72 (median 34.72); "
                                                        "latest 34.72 at 68639ad (2026-11-24)")
 
