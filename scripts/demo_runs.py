@@ -92,9 +92,9 @@ def summary(runs: list[DemoRun]) -> str:
         bleus = [run.test_bleu for run in runs if run.machine == machine]
         if bleus:
             latest = [run for run in runs if run.machine == machine][-1]
-            lines.append(f"{machine}: {len(bleus)} runs, test BLEU {min(bleus):.2f}-{max(bleus):.2f} "
-                         f"(median {statistics.median(bleus):.2f}); latest {latest.test_bleu:.2f} at "
-                         f"{latest.commit} ({latest.date})")
+            spread = (f"{len(bleus)} runs, test BLEU {min(bleus):.2f}-{max(bleus):.2f} (median "
+                      f"{statistics.median(bleus):.2f})" if len(bleus) > 1 else f"1 run, test BLEU {bleus[0]:.2f}")
+            lines.append(f"{machine}: {spread}; latest {latest.test_bleu:.2f} at {latest.commit} ({latest.date})")
     return "\n".join(lines)
 
 

@@ -46,8 +46,10 @@ def test_runs_of_every_record_vintage_are_read_and_experiments_left_out(tmp_path
                         "| `results/demo-en-fr-cpu-bf16-04c66b0.json` |")
     assert len(rows) == 2 + 4
     assert runs[0].test_bleu == 31.08
-    assert demo_runs.summary(runs).splitlines()[0] == ("AVX2 (fp32): 1 runs, test BLEU 34.72-34.72 (median 34.72); "
-                                                       "latest 34.72 at 68639ad (2026-11-24)")
+    assert demo_runs.summary(runs).splitlines()[0] == ("AVX2 (fp32): 1 run, test BLEU 34.72; latest 34.72 at "
+                                                       "68639ad (2026-11-24)")
+    assert demo_runs.summary(runs).splitlines()[1] == ("AVX512-BF16: 2 runs, test BLEU 31.08-44.81 (median 37.95); "
+                                                       "latest 44.81 at 04c66b0 (2026-12-02)")
 
 
 def test_the_docs_table_is_the_scripts_output_on_the_records():
