@@ -26,7 +26,8 @@ MACHINES = {"avx2": "AVX2 (fp32)", "bf16": "AVX512-BF16", "amx": "Xeon with AMX"
 @dataclass(frozen=True)
 class DemoRun:
     record: str
-    date: str
+    date: str  # the day, as the table shows it
+    recorded: str  # the record's whole timestamp: two runs on one day sort by their hour
     commit: str
     machine: str
     steps: int | None
@@ -63,7 +64,8 @@ def read_run(path: Path) -> DemoRun | None:
     test_bleu = _first(figures, "test_bleu_beam5", "test_bleu_beam5_bf16_decoding")
     if test_bleu is None:
         return None
-    return DemoRun(record=f"results/{path.name}", date=record.get("date", "")[:10], commit=record.get("commit", ""),
+    return DemoRun(record=f"results/{path.name}", date=record.get("date", "")[:10],
+                   recorded=record.get("date", ""), commit=record.get("commit", ""),
                    machine=MACHINES[machine], steps=_first(figures, "steps_at_budget", "final_step", "steps"),
                    tokens_per_s=figures.get("median_train_tokens_per_s"), wall=_wall(figures),
                    test_bleu=test_bleu, test_bleu_ci95=figures.get("test_bleu_ci95"),
@@ -72,7 +74,7 @@ def read_run(path: Path) -> DemoRun | None:
 
 def demo_runs(results: Path = RESULTS) -> list[DemoRun]:
     runs = (read_run(path) for path in results.glob("demo-en-fr-cpu*.json"))
-    return sorted((run for run in runs if run), key=lambda run: (run.date, run.record))
+    return sorted((run for run in runs if run), key=lambda run: (run.recorded, run.record))
 
 
 def table(runs: list[DemoRun]) -> str:

@@ -36,18 +36,24 @@ def test_runs_of_every_record_vintage_are_read_and_experiments_left_out(tmp_path
     _record(tmp_path, "demo-en-fr-cpu.json", "2026-11-23T09:00:00", "e0e0e0e", steps=980,
             test_bleu_beam5_fp32_decoding=31.03, test_bleu_beam5_bf16_decoding=31.08)
 
+    # Later that day than 04c66b0's run, though its name sorts first: the hour orders runs of one day.
+    _record(tmp_path, "demo-en-fr-cpu-avx2-95cce81.json", "2026-12-02T17:14:07+00:00", "95cce81", steps_at_budget=1003,
+            make_demo_wall_s=595.4, test_bleu_beam5=30.74)
+
     runs = demo_runs.demo_runs(tmp_path)
 
     assert [(run.commit, run.machine, run.steps, run.wall) for run in runs] == [
         ("e0e0e0e", "AVX512-BF16", 980, ""), ("68639ad", "AVX2 (fp32)", 1499, "8 min 51 s"),
-        ("c56ccfe", "Xeon with AMX", 2822, ""), ("04c66b0", "AVX512-BF16", 3013, "8 min 9 s")]
+        ("c56ccfe", "Xeon with AMX", 2822, ""), ("04c66b0", "AVX512-BF16", 3013, "8 min 9 s"),
+        ("95cce81", "AVX2 (fp32)", 1003, "9 min 55 s")]
     rows = demo_runs.table(runs).splitlines()
-    assert rows[-1] == ("| 2026-12-02 | 04c66b0 | AVX512-BF16 | 3,013 | 13,123 | 8 min 9 s | 44.81 ± 1.51 | 61.67 "
+    assert rows[-2] == ("| 2026-12-02 | 04c66b0 | AVX512-BF16 | 3,013 | 13,123 | 8 min 9 s | 44.81 ± 1.51 | 61.67 "
                         "| `results/demo-en-fr-cpu-bf16-04c66b0.json` |")
-    assert len(rows) == 2 + 4
+    assert len(rows) == 2 + 5
     assert runs[0].test_bleu == 31.08
-    assert demo_runs.summary(runs).splitlines()[0] == ("AVX2 (fp32): 1 run, test BLEU 34.72; latest 34.72 at "
-                                                       "68639ad (2026-11-24)")
+    assert demo_runs.summary(runs).splitlines()[0] == ("AVX2 (fp32): 2 runs, test BLEU 30.74-34.72 (median 32.73); "
+                                                       "latest 30.74 at 95cce81 (2026-12-02)")
+    assert demo_runs.summary(runs[:1]) == "AVX512-BF16: 1 run, test BLEU 31.08; latest 31.08 at e0e0e0e (2026-11-23)"
     assert demo_runs.summary(runs).splitlines()[1] == ("AVX512-BF16: 2 runs, test BLEU 31.08-44.81 (median 37.95); "
                                                        "latest 44.81 at 04c66b0 (2026-12-02)")
 
