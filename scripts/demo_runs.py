@@ -26,7 +26,6 @@ MACHINES = {"avx2": "AVX2 (fp32)", "bf16": "AVX512-BF16", "amx": "Xeon with AMX"
 @dataclass(frozen=True)
 class DemoRun:
     record: str
-    date: str  # the day, as the table shows it
     recorded: str  # the record's whole timestamp: two runs on one day sort by their hour
     commit: str
     machine: str
@@ -36,6 +35,11 @@ class DemoRun:
     test_bleu: float
     test_bleu_ci95: float | None
     test_chrf: float | None
+
+    @property
+    def date(self) -> str:
+        """The day, as the table shows it."""
+        return self.recorded[:10]
 
 
 def _first(figures: dict, *names):
@@ -64,8 +68,7 @@ def read_run(path: Path) -> DemoRun | None:
     test_bleu = _first(figures, "test_bleu_beam5", "test_bleu_beam5_bf16_decoding")
     if test_bleu is None:
         return None
-    return DemoRun(record=f"results/{path.name}", date=record.get("date", "")[:10],
-                   recorded=record.get("date", ""), commit=record.get("commit", ""),
+    return DemoRun(record=f"results/{path.name}", recorded=record.get("date", ""), commit=record.get("commit", ""),
                    machine=MACHINES[machine], steps=_first(figures, "steps_at_budget", "final_step", "steps"),
                    tokens_per_s=figures.get("median_train_tokens_per_s"), wall=_wall(figures),
                    test_bleu=test_bleu, test_bleu_ci95=figures.get("test_bleu_ci95"),
