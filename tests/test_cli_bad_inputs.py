@@ -18,7 +18,7 @@ import yaml
 
 from nmt.config import load_config
 from nmt.train import train
-from tests_helpers import TOY_RUN, nmt, write_config
+from tests_helpers import TOY_RUN, default_stop_signals, nmt, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -691,7 +691,8 @@ def test_a_stopped_command_says_it_was_interrupted(signal_name, tmp_path):
     # typer>=0.2x turns a KeyboardInterrupt into a silent exit 130, where older ones raised click's Abort: a
     # stopped `nmt prepare` (Ctrl-C, or a scheduler's SIGTERM) ended without a word.
     done = subprocess.run([sys.executable, "-c", _STOPPED_MIDWAY.format(signal=signal_name)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          preexec_fn=default_stop_signals)
     assert (done.returncode, done.stderr) == (130, "interrupted\n")
 
 

@@ -18,7 +18,7 @@ from nmt.errors import NMTError
 from nmt.run_dir import Run
 from nmt.progress import steps_within_budget
 from nmt.train import Trainer, train
-from tests_helpers import TOY_RUN, nmt, write_config
+from tests_helpers import TOY_RUN, default_stop_signals, nmt, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -121,12 +121,6 @@ def test_nonfinite_loss_skip_policy_keeps_weights_finite(tmp_path, real_data_dir
     assert any(line.startswith("warning: updates skipped: ") for line in said), said
 
 
-def _default_signals():
-    # A shell starts background jobs with SIGINT ignored (POSIX); a terminal's Ctrl-C reaches a default handler.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupt_saves_checkpoint(tmp_path, real_data_dir, prepared, stop_signal):
     run = tmp_path / "run"
@@ -134,7 +128,7 @@ def test_interrupt_saves_checkpoint(tmp_path, real_data_dir, prepared, stop_sign
     env = {**os.environ, "NMT_DATA_DIR": str(real_data_dir)}
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir", str(run)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_signals)
+                            preexec_fn=default_stop_signals)
     metrics, deadline = Run(run).metrics.path, time.time() + 120
     while time.time() < deadline and not (metrics.is_file() and metrics.stat().st_size > 0):
         time.sleep(0.05)

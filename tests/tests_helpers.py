@@ -5,6 +5,7 @@ import functools
 import http.server
 import json
 import os
+import signal
 import subprocess
 import threading
 from pathlib import Path
@@ -57,6 +58,15 @@ def write_config(directory: Path, name="tiny", base: dict | None = None, **secti
     path = Path(directory) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+def default_stop_signals() -> None:
+    """A child's preexec_fn: Ctrl-C and SIGTERM at their defaults, as in a terminal's foreground command. A
+    non-interactive shell starts background jobs with SIGINT ignored (POSIX), and an ignored SIGINT is inherited:
+    Python then installs no KeyboardInterrupt handler, and a test that sends SIGINT (a suite started with
+    `make test &` from a script) waited out its child instead."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def nmt(*args, data_dir=None, cwd=None, input=None, text=True, timeout=None, **popen) -> subprocess.CompletedProcess:
