@@ -614,7 +614,8 @@ def plot(run: Optional[Path] = RunOption,
 def main() -> None:
     args, debug = without_debug(sys.argv[1:])
     debug = debug or debug_asked(os.environ)
-    signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:  # one ignored by whoever started nmt stays ignored
+        signal.signal(signal.SIGTERM, interrupt_on_sigterm)
     drop_settings_meaning_unset()
     standard_streams_present()
     sys.stdout = PipeWatch(write_utf8(sys.stdout))

@@ -14,7 +14,8 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 
 class StopRequest:
     """Ctrl-C, SIGTERM (a scheduler's stop) or SIGHUP sets a flag; the loop stops at the next update boundary, so a
-    checkpoint never holds weights of one step with the counters of another. A second signal stops at once."""
+    checkpoint never holds weights of one step with the counters of another. A second signal stops at once. A signal
+    the process was started with ignored stays ignored."""
 
     def __init__(self):
         self.requested = False
@@ -23,6 +24,11 @@ class StopRequest:
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) == signal.SIG_IGN:
+                    # Ignored by whoever started training, and inherited: `nohup` ignores SIGHUP so that a closed
+                    # terminal leaves it running (a handler here stopped it there), a script's background job
+                    # SIGINT. Their choice stands, as Python's own SIGINT handler leaves it.
+                    continue
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 

@@ -12,7 +12,7 @@ import termios
 import pytest
 
 from nmt.training_report import progress_line
-from tests_helpers import TOY_RUN, nmt, write_config
+from tests_helpers import TOY_RUN, default_stop_signals, nmt, write_config
 
 
 def _train(tmp_path, toy_data_dir, stderr) -> subprocess.Popen:
@@ -95,7 +95,7 @@ def test_a_hangup_stops_training_with_a_checkpoint(tmp_path, toy_data_dir):
                                                          "save_every": 100000})
     training = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
                                  str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], stderr=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, text=True)
+                                stdout=subprocess.DEVNULL, text=True, preexec_fn=default_stop_signals)
     for line in training.stderr:
         if line.startswith("train: step "):
             training.send_signal(signal.SIGHUP)
@@ -103,6 +103,36 @@ def test_a_hangup_stops_training_with_a_checkpoint(tmp_path, toy_data_dir):
     rest = training.stderr.read()
     assert training.wait(timeout=300) == 0, rest
     assert "interrupted: checkpoint saved at step " in rest and (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
+def test_under_nohup_a_hangup_leaves_training_running(tmp_path, toy_data_dir):
+    """`nohup nmt train ... &`, then the terminal closed: nohup starts it with SIGHUP ignored, yet training put its
+    stop handler there, and the hangup stopped it (a checkpoint, exit 0) where it was meant to go on. An ignored
+    signal stays ignored now; SIGTERM still stops it with a checkpoint."""
+    import signal
+
+    def as_nohup_starts_it():
+        default_stop_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 100000, "log_every": 2, "eval_every": 100000,
+                                                         "save_every": 100000})
+    training = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
+                                 str(tmp_path / "run"), "--data-dir", str(toy_data_dir)], stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, text=True, preexec_fn=as_nohup_starts_it)
+    steps_after_hangup = None
+    for line in training.stderr:
+        if line.startswith("train: step ") and steps_after_hangup is None:
+            training.send_signal(signal.SIGHUP)
+            steps_after_hangup = 0
+        elif line.startswith("train: step "):
+            steps_after_hangup += 1
+            if steps_after_hangup == 3:  # 6 more updates, each logged after the hangup
+                training.send_signal(signal.SIGTERM)
+                break
+    rest = training.stderr.read()
+    assert training.wait(timeout=300) == 0, rest
+    assert steps_after_hangup == 3 and "interrupted: checkpoint saved at step " in rest, rest
 
 
 def test_training_goes_on_when_its_terminal_is_gone(tmp_path, toy_data_dir):

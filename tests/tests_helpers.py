@@ -61,12 +61,26 @@ def write_config(directory: Path, name="tiny", base: dict | None = None, **secti
 
 
 def default_stop_signals() -> None:
-    """A child's preexec_fn: Ctrl-C and SIGTERM at their defaults, as in a terminal's foreground command. A
-    non-interactive shell starts background jobs with SIGINT ignored (POSIX), and an ignored SIGINT is inherited:
-    Python then installs no KeyboardInterrupt handler, and a test that sends SIGINT (a suite started with
-    `make test &` from a script) waited out its child instead."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    """A child's preexec_fn: Ctrl-C, SIGTERM and SIGHUP at their defaults, as in a terminal's foreground command.
+    An ignored signal is inherited, and nmt leaves it ignored (as Python does SIGINT): a suite started as a
+    non-interactive shell's background job (SIGINT ignored, POSIX) or under nohup (SIGHUP) would otherwise wait out
+    a child that a test stops with that signal."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def stop_signals_at_defaults():
+    """default_stop_signals in this process, for a training run in it (Ctrl-C as Python's KeyboardInterrupt);
+    the dispositions it found restored afterwards."""
+    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+                signal.SIGHUP: signal.SIG_DFL}
+    found = {signum: signal.signal(signum, handler) for signum, handler in defaults.items()}
+    try:
+        yield
+    finally:
+        for signum, handler in found.items():
+            signal.signal(signum, handler)
 
 
 def nmt(*args, data_dir=None, cwd=None, input=None, text=True, timeout=None, **popen) -> subprocess.CompletedProcess:
