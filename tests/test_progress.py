@@ -4,6 +4,7 @@ output file), where the bar's carriage-return frames made one endless line, ten 
 import fcntl
 import os
 import pty
+import signal
 import struct
 import subprocess
 import sys
@@ -89,8 +90,6 @@ def test_training_whose_output_reader_leaves_stops_with_a_checkpoint(tmp_path, t
 def test_a_hangup_stops_training_with_a_checkpoint(tmp_path, toy_data_dir):
     """SIGHUP (the terminal of an ssh session that dropped) killed training where it stood, losing every update
     since the last save; it stops as Ctrl-C and SIGTERM do now."""
-    import signal
-
     config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 100000, "log_every": 2, "eval_every": 100000,
                                                          "save_every": 100000})
     training = subprocess.Popen([sys.executable, "-m", "nmt", "train", "--config", str(config), "--run-dir",
@@ -109,8 +108,6 @@ def test_under_nohup_a_hangup_leaves_training_running(tmp_path, toy_data_dir):
     """`nohup nmt train ... &`, then the terminal closed: nohup starts it with SIGHUP ignored, yet training put its
     stop handler there, and the hangup stopped it (a checkpoint, exit 0) where it was meant to go on. An ignored
     signal stays ignored now; SIGTERM still stops it with a checkpoint."""
-    import signal
-
     def as_nohup_starts_it():
         default_stop_signals()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
