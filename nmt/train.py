@@ -33,7 +33,7 @@ from nmt.config import Config, to_dict
 from nmt.cpu_memory import heap_trimmer_for, limit_onednn_cache
 from nmt.data.batching import Batch
 from nmt.data.dataset import ParallelArrays, load_arrays, load_drawn_training_arrays
-from nmt.data.feed import TrainingFeed, eager_layout
+from nmt.data.feed import TrainingFeed, eager_layout, oversized_pairs_warning
 from nmt.data.prefetch import Prefetcher
 from nmt.data.prepare import ensure_prepared, run_data_for_resume
 from nmt.data.sources import resolve_normalizer
@@ -130,6 +130,8 @@ class Trainer:
                                  static_layout=self.cfg.train.compile or self.captures_updates,
                                  takes_source_lengths=self.model.takes_source_lengths,
                                  pin_memory=self.device.type == "cuda")
+        if self.ctx.is_main and (oversized := oversized_pairs_warning(epoch_data[0], self.cfg.train)):
+            self.log(f"warning: {oversized}")
         self.startup.mark("optimizer_and_arrays")
 
     def _pick_device(self) -> torch.device:

@@ -32,6 +32,18 @@ def test_training_into_a_file_says_a_line_per_window(tmp_path, toy_data_dir):
     windows = [line for line in said.splitlines() if line.startswith("train: step ")]
     assert [line.split(",")[0] for line in windows] == [f"train: step {n}/12" for n in (4, 8, 12)], said
     assert all(" tok/s, MFU " in line and ", lr " in line for line in windows), said
+    assert "train.max_tokens" not in said, said  # every toy pair fits the budget of 400
+
+
+def test_a_token_budget_written_as_a_sentence_count_is_named_in_a_warning(tmp_path, toy_data_dir):
+    """`max_tokens: 4`, as a user of batch sizes in sentences writes it: every pair trained alone, without a word."""
+    config = write_config(tmp_path, base=TOY_RUN, train={"max_steps": 2, "max_tokens": 4, "eval_every": 100})
+    done = nmt("train", "--config", config, "--run-dir", tmp_path / "run", data_dir=toy_data_dir)
+    assert done.returncode == 0, done.stderr
+    warning = next(line for line in done.stderr.splitlines() if "train.max_tokens 4 " in line)
+    assert warning.startswith("warning: ") and "training pairs (" in warning, warning
+    assert "counts tokens, not sentences; raise it to at least " in warning, warning
+    assert warning.removeprefix("warning: ") in (tmp_path / "run" / "train.log").read_text()
 
 
 @pytest.mark.parametrize("columns", [100, 0], ids=["sized", "no-size"])

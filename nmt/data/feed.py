@@ -17,7 +17,8 @@ from typing import Iterator
 import numpy as np
 
 from nmt.config import Config, TrainConfig
-from nmt.data.batching import Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate, collate_packed
+from nmt.data.batching import (POOL_SENTENCES, Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate,
+                               collate_packed, round_up)
 from nmt.data.dataset import ParallelArrays
 from nmt.errors import NMTError, counted
 
@@ -114,6 +115,27 @@ def eager_layout(cfg: Config) -> Config:
     (results/packed-vs-buckets-transformer-cpu-bf16.json)."""
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, cuda_graph=False, pack_length=0,
                                                               length_multiple=0))
+
+
+def oversized_pairs_warning(data: ParallelArrays, cfg: TrainConfig) -> str | None:
+    """A warning when some training pairs cost more than train.max_tokens (longer side + 1, rounded up under
+    train.length_multiple): each then trains in a batch of its own, over the budget. `max_tokens: 32`, written as a
+    sentence count (JoeyNMT's `batch_type: sentence`), trained a few sentences an update with no word of why.
+    Packed rows need no warning: a pair longer than a row is refused (`check_pack_length`), a row within the budget.
+    Read a pool at a time, as the epoch's plan is: memory stays bounded on a corpus of any size."""
+    over = longest = 0
+    for start in range(0, len(data), POOL_SENTENCES):
+        source, target = data.lengths(start, min(start + POOL_SENTENCES, len(data)))
+        cost = np.maximum(source, target).astype(np.int64) + 1
+        if cfg.length_multiple:
+            cost = round_up(cost, cfg.length_multiple)
+        over += int(np.count_nonzero(cost > cfg.max_tokens))
+        longest = max(longest, int(cost.max(initial=0)))
+    if not over:
+        return None
+    return (f"{counted(over, 'training pair')} ({over / len(data):.1%}) cost more than train.max_tokens "
+            f"{cfg.max_tokens} (the longer side's pieces and its EOS; the longest pair {longest}): each trains in a "
+            f"batch of its own. train.max_tokens counts tokens, not sentences; raise it to at least {longest}")
 
 
 def check_pack_length(data: ParallelArrays, pack_length: int) -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from nmt.config import TrainConfig
 from nmt.data.dataset import ParallelArrays
-from nmt.data.feed import TrainingFeed
+from nmt.data import feed
+from nmt.data.feed import TrainingFeed, oversized_pairs_warning
 from nmt.errors import NMTError
 
 
@@ -82,3 +83,23 @@ def test_host_batches_are_the_planned_sentences_collated():
     assert batch.tgt_tokens == int(pairs.tgt_lengths[indices].sum()) + len(indices)
     for row, i in zip(batch.src.numpy(), indices):
         assert row[:len(pairs.source(i))].tolist() == pairs.source(i).tolist()
+
+
+def _lengths_pairs(src_lengths, tgt_lengths) -> ParallelArrays:
+    src_lengths, tgt_lengths = np.asarray(src_lengths), np.asarray(tgt_lengths)
+    return ParallelArrays(np.full(src_lengths.sum(), 5), np.r_[0, np.cumsum(src_lengths)],
+                          np.full(tgt_lengths.sum(), 5), np.r_[0, np.cumsum(tgt_lengths)])
+
+
+@pytest.mark.parametrize("pool", [1 << 20, 3])  # one pool, or pools of 3 pairs (a large corpus's reading)
+def test_pairs_over_the_token_budget_are_counted_in_a_warning_that_names_the_budget_needed(pool, monkeypatch):
+    monkeypatch.setattr(feed, "POOL_SENTENCES", pool)
+    # Costs (longer side + EOS): 6, 10, 31, 12. A budget of 11 leaves two pairs alone in their batches.
+    pairs = _lengths_pairs([5, 9, 3, 11], [2, 4, 30, 6])
+    said = oversized_pairs_warning(pairs, dataclasses.replace(TrainConfig(), max_tokens=11))
+    assert said.startswith("2 training pairs (50.0%) cost more than train.max_tokens 11"), said
+    assert "the longest pair 31" in said and "raise it to at least 31" in said
+    assert oversized_pairs_warning(pairs, dataclasses.replace(TrainConfig(), max_tokens=31)) is None
+    # Rounded widths (train.length_multiple 8) are what a batch pays: 31 → 32, 12 → 16, 10 → 16.
+    said = oversized_pairs_warning(pairs, dataclasses.replace(TrainConfig(), max_tokens=31, length_multiple=8))
+    assert said.startswith("1 training pair (25.0%)") and "at least 32" in said, said
