@@ -45,6 +45,11 @@ def from_dict(raw: Any, cls: type = Config, path: str = "") -> Any:
 # section-qualified name is a peer's name in that section only (decode.batch_size is nmt's own).
 _PEER_NAMES = {
     "learning_rate": "train.lr", "train.batch_size": "train.max_tokens (nmt batches by tokens)",
+    # JoeyNMT's and OpenNMT-py's `batch_type: sentence|token`, fairseq's --max-sentences (its batch size in
+    # sentences; difflib offered train.eval_max_sentences, how many valid sentences validation reads).
+    "batch_type": "train.max_tokens (nmt batches by tokens, always)",
+    "train.max_sentences": "train.max_tokens (nmt batches by tokens)",
+    "decode.max_sentences": "decode.batch_size (sentences a batch, as fairseq-generate's)",
     "batch_multiplier": "train.accum_steps", "update_freq": "train.accum_steps", "accum_count": "train.accum_steps",
     "gradient_accumulation_steps": "train.accum_steps", "max_update": "train.max_steps",
     "train_steps": "train.max_steps", "epochs": "train.max_epochs", "random_seed": "train.seed",
