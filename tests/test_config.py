@@ -54,6 +54,16 @@ def test_a_setting_in_the_wrong_section_is_named_where_it_lives(overrides, messa
     ("train:\n  average_decay: 0.0001\n", "did you mean train.ema_decay (the decay: 1 minus this setting)?"),
     ("train:\n  tensorboard_logdir: tb\n", "did you mean train.tensorboard (true: the run's tensorboard/ folder)?"),
     ("testing:\n  beam_size: 5\n", "unknown key testing; did you mean decode?"),  # JoeyNMT's section
+    # Where difflib's nearest name meant something else: schedule, max_input_tokens, source_lang, join_punctuation_*.
+    ("decode:\n  max_output_length: 100\n", "did you mean decode.max_len_a and decode.max_len_b (at most a"),
+    ("data:\n  src_seq_length: 100\n", "did you mean data.max_words (or data.max_pieces, in subword pieces)?"),
+    ("data:\n  joined_dictionary: true\n", "did you mean data.joint_vocab?"),
+    ("data:\n  dev: data/dev\n", "did you mean data.valid_source_file and data.valid_target_file?"),
+    ("model:\n  decoder_layers: 6\n", "did you mean model.num_layers (the encoder's and the decoder's)?"),
+    ("train:\n  shuffle: true\n", "unknown key train.shuffle: nmt has no such setting; training pairs are "
+                                  "shuffled every epoch, in an order drawn from train.seed"),
+    ("train:\n  model_dir: runs/x\n", "nmt has no such setting; the run directory is given on the command line: "
+                                      "nmt train --run-dir DIR"),
 ])
 def test_a_peer_toolkits_name_for_a_setting_is_given_nmts(tmp_path, text, message):
     with pytest.raises(ConfigError) as refused:

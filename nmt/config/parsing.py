@@ -77,6 +77,36 @@ _PEER_NAMES = {
     "voc_limit": "data.vocab_size", "src_vocab_size": "data.vocab_size", "max_length": "data.max_pieces",
     "src_lang": "data.source_lang", "trg_lang": "data.target_lang", "tgt_lang": "data.target_lang",
     "lowercase": "data.lowercase_source and data.lowercase_target", "testing": "decode",
+    # Where difflib's nearest name meant something else (train.shuffle → schedule, decode.max_output_length →
+    # max_input_tokens, data.src_seq_length → source_lang, data.joined_dictionary → join_punctuation_target).
+    "max_output_length": "decode.max_len_a and decode.max_len_b (at most a · source length + b pieces)",
+    "max_sent_length": "data.max_words (or data.max_pieces, in subword pieces)",
+    "src_seq_length": "data.max_words (or data.max_pieces, in subword pieces)",
+    "tgt_seq_length": "data.max_words (or data.max_pieces, in subword pieces)",
+    "joined_dictionary": "data.joint_vocab", "joint_dictionary": "data.joint_vocab", "share_vocab": "data.joint_vocab",
+    "level": "data.tokenizer_type", "data.src": "data.source_lang", "data.trg": "data.target_lang",
+    "data.tgt": "data.target_lang", "data.train": "data.source_file and data.target_file",
+    "data.dev": "data.valid_source_file and data.valid_target_file",
+    "data.valid": "data.valid_source_file and data.valid_target_file",
+    "data.test": "data.test_source_file and data.test_target_file",
+    "decoder_layers": "model.num_layers (the encoder's and the decoder's)",
+    "decoder_attention_heads": "model.num_heads",
+    "encoder_normalize_before": "model.pre_norm", "decoder_normalize_before": "model.pre_norm",
+    "initializer": "model.init", "tied_softmax": "model.tie_embeddings",
+    "rnn_type": "model.arch (luong: LSTMs; bahdanau and seq2seq: GRUs)", "bf16": "train.precision",
+    "load_model": "train.init_from", "block_ngram_repeat": "decode.no_repeat_ngram_size",
+    "topk": "decode.sampling_topk", "random_sampling_topk": "decode.sampling_topk", "topp": "decode.sampling_topp",
+    "random_sampling_topp": "decode.sampling_topp", "random_sampling_temp": "decode.sampling_temperature",
+}
+
+# A peer's setting that nmt has no setting for, and what stands in for it.
+_NO_SETTING = {
+    "shuffle": "training pairs are shuffled every epoch, in an order drawn from train.seed",
+    "warmup_init_lr": "the warm-up starts from 0 and lasts train.warmup_steps",
+    "model_dir": "the run directory is given on the command line: nmt train --run-dir DIR",
+    "save_dir": "the run directory is given on the command line: nmt train --run-dir DIR",
+    "nbest": "n-best lists are asked for on the command line: nmt translate --n-best N",
+    "n_best": "n-best lists are asked for on the command line: nmt translate --n-best N",
 }
 
 
@@ -84,6 +114,8 @@ def _unknown_key_message(full: str, key: str, fields: dict, path: str, value: An
     peer = _PEER_NAMES.get(full) or _PEER_NAMES.get(key)
     if peer:
         return f"unknown key {full}; did you mean {peer}? (nmt's name for it)"
+    if key in _NO_SETTING:
+        return f"unknown key {full}: nmt has no such setting; {_NO_SETTING[key]}"
     # A setting written outside its section (`--set lr=1e-3`, `train.beam_size: 5`) is named where it lives.
     home = [section for section in sections_holding(key) if section != path]
     if home:
