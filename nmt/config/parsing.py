@@ -78,7 +78,7 @@ _PEER_NAMES = {
     "src_lang": "data.source_lang", "trg_lang": "data.target_lang", "tgt_lang": "data.target_lang",
     "lowercase": "data.lowercase_source and data.lowercase_target", "testing": "decode",
     # Where difflib's nearest name meant something else (train.shuffle → schedule, decode.max_output_length →
-    # max_input_tokens, data.src_seq_length → source_lang, data.joined_dictionary → join_punctuation_target).
+    # max_input_tokens, data.src_seq_length → source_lang, data.joint_dictionary → join_punctuation_target).
     "max_output_length": "decode.max_len_a and decode.max_len_b (at most a · source length + b pieces)",
     "max_sent_length": "data.max_words (or data.max_pieces, in subword pieces)",
     "src_seq_length": "data.max_words (or data.max_pieces, in subword pieces)",
