@@ -80,33 +80,31 @@ _PEER_NAMES = {
     # Where difflib's nearest name meant something else (train.shuffle → schedule, decode.max_output_length →
     # max_input_tokens, data.src_seq_length → source_lang, data.joint_dictionary → join_punctuation_target).
     "max_output_length": "decode.max_len_a and decode.max_len_b (at most a · source length + b pieces)",
-    "max_sent_length": "data.max_words (or data.max_pieces, in subword pieces)",
-    "src_seq_length": "data.max_words (or data.max_pieces, in subword pieces)",
-    "tgt_seq_length": "data.max_words (or data.max_pieces, in subword pieces)",
-    "joined_dictionary": "data.joint_vocab", "joint_dictionary": "data.joint_vocab", "share_vocab": "data.joint_vocab",
+    **dict.fromkeys(("max_sent_length", "src_seq_length", "tgt_seq_length"),
+                    "data.max_words (or data.max_pieces, in subword pieces)"),
+    **dict.fromkeys(("joined_dictionary", "joint_dictionary", "share_vocab"), "data.joint_vocab"),
     "level": "data.tokenizer_type", "data.src": "data.source_lang", "data.trg": "data.target_lang",
     "data.tgt": "data.target_lang", "data.train": "data.source_file and data.target_file",
-    "data.dev": "data.valid_source_file and data.valid_target_file",
-    "data.valid": "data.valid_source_file and data.valid_target_file",
+    **dict.fromkeys(("data.dev", "data.valid"), "data.valid_source_file and data.valid_target_file"),
     "data.test": "data.test_source_file and data.test_target_file",
     "decoder_layers": "model.num_layers (the encoder's and the decoder's)",
     "decoder_attention_heads": "model.num_heads",
-    "encoder_normalize_before": "model.pre_norm", "decoder_normalize_before": "model.pre_norm",
+    **dict.fromkeys(("encoder_normalize_before", "decoder_normalize_before"), "model.pre_norm"),
     "initializer": "model.init", "tied_softmax": "model.tie_embeddings",
     "rnn_type": "model.arch (luong: LSTMs; bahdanau and seq2seq: GRUs)", "bf16": "train.precision",
     "load_model": "train.init_from", "block_ngram_repeat": "decode.no_repeat_ngram_size",
-    "topk": "decode.sampling_topk", "random_sampling_topk": "decode.sampling_topk", "topp": "decode.sampling_topp",
-    "random_sampling_topp": "decode.sampling_topp", "random_sampling_temp": "decode.sampling_temperature",
+    **dict.fromkeys(("topk", "random_sampling_topk"), "decode.sampling_topk"),
+    **dict.fromkeys(("topp", "random_sampling_topp"), "decode.sampling_topp"),
+    "random_sampling_temp": "decode.sampling_temperature",
 }
 
 # A peer's setting that nmt has no setting for, and what stands in for it.
 _NO_SETTING = {
     "shuffle": "training pairs are shuffled every epoch, in an order drawn from train.seed",
     "warmup_init_lr": "the warm-up starts from 0 and lasts train.warmup_steps",
-    "model_dir": "the run directory is given on the command line: nmt train --run-dir DIR",
-    "save_dir": "the run directory is given on the command line: nmt train --run-dir DIR",
-    "nbest": "n-best lists are asked for on the command line: nmt translate --n-best N",
-    "n_best": "n-best lists are asked for on the command line: nmt translate --n-best N",
+    **dict.fromkeys(("model_dir", "save_dir"),
+                    "the run directory is given on the command line: nmt train --run-dir DIR"),
+    **dict.fromkeys(("nbest", "n_best"), "n-best lists are asked for on the command line: nmt translate --n-best N"),
 }
 
 

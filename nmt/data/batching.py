@@ -143,9 +143,8 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: 
     """
     rng = np.random.default_rng([seed, epoch, *stream])
     tie_break = rng.random(len(src_lengths)) if shuffle else np.arange(len(src_lengths))
-    cost = np.maximum(src_lengths, tgt_lengths).astype(np.int32) + 1
+    cost = pair_costs(src_lengths, tgt_lengths, length_multiple)
     if length_multiple:
-        cost = round_up(cost, length_multiple)
         order = np.lexsort((tie_break, tgt_lengths, src_lengths, cost))
         cost = cost[order]
         starts = static_batch_starts(cost, max_tokens)
@@ -230,6 +229,13 @@ def first_fit_rows(src_span: np.ndarray, tgt_span: np.ndarray, pack_length: int,
     while members:
         close(0)
     return row_of
+
+
+def pair_costs(src_lengths: np.ndarray, tgt_lengths: np.ndarray, length_multiple: int = 0) -> np.ndarray:
+    """What each pair takes of a batch's max_tokens: its longer side and the marker, rounded up to a multiple of
+    `length_multiple` (static shapes) when that is set."""
+    cost = np.maximum(src_lengths, tgt_lengths).astype(np.int32) + 1
+    return round_up(cost, length_multiple) if length_multiple else cost
 
 
 def round_up(n, multiple: int):

@@ -18,7 +18,7 @@ import numpy as np
 
 from nmt.config import Config, TrainConfig
 from nmt.data.batching import (POOL_SENTENCES, Batch, EpochPlan, PackedPlan, PackedRows, StaticShapes, collate,
-                               collate_packed, round_up)
+                               collate_packed, pair_costs)
 from nmt.data.dataset import ParallelArrays
 from nmt.errors import NMTError, counted
 
@@ -126,9 +126,7 @@ def oversized_pairs_warning(data: ParallelArrays, cfg: TrainConfig) -> str | Non
     over = longest = 0
     for start in range(0, len(data), POOL_SENTENCES):
         source, target = data.lengths(start, min(start + POOL_SENTENCES, len(data)))
-        cost = np.maximum(source, target).astype(np.int64) + 1
-        if cfg.length_multiple:
-            cost = round_up(cost, cfg.length_multiple)
+        cost = pair_costs(source, target, cfg.length_multiple)  # what the epoch's batching charges each pair
         over += int(np.count_nonzero(cost > cfg.max_tokens))
         longest = max(longest, int(cost.max(initial=0)))
     if not over:
