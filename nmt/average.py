@@ -4,6 +4,7 @@ average_checkpoints), written as checkpoints/averaged.pt for translate and evalu
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 from nmt.errors import NMTError, counted
 from nmt.run_dir import CheckpointKind, Run, Weights
@@ -14,14 +15,21 @@ class TooFewCheckpoints(NMTError):
 
 
 def average_checkpoints(run: Run, last: int) -> tuple[Path, list[Path]]:
-    """Average the newest `last` step checkpoints (train.keep_last keeps them); return (averaged.pt, inputs)."""
-    paths = run.step_checkpoints()[-last:]
+    """Average the newest `last` step checkpoints (train.keep_last keeps them); return (averaged.pt, inputs).
+    A training may go on beside it: the files are opened first, so that its rotation (train.keep_last) cannot remove
+    one between the listing and its read."""
+    with run.opened_step_checkpoints(last) as opened:
+        return _average(run, opened)
+
+
+def _average(run: Run, opened: list[tuple[Path, BinaryIO]]) -> tuple[Path, list[Path]]:
+    paths = [path for path, _ in opened]
     if len(paths) < 2:
         raise TooFewCheckpoints(f"{run.directory} has {counted(len(paths), 'step checkpoint')}; averaging needs at "
                                 "least 2 (train with train.keep_last: N and train.save_every: K)")
     total, first, newest = None, None, None
-    for path in paths:
-        newest = run.load_weights(path)
+    for path, handle in opened:
+        newest = run.load_weights(path, handle)
         weights = newest.model
         if total is None:
             first = newest

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import pickle
 import random
 import threading
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 import torch
@@ -64,9 +66,11 @@ def save_checkpoint(payload: dict, path: Path) -> None:
                        f"{' (is the disk full?)' if full else ''}; {path.name} was left as it was") from None
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu", handle: BinaryIO | None = None) -> dict:
+    """The checkpoint at `path`, its checksum verified; read from `handle` where given (`path` then only names it:
+    an open file stays readable after a training's rotation removed its name)."""
     path = Path(path)
-    state = _torch_load(path, map_location=map_location)
+    state = _torch_load(path, handle, map_location=map_location)
     if isinstance(state, dict) and CHECKSUM_KEY in state:  # older checkpoints have none
         expected = state.pop(CHECKSUM_KEY)
         if content_digest(state) != expected:
@@ -82,25 +86,27 @@ def peek_checkpoint(path: Path) -> Any:
     return _torch_load(Path(path), map_location="cpu", mmap=True)
 
 
-def _torch_load(path: Path, **options) -> Any:
-    """torch.load(weights_only=True) of `path`, or a one-line error that says what the file is."""
-    if not path.is_file():
+def _torch_load(path: Path, handle: BinaryIO | None = None, **options) -> Any:
+    """torch.load(weights_only=True) of `path` (or of `handle`, the file opened), or a one-line error that says what
+    the file is."""
+    if handle is None and not path.is_file():
         raise NMTError(f"checkpoint not found: {path}")
-    if path.stat().st_size == 0:
+    if (os.fstat(handle.fileno()) if handle is not None else path.stat()).st_size == 0:
         raise NMTError(f"cannot read checkpoint {path}: the file is empty")
     try:
         with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": a foreign file gets one line, below
             warnings.simplefilter("ignore")
-            return torch.load(path, weights_only=True, **options)
+            return torch.load(handle if handle is not None else path, weights_only=True, **options)
     except Exception as err:  # noqa: BLE001 - corrupt or foreign file: report it as one line
-        raise NMTError(f"cannot read checkpoint {path}: {_unreadable_reason(path, err)}") from None
+        raise NMTError(f"cannot read checkpoint {path}: {_unreadable_reason(path, handle, err)}") from None
 
 
-def _unreadable_reason(path: Path, err: Exception) -> str:
+def _unreadable_reason(path: Path, handle: BinaryIO | None, err: Exception) -> str:
     """Why torch.load refused `path`, in the user's terms. torch's own message for a file weights_only=True will not
     load suggests loading it with weights_only=False: never the advice here (that runs the file's code)."""
-    with path.open("rb") as handle:
-        is_zip = handle.read(4) == b"PK\x03\x04"  # what torch.save writes (a zip archive)
+    with nullcontext(handle) if handle is not None else path.open("rb") as source:
+        source.seek(0)
+        is_zip = source.read(4) == b"PK\x03\x04"  # what torch.save writes (a zip archive)
     refused_objects = isinstance(err, pickle.UnpicklingError) and "Weights only load failed" in str(err)
     if is_zip and refused_objects:
         return ("it holds Python objects besides tensors and plain values, which nmt never loads (it reads "

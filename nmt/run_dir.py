@@ -10,6 +10,7 @@ logs are `nmt.run_logs`'s).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
@@ -19,7 +20,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 import yaml
 
@@ -51,6 +52,7 @@ TRAINED_MODEL_KEY = "trained_model"  # last.pt under train.ema_decay: the traine
 TRAINING_KEYS = (MODEL_KEY, CONFIG_KEY, OPTIMIZER_KEY, SCHEDULER_KEY, SCALER_KEY, RNG_KEY, PROGRESS_KEY)
 WEIGHTS_KEYS = (MODEL_KEY, CONFIG_KEY)
 _STEP_FILE = re.compile(r"step-(\d+)\.pt")
+_LISTING_ATTEMPTS = 5  # a training removes a step checkpoint once a save: a second listing is all but always enough
 
 
 class CheckpointKind(str, enum.Enum):
@@ -280,6 +282,23 @@ class Run:
                  if (m := _STEP_FILE.fullmatch(p.name))]
         return [p for _, p in sorted(found)]
 
+    @contextlib.contextmanager
+    def opened_step_checkpoints(self, newest: int) -> Iterator[list[tuple[Path, BinaryIO]]]:
+        """The newest `newest` step checkpoints, each opened for reading. A training beside the reader saves on and
+        removes its oldest (train.keep_last) between the listing and the reads; a file once opened stays readable
+        when its name goes (POSIX), so a listing is taken again only while one of its files vanishes before it opens."""
+        for _ in range(_LISTING_ATTEMPTS):
+            with contextlib.ExitStack() as opened:
+                try:
+                    files = [(path, opened.enter_context(path.open("rb")))
+                             for path in self.step_checkpoints()[-newest:]]
+                except FileNotFoundError:
+                    continue
+                yield files
+                return
+        raise NMTError(f"the step checkpoints of {self.directory} were replaced {_LISTING_ATTEMPTS} times while "
+                       "being opened (a training saving very often beside this command?); run it again")
+
     def save_step(self, step: int, checkpoint: Weights, keep: int) -> None:
         """Weights of this step, keeping only the newest `keep` such files."""
         from nmt.checkpoint import save_checkpoint
@@ -313,17 +332,18 @@ class Run:
     def tokenizers(self) -> Tokenizers:
         return Tokenizers.from_dir(self.directory)
 
-    def load_weights(self, path: Path) -> Weights:
-        return Weights.from_payload(self.load(path))
+    def load_weights(self, path: Path, handle: BinaryIO | None = None) -> Weights:
+        return Weights.from_payload(self.load(path, handle=handle))
 
     def load_training(self, path: Path) -> TrainingState:
         return TrainingState.from_payload(self.load(path, required=TRAINING_KEYS))
 
-    def load(self, path: Path, required: tuple[str, ...] = WEIGHTS_KEYS) -> dict:
-        """A checkpoint as a dict with at least `required` keys; anything else is a one-line error naming the file."""
+    def load(self, path: Path, required: tuple[str, ...] = WEIGHTS_KEYS, handle: BinaryIO | None = None) -> dict:
+        """A checkpoint as a dict with at least `required` keys; anything else is a one-line error naming the file.
+        Read from `handle` where given (see `opened_step_checkpoints`)."""
         from nmt.checkpoint import load_checkpoint
 
-        return _checked(load_checkpoint(path, map_location="cpu"), path, required)
+        return _checked(load_checkpoint(path, map_location="cpu", handle=handle), path, required)
 
     def peek(self, path: Path) -> TrainingState:
         """What a checkpoint says of itself (config, step, progress) without reading its tensors' bytes or verifying
