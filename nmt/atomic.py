@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -62,6 +64,7 @@ def _give_mode(path: str | Path, mode: int) -> None:
 def atomic_file(path: Path, mode: str = "wb", fsync: bool = True) -> Iterator[IO]:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    held = _hold_while_written(fd)
     try:
         _give_mode(tmp, _mode_for(path))  # mkstemp's 0600 otherwise (module docstring)
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as handle:
@@ -73,6 +76,41 @@ def atomic_file(path: Path, mode: str = "wb", fsync: bool = True) -> Iterator[IO
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _hold_while_written(fd: int) -> int | None:
+    """An flock on the temp file until it is renamed, so that `is_being_written` tells it from one a killed process
+    left (the kernel drops the lock with its holder). Held through a duplicate descriptor: the lock belongs to the
+    open file, which the duplicate keeps open after the writer's own is closed, up to the rename. None where the file
+    system keeps no locks."""
+    held = os.dup(fd)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(held)
+        return None
+    return held
+
+
+def is_being_written(temp: Path, unlocked_for_s: float = 3600.0) -> bool:
+    """Whether another process is writing `temp` now (an `atomic_file` temp: it holds an flock on it). Where the file
+    system keeps no locks, a file changed within `unlocked_for_s` counts as being written."""
+    try:
+        with open(temp, "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            return time.time() - temp.stat().st_mtime < unlocked_for_s
+        except OSError:
+            return False
+    return False
 
 
 def write_text_atomic(path: Path, text: str) -> None:

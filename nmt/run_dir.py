@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator
 import yaml
 
 from nmt import __version__
-from nmt.atomic import copy_file_atomic, unwritable_reason, write_text_atomic
+from nmt.atomic import copy_file_atomic, is_being_written, unwritable_reason, write_text_atomic
 from nmt.config import Config, data_order_settings, fingerprint_settings, from_dict, model_args, read_yaml, to_dict
 from nmt.data.normalizer import Normalizer
 from nmt.data.sources import languages
@@ -308,9 +308,11 @@ class Run:
             old.unlink(missing_ok=True)
 
     def clean_stale_temp_files(self) -> list[Path]:
-        """Temp files a killed process left (a checkpoint being written, a config being replaced)."""
-        stale = [p for d in (self.directory, self.checkpoint_dir) if d.is_dir() for p in d.glob(".*.tmp")]
-        stale += [p for p in self.checkpoint_dir.glob(".*.pt.*")] if self.checkpoint_dir.is_dir() else []
+        """Temp files a killed process left (a checkpoint being written, a config being replaced); not one another
+        process is writing now (`nmt average`'s averaged.pt beside a training that starts)."""
+        found = {p for d in (self.directory, self.checkpoint_dir) if d.is_dir() for p in d.glob(".*.tmp")}
+        found |= set(self.checkpoint_dir.glob(".*.pt.*")) if self.checkpoint_dir.is_dir() else set()
+        stale = sorted(path for path in found if not is_being_written(path))
         for path in stale:
             path.unlink(missing_ok=True)
         return stale

@@ -97,3 +97,63 @@ def test_a_file_system_without_unix_modes_still_takes_the_writes(tmp_path, monke
         write_text_atomic(tmp_path / "config.yaml", "a: 2\n")
     assert (tmp_path / "config.yaml").read_text() == "a: 1\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "prepared"]
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from nmt.atomic import atomic_file
+with atomic_file(Path(sys.argv[1])) as handle:
+    handle.write(b"half")
+    handle.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_temp_file_another_process_writes_is_told_from_one_a_killed_process_left(tmp_path):
+    """A training that starts cleans its run's stale temp files; `nmt average` may be writing averaged.pt there at
+    that moment (its temp file was removed and the average lost). The writer's flock tells the two apart, and the
+    kernel drops it with a killed writer."""
+    import signal
+    import subprocess
+
+    from nmt.atomic import is_being_written
+    from nmt.run_dir import Run
+
+    run = Run(tmp_path / "run")
+    run.checkpoint_dir.mkdir(parents=True)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(run.checkpoint_path("averaged"))],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "writing\n"
+        (temp,) = run.checkpoint_dir.glob(".averaged.pt.*.tmp")
+        left = run.checkpoint_dir / ".last.pt.k1ll3d.tmp"  # a killed save's, locked by no one
+        left.write_bytes(b"\0" * 10)
+        assert is_being_written(temp) and not is_being_written(left)
+        assert run.clean_stale_temp_files() == [left]
+        assert temp.exists() and not left.exists()
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert not is_being_written(temp)
+    assert run.clean_stale_temp_files() == [temp] and not temp.exists()
+
+
+def test_without_locks_a_temp_file_changed_within_the_hour_counts_as_being_written(tmp_path, monkeypatch):
+    """NFS without its lock service answers flock with ENOLCK: the file's age decides there."""
+    import errno
+
+    import nmt.atomic as atomic
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(atomic.fcntl, "flock", no_locks)
+    with atomic_file(tmp_path / "averaged.pt") as handle:  # writes still work there
+        handle.write(b"new")
+        (temp,) = tmp_path.glob(".averaged.pt.*.tmp")
+        assert atomic.is_being_written(temp)
+        os.utime(temp, (0, 0))  # an old one: a killed process's
+        assert not atomic.is_being_written(temp)
+    assert (tmp_path / "averaged.pt").read_bytes() == b"new"
