@@ -144,11 +144,16 @@ class Run:
 
     @classmethod
     def latest(cls, root: Path = DEFAULT_ROOT) -> "Run":
-        candidates = [p.parent.parent for p in Path(root).glob("*/checkpoints/*.pt")]
-        if not candidates:
+        saved = {}  # run directory -> the time of its newest save
+        for path in Path(root).glob("*/checkpoints/*.pt"):
+            try:
+                mtime = path.stat().st_mtime
+            except FileNotFoundError:  # a training's rotation removed it since the listing (train.keep_last)
+                continue
+            saved[path.parent.parent] = max(mtime, saved.get(path.parent.parent, mtime))
+        if not saved:
             raise NMTError(f"no trained run found under {root}/; train one with `nmt train --config demo`")
-        newest = max(candidates, key=lambda p: max(c.stat().st_mtime for c in (p / "checkpoints").glob("*.pt")))
-        return cls(newest)
+        return cls(max(saved, key=saved.get))
 
     # --- paths --------------------------------------------------------------------------------------------------
     @property

@@ -185,3 +185,25 @@ def test_a_config_kept_in_the_folder_named_as_the_run_is_never_written_over(tmp_
     with pytest.raises(NMTError, match=r"exp holds a config.yaml but no run \(no env.json\); train it into a folder "
                                        r"of its own: `nmt train --config .*exp/config.yaml --run-dir runs/NAME`$"):
         Run.open(experiment).find_checkpoint()
+
+
+def test_the_newest_run_is_found_while_a_training_rotates_its_step_checkpoints(tmp_path, monkeypatch):
+    """A step checkpoint listed and then removed by a training's rotation (train.keep_last) before its time was
+    read was a FileNotFoundError of `nmt translate` without --run (11 of 48,243 lookups beside a training saving
+    every 2 updates); the run that trains is still the newest, by its other saves."""
+    older, training = tmp_path / "older" / "checkpoints", tmp_path / "training" / "checkpoints"
+    for folder in (older, training):
+        folder.mkdir(parents=True)
+    (older / "best.pt").write_bytes(b"x")
+    os.utime(older / "best.pt", (1_000, 1_000))
+    (training / "last.pt").write_bytes(b"x")
+    (training / "step-0000002.pt").write_bytes(b"x")
+    stat = Path.stat
+
+    def removed_after_listing(path, *args, **kwargs):
+        if path.name == "step-0000002.pt":
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", removed_after_listing)
+    assert Run.latest(tmp_path).directory == tmp_path / "training"
