@@ -22,6 +22,24 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
 
+# How AdamW computes an update, not what it has learnt: the flags of the optimizer this build makes. `load_state_dict`
+# takes each saved group whole, flags too, so a run saved before AdamW was fused (`fused: False`) resumed on the
+# single-tensor path, which refuses the device-side skip flag every update hands it (found_inf): "Expected grad_scale
+# and found_inf to be None"; and a run saved by a CUDA-graph update (`capturable: True`) would step as if capturing.
+IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> None:
+    """Load a saved `state_dict` into `optimizer`, keeping its implementation flags (set before the load: torch moves
+    each parameter's `step` onto its device for a fused or capturable group only) and a float lr (a CUDA-graph run
+    saves a device tensor)."""
+    built = [{key: group[key] for key in IMPLEMENTATION_FLAGS if key in group} for group in optimizer.param_groups]
+    groups = [{**group, **(built[i] if i < len(built) else {})} for i, group in enumerate(saved["param_groups"])]
+    optimizer.load_state_dict({**saved, "param_groups": groups})
+    for group in optimizer.param_groups:
+        group["lr"] = float(group["lr"])
+
+
 def group_weight_decays(cfg: TrainConfig) -> tuple[float, float]:
     """The weight decay of `make_optimizer`'s two parameter groups: the matrices', and the vectors' (none)."""
     return cfg.weight_decay, 0.0

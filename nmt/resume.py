@@ -19,7 +19,7 @@ from nmt.checkpoint import restore_rng_state
 from nmt.config import Config, from_dict
 from nmt.errors import NMTError
 from nmt.models.builder import upgrade_state_dict
-from nmt.optim import resume_schedule, scheduler_steps_per_update
+from nmt.optim import load_optimizer_state, resume_schedule, scheduler_steps_per_update
 from nmt.progress import METRIC_NAMES, Progress
 from nmt.run_dir import TrainingState
 from nmt.weight_average import WeightAverage
@@ -47,9 +47,7 @@ def restore_training(state: TrainingState, path: Path, run_directory: Path, part
         parts.model.load_state_dict(upgrade_state_dict(state.trained_model if averaged else state.model))
         if parts.average is not None and averaged:
             parts.average.model.load_state_dict(upgrade_state_dict(state.model))
-        parts.optimizer.load_state_dict(state.optimizer)
-        for group in parts.optimizer.param_groups:  # as a train.cuda_graph run saves them (see GraphedUpdate)
-            group["lr"], group["capturable"] = float(group["lr"]), False
+        load_optimizer_state(parts.optimizer, state.optimizer)
         changed = resume_schedule(parts.optimizer, parts.scheduler, state.scheduler, from_dict(state.config).train,
                                   cfg.train, state.progress["step"])
         parts.scaler.load_state_dict(state.scaler)

@@ -555,6 +555,31 @@ def test_a_resumed_run_trains_at_the_lr_its_config_now_says(tmp_path, toy_data_d
     assert lrs[10] == pytest.approx(5e-3 * factor(10)) and lrs[14] == pytest.approx(1e-3 * factor(14))
 
 
+def test_a_run_saved_before_adamw_was_fused_resumes_exactly_as_it_would_now(tmp_path, toy_data_dir):
+    """Runs trained by nmt before AdamW was fused (e8bec4e and earlier) saved `fused: False` in the optimizer's
+    groups; `load_state_dict` took it, and every update after the resume was "internal error AssertionError:
+    Expected grad_scale and found_inf to be None". The flags are this build's: such a run resumes to the very weights
+    of the same run saved now."""
+    import shutil
+    from nmt.checkpoint import save_checkpoint
+
+    first = {"max_steps": 4, "save_every": 4}
+    train(load_config(write_config(tmp_path, base=TOY_RUN, train=first)), tmp_path / "now", toy_data_dir,
+          log=lambda *_: None)
+    shutil.copytree(tmp_path / "now", tmp_path / "before")
+    path = Run(tmp_path / "before").checkpoint_path("last")
+    state = load_checkpoint(path)
+    assert all(group["fused"] for group in state["optimizer"]["param_groups"])
+    for group in state["optimizer"]["param_groups"]:
+        group.update(fused=False, foreach=None)  # as those releases saved them
+    save_checkpoint(state, path)
+    longer = load_config(write_config(tmp_path, base=TOY_RUN, train={**first, "max_steps": 7}))
+    for run in ("now", "before"):
+        train(longer, tmp_path / run, toy_data_dir, log=lambda *_: None)
+    assert load_checkpoint(Run(tmp_path / "before").checkpoint_path("last"))["progress"]["step"] == 7
+    assert_same_weights(weights(tmp_path / "now"), weights(tmp_path / "before"))
+
+
 def test_a_compiler_failure_is_one_line_that_names_the_way_out(tmp_path, toy_data_dir, monkeypatch):
     """torch's compiler failing at the first compiled update (torch 2.4's inductor on a CPU builds C++ that does not
     compile) is an NMTError naming the way out, not an internal error; here a backend that fails as that one did."""
