@@ -243,6 +243,28 @@ def test_evaluate_without_its_prepared_data_names_the_prepare_command(run_dir, r
             f"{copy / 'config.yaml'} --data-dir {tmp_path / 'empty'}`") in result.stderr, result.stderr
 
 
+def test_evaluate_on_data_an_older_nmt_prepared_says_so_and_how_to_rebuild_it(run_dir, real_data_dir, tmp_path):
+    """Data prepared by an nmt of the first format (one .npz per split: ddabc86 and before) said "no prepared data
+    for these settings ... (the run was trained on D, which no longer holds that data)", while D held it."""
+    data = tmp_path / "data"
+    (data / "prepared").mkdir(parents=True)
+    (data / "fra-eng").symlink_to(real_data_dir / "fra-eng")
+    env = json.loads((run_dir / "env.json").read_text())
+    older = data / "prepared" / Path(env["prepared_data"]).name
+    shutil.copytree(env["prepared_data"], older)
+    manifest = json.loads((older / "manifest.json").read_text())
+    (older / "manifest.json").write_text(json.dumps({**manifest, "format": 1}))
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("eval"))
+    (copy / "env.json").write_text(json.dumps({**env, "prepared_data": str(older)}))
+    result = nmt("evaluate", "--run", copy, "--data-dir", data)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr == (f"error: {older} holds these settings' data in an older nmt's format (1; this one reads "
+                             f"2); run `nmt prepare --config {copy / 'config.yaml'} --data-dir {data}` to rebuild it "
+                             "in place (the same split and token ids)\n")
+    assert json.loads((older / "manifest.json").read_text())["format"] == 1  # evaluate prepares nothing
+
+
 def test_evaluate_files_and_compare(run_dir, real_data_dir, tmp_path):
     src, ref1, ref2 = tmp_path / "src.txt", tmp_path / "ref1.txt", tmp_path / "ref2.txt"
     src.write_text("go .\ni'm home .\n")

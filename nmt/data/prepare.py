@@ -58,6 +58,7 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
     under `data_dir`, else `trained_on` (where a run was trained, from its env.json) while that still holds data of
     these settings, so that a run trained with `--data-dir` elsewhere is evaluated without repeating it.
     `config_file`, the run's config, makes the error's `nmt prepare` command one that prepares this data."""
+    directory = older = None
     try:
         _, corpus_sha256 = _identity(cfg, data_dir)
         directory = prepared_dir(cfg, data_dir, corpus_sha256)
@@ -66,6 +67,11 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
         command = f"nmt prepare --config {config_file} --data-dir {data_dir}" if config_file else "nmt prepare"
         why = f"no prepared data for these settings under {data_dir}"
         missing = f"{why}; run `{command}`"
+        older = older_format(directory, cfg, corpus_sha256)
+        if older is not None:
+            why = f"{directory} holds these settings' data in an older nmt's format ({older}; this one reads " \
+                  f"{FORMAT_VERSION})"
+            missing = f"{why}; run `{command}` to rebuild it in place (the same split and token ids)"
     except NMTError as err:  # e.g. no built-in corpus under data_dir
         why = missing = str(err)
     if trained_on is not None:
@@ -73,8 +79,20 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
             if warn:
                 warn(f"{why}: using {trained_on}, where the run was trained")
             return trained_on
-        missing += f" (the run was trained on {trained_on}, which no longer holds that data)"
+        if older_format(trained_on, cfg, None) is None:
+            missing += f" (the run was trained on {trained_on}, which no longer holds that data)"
+        elif Path(trained_on) != directory:  # the same directory's older format is said above
+            missing += f" (the run was trained on {trained_on}, which holds it in an older nmt's format)"
     raise NMTError(missing)
+
+
+def older_format(directory: Path, cfg: DataConfig, corpus_sha256: str | None) -> int | None:
+    """The format of `directory`'s data where an older nmt prepared it from these settings and this text (None:
+    not so); `prepare` rebuilds it in place."""
+    manifest = read_manifest(directory)
+    if manifest is None or manifest.get("format") == FORMAT_VERSION or manifest.get("settings") != data_settings(cfg):
+        return None
+    return manifest.get("format") if corpus_sha256 in (None, manifest.get("corpus_sha256")) else None
 
 
 def run_data_for_resume(cfg: DataConfig, data_dir: Path, trained_on: Path) -> Path | None:
