@@ -25,7 +25,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 # How AdamW computes an update, not what it has learnt: the flags of the optimizer this build makes. `load_state_dict`
 # takes each saved group whole, flags too, so a run saved before AdamW was fused (`fused: False`) resumed on the
 # single-tensor path, which refuses the device-side skip flag every update hands it (found_inf): "Expected grad_scale
-# and found_inf to be None"; and a run saved by a CUDA-graph update (`capturable: True`) would step as if capturing.
+# and found_inf to be None". `capturable` too stays this build's (GraphedUpdate sets it only while it captures).
 IMPLEMENTATION_FLAGS = ("fused", "foreach", "capturable", "differentiable")
 
 

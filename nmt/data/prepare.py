@@ -58,7 +58,7 @@ def find_prepared(cfg: DataConfig, data_dir: Path, trained_on: Path | None = Non
     under `data_dir`, else `trained_on` (where a run was trained, from its env.json) while that still holds data of
     these settings, so that a run trained with `--data-dir` elsewhere is evaluated without repeating it.
     `config_file`, the run's config, makes the error's `nmt prepare` command one that prepares this data."""
-    directory = older = None
+    directory = None
     try:
         _, corpus_sha256 = _identity(cfg, data_dir)
         directory = prepared_dir(cfg, data_dir, corpus_sha256)
